@@ -1,0 +1,31 @@
+# recsys: set up, test, lint, and run the main job (train on the default data, then serve).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test test-all lint up clean
+
+install: $(STAMP)
+
+# Re-runs only when the dependency spec or the lock changes; torch's CPU build goes in first
+# so that nothing later pulls a CUDA build.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-all: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check app data training serving tests benchmarks
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

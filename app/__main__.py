@@ -1,0 +1,5 @@
+"""`python -m app` runs the `recsys` CLI."""
+
+from app.cli import main
+
+main()

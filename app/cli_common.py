@@ -1,0 +1,47 @@
+"""Pieces every `recsys` command shares: common options, JSON output, logging setup."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from data.workspace import HOME_ENV_VAR, Workspace
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        envvar=HOME_ENV_VAR,
+        help="Workspace directory (events, vocab, runs, models). Default: ./workspace.",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on stdout instead of text.")
+]
+
+
+def workspace(home: Path | None) -> Workspace:
+    """The workspace chosen by `--home`, `$RECSYS_HOME` or the default."""
+    return Workspace.resolve(home)
+
+
+def emit_json(payload: dict[str, Any]) -> None:
+    """Write one JSON object on stdout (the only thing a `--json` command prints there)."""
+    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def setup_logging(verbose: bool) -> None:
+    """Log to stderr: INFO by default, DEBUG with --verbose."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )

@@ -1,0 +1,28 @@
+"""Shared test fixtures: an isolated workspace per test and paths to the shared datasets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.workspace import Workspace
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """A fresh, empty workspace; RECSYS_HOME points at it so CLI calls use it too."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("RECSYS_HOME", str(home))
+    return Workspace(home)
+
+
+def shared_dataset(name: str) -> Path:
+    """Path of `../shared/datasets/<name>/interactions.csv`; skips the test if absent."""
+    path = SHARED_DATASETS / name / "interactions.csv"
+    if not path.exists():
+        pytest.skip(f"shared dataset {name} not available at {path}")
+    return path

@@ -1,0 +1,40 @@
+from pathlib import Path
+
+import pytest
+
+from data.errors import RecsysInputError
+from training.config import RecsysConfig, load_config
+
+
+def test_defaults_without_files() -> None:
+    assert load_config() == RecsysConfig()
+
+
+def test_yaml_then_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  dim: 32\nsampler:\n  name: popularity\n")
+    cfg = load_config([path], ["model.dim=16", "train.lr=0.01", "sampler.per_query=true"])
+    assert cfg.model.dim == 16
+    assert cfg.sampler.name == "popularity"
+    assert cfg.train.lr == pytest.approx(0.01)
+    assert cfg.sampler.per_query is True
+
+
+def test_unknown_key_is_named() -> None:
+    with pytest.raises(RecsysInputError, match="model.dimm"):
+        load_config(overrides=["model.dimm=3"])
+
+
+def test_bad_value_is_named() -> None:
+    with pytest.raises(RecsysInputError, match="train.lr"):
+        load_config(overrides=["train.lr=-1"])
+
+
+def test_malformed_override() -> None:
+    with pytest.raises(RecsysInputError, match="section.key=value"):
+        load_config(overrides=["no-equals-sign"])
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(RecsysInputError, match="not found"):
+        load_config([tmp_path / "absent.yaml"])

@@ -1,0 +1,150 @@
+"""Typed run configuration: pydantic models, YAML loading and `--set a.b=c` overrides.
+
+The defaults live here, in one place; `configs/*.yaml` files are override sets on top of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from data.errors import RecsysInputError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Section):
+    """How events become training sequences."""
+
+    split: Literal["loo", "time"] = "loo"
+    cutoff: int | None = Field(None, description="Unix time of the global cut for split=time.")
+    kcore: int = Field(0, ge=0, description="Iterative k-core filter; 0 disables it.")
+
+
+class ModelConfig(_Section):
+    """The two towers."""
+
+    tower: Literal["sasrec", "mean"] = "sasrec"
+    dim: int = Field(64, ge=2)
+    max_len: int = Field(50, ge=1, description="Query history length L.")
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(1, ge=1)
+    dropout: float = Field(0.3, ge=0.0, lt=1.0)
+    share_embeddings: bool = True
+    temperature: float = Field(0.05, gt=0.0, description="logit = h . c / temperature.")
+
+
+class SamplerConfig(_Section):
+    """The negative sampler; each sampler reads the fields it needs."""
+
+    name: str = "uniform"
+    num_negatives: int = Field(256, ge=1)
+    per_query: bool = Field(False, description="Per-query negatives instead of shared ones.")
+    popularity_alpha: float = Field(0.75, ge=0.0, description="q ~ count^alpha.")
+    popularity_floor: float = Field(1.0, ge=0.0, description="Added to counts before ^alpha.")
+    kernel_alpha: float = Field(100.0, gt=0.0, description="Quadratic kernel alpha (h.c)^2 + 1.")
+    rff_features: int = Field(128, ge=1, description="D random frequencies: 2D cos/sin numbers.")
+    rff_nu: float = Field(4.0, gt=0.0, description="Gaussian kernel temperature nu.")
+    rff_orthogonal: bool = True
+    leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
+    refresh_every: int = Field(100, ge=1, description="Full kernel-tree rebuild period (steps).")
+    score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
+
+
+class LossConfig(_Section):
+    """The training objective (see training/losses.py for the names)."""
+
+    name: str = "sampled_softmax"
+
+
+class TrainConfig(_Section):
+    """The optimisation loop."""
+
+    batch_size: int = Field(128, ge=1)
+    lr: float = Field(1e-3, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    max_epochs: int = Field(200, ge=1)
+    patience: int = Field(10, ge=1, description="Early stopping, in validation rounds.")
+    val_every: int = Field(1, ge=1, description="Validate every N epochs.")
+    sparse_embeddings: bool = False
+    seed: int = 42
+    accelerator: str = "auto"
+    num_workers: int = Field(0, ge=0)
+    eval_batch_size: int = Field(512, ge=1)
+
+
+class RecsysConfig(_Section):
+    """The whole run configuration."""
+
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    sampler: SamplerConfig = SamplerConfig()
+    loss: LossConfig = LossConfig()
+    train: TrainConfig = TrainConfig()
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split `a.b=c` into (["a", "b"], c) with c parsed as a YAML scalar."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise RecsysInputError(f"--set expects section.key=value, got {text!r}")
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise RecsysInputError(f"{path}: config file not found") from None
+    except yaml.YAMLError as err:
+        raise RecsysInputError(f"{path}: not valid YAML ({err})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise RecsysInputError(f"{path}: a config must be a mapping of sections")
+    return loaded
+
+
+def _describe(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"config {where}: {first['msg']}{more}"
+
+
+def load_config(
+    paths: list[Path] | None = None, overrides: list[str] | None = None
+) -> RecsysConfig:
+    """Build the config: defaults, then each YAML file in order, then `--set` overrides.
+
+    Raises:
+        RecsysInputError: unknown key, bad value, unreadable file; the message names the key.
+    """
+    raw: dict[str, Any] = {}
+    for path in paths or []:
+        raw = _deep_merge(raw, _read_yaml(Path(path)))
+    for text in overrides or []:
+        keys, value = parse_override(text)
+        patch: dict[str, Any] = {keys[-1]: value}
+        for key in reversed(keys[:-1]):
+            patch = {key: patch}
+        raw = _deep_merge(raw, patch)
+    try:
+        return RecsysConfig.model_validate(raw)
+    except ValidationError as err:
+        raise RecsysInputError(_describe(err)) from None
