@@ -16,6 +16,7 @@ class Workspace:
 
     Attributes:
         root: The home directory; created on demand by the writers, never by reading.
+
     """
 
     root: Path

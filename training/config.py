@@ -78,6 +78,14 @@ class TrainConfig(_Section):
     eval_batch_size: int = Field(512, ge=1)
 
 
+class EvalConfig(_Section):
+    """Full-ranking evaluation (never sampled metrics)."""
+
+    ks: list[int] = Field(default_factory=lambda: [10, 20, 100])
+    exclude_seen: bool = Field(True, description="Mask the user's history items when ranking.")
+    item_chunk: int = Field(65536, ge=1, description="Items scored at once (memory bound).")
+
+
 class RecsysConfig(_Section):
     """The whole run configuration."""
 
@@ -86,6 +94,7 @@ class RecsysConfig(_Section):
     sampler: SamplerConfig = SamplerConfig()
     loss: LossConfig = LossConfig()
     train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -134,6 +143,7 @@ def load_config(
 
     Raises:
         RecsysInputError: unknown key, bad value, unreadable file; the message names the key.
+
     """
     raw: dict[str, Any] = {}
     for path in paths or []:

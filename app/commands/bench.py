@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import typer
 
+from app.bench import data_pipeline, quality, samplers, serving
+
 bench_app = typer.Typer(
     help="Reproducible benchmarks; results go to benchmarks/results/ (see docs/benchmarks.md).",
     no_args_is_help=True,
 )
 
-# Each benchmark module exposes `register(bench_app)`. Add one import per module here.
-BENCHMARKS: tuple = ()
+BENCHMARKS = (data_pipeline, quality, samplers, serving)
 
 
 def register(app: typer.Typer) -> None:

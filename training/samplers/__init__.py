@@ -2,15 +2,24 @@
 
 from data.errors import RecsysInputError
 from training.config import SamplerConfig
+
+# Importing a sampler module registers it.
+from training.samplers import (  # noqa: E402, F401
+    exact,
+    in_batch,
+    mixed,
+    popularity,
+    quadratic,
+    rff,
+    uniform,
+)
 from training.samplers.base import (
     SAMPLERS,
-    NegativeSampler,
     Negatives,
+    NegativeSampler,
     SamplerContext,
     register_sampler,
 )
-
-# Importing a sampler module registers it. Add one line per sampler module here.
 
 
 def build_sampler(cfg: SamplerConfig, ctx: SamplerContext) -> NegativeSampler:
@@ -18,6 +27,7 @@ def build_sampler(cfg: SamplerConfig, ctx: SamplerContext) -> NegativeSampler:
 
     Raises:
         RecsysInputError: the name is not registered (the message lists the known names).
+
     """
     if cfg.name not in SAMPLERS:
         known = ", ".join(sorted(SAMPLERS))

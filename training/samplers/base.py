@@ -21,6 +21,7 @@ class Negatives:
         log_q: float32, same shape as `ids`: log of the expected number of times the id
             appears in this draw under the procedure actually run (`log(m * q_i)` for m draws
             with replacement, `log(b_i)` for Bernoulli inclusion probabilities).
+
     """
 
     ids: Tensor
@@ -34,6 +35,7 @@ class SamplerContext:
     Attributes:
         num_items: Catalogue size n; valid item_idx are 1..n (0 is padding).
         item_counts: float32 `[n + 1]`, training-split interaction counts (index 0 is 0).
+
     """
 
     num_items: int
@@ -51,6 +53,7 @@ class NegativeSampler(Protocol):
             queries: `[N, d]` L2-normalised query embeddings (detached).
             positives: `[N]` int64 item_idx of each query's positive.
             num: Number of negatives m (shared: `[m]`; per query: `[N, m]`).
+
         """
         ...
 

@@ -1,0 +1,9 @@
+"""`recsys bench`: the data pipeline benchmark."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Attach this benchmark's subcommand."""

@@ -1,0 +1,9 @@
+"""`recsys serve and recsys models`."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the commands of this module."""

@@ -1,0 +1,1 @@
+"""The exact negative sampler."""

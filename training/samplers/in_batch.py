@@ -1,0 +1,1 @@
+"""The in_batch negative sampler."""

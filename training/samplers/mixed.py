@@ -1,0 +1,1 @@
+"""The mixed negative sampler."""

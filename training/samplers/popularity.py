@@ -1,0 +1,1 @@
+"""The popularity negative sampler."""

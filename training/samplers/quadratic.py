@@ -1,0 +1,1 @@
+"""The quadratic negative sampler."""

@@ -1,0 +1,1 @@
+"""The rff negative sampler."""

@@ -1,0 +1,1 @@
+"""The uniform negative sampler."""
