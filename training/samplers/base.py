@@ -35,11 +35,14 @@ class SamplerContext:
     Attributes:
         num_items: Catalogue size n; valid item_idx are 1..n (0 is padding).
         item_counts: float32 `[n + 1]`, training-split interaction counts (index 0 is 0).
+        temperature: The model's softmax temperature tau (logit = h . c / tau), for samplers
+            that approximate the model's softmax.
 
     """
 
     num_items: int
     item_counts: Tensor
+    temperature: float = 1.0
 
 
 @runtime_checkable
