@@ -12,7 +12,6 @@ install: $(STAMP)
 # so that nothing later pulls a CUDA build.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
@@ -26,6 +25,11 @@ test-all: install
 lint: install
 	$(BIN)/ruff check app data training serving tests benchmarks
 	$(BIN)/mypy
+
+# The main job: train on the default data (unless a model is already published), then serve
+# on $RECSYS_PORT (default 8000). RECSYS_HOME picks the workspace; RECSYS_RETRAIN=1 retrains.
+up: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/up.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
