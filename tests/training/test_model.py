@@ -1,0 +1,111 @@
+"""Towers: shapes, normalisation, causality, padding, sharing, self-contained query state."""
+
+import pytest
+import torch
+
+from training.config import ModelConfig
+from training.model import MeanPoolTower, QueryTower, build_model, build_query_tower
+
+N_ITEMS, DIM, L = 30, 16, 8
+
+
+def _seq(batch: int = 4, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    seq = torch.randint(1, N_ITEMS + 1, (batch, L), generator=gen)
+    seq[0, :3] = 0  # left padding
+    seq[1, : L - 1] = 0  # a single item
+    return seq
+
+
+@pytest.mark.parametrize("tower", ["sasrec", "mean"])
+def test_shapes_and_unit_norm(tower: str) -> None:
+    model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
+    out = model(_seq())
+    assert out.shape == (4, L, DIM)
+    assert torch.isfinite(out).all()
+    real = (_seq() != 0).float()
+    assert torch.allclose(out.norm(dim=-1), real, atol=1e-5)  # padded positions are zeros
+    enc = model.encode(_seq())
+    assert enc.shape == (4, DIM)
+    assert torch.allclose(enc, out[:, -1])
+
+
+@pytest.mark.parametrize("tower", ["sasrec", "mean"])
+def test_causal_output_ignores_later_items(tower: str) -> None:
+    torch.manual_seed(0)
+    model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
+    seq = _seq(seed=1)
+    seq[0] = torch.arange(1, L + 1)
+    changed = seq.clone()
+    changed[0, 5:] = torch.tensor([20, 21, 22])
+    a, b = model(seq), model(changed)
+    assert torch.allclose(a[0, :5], b[0, :5], atol=1e-6)
+    assert not torch.allclose(a[0, 5:], b[0, 5:], atol=1e-3)
+
+
+def test_padding_is_ignored_whatever_the_pad_length() -> None:
+    torch.manual_seed(0)
+    tower = QueryTower(N_ITEMS, DIM, L, num_layers=2, num_heads=2).eval()
+    history = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])
+    short = torch.tensor([[3, 7, 9]])  # encode() left-pads it to the same history
+    assert torch.allclose(tower.encode(history), tower.encode(short), atol=1e-6)
+    other = torch.tensor([[0, 0, 0, 0, 12, 3, 7, 9]])
+    assert not torch.allclose(tower.encode(history), tower.encode(other), atol=1e-4)
+    longer = torch.tensor([[5, 5, 5, 5, 5, 5, 0, 0, 0, 0, 0, 3, 7, 9]])  # cut to last L
+    assert torch.allclose(tower.encode(history), tower.encode(longer), atol=1e-6)
+
+
+def test_padding_rows_do_not_affect_real_positions_in_attention() -> None:
+    torch.manual_seed(0)
+    tower = QueryTower(N_ITEMS, DIM, L).eval()
+    seq = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])
+    base = tower(seq)[0, 5:]
+    with torch.no_grad():
+        tower.item_embedding.weight[0].normal_()  # garbage in the padding row
+    assert torch.allclose(tower(seq)[0, 5:], base, atol=1e-6)
+
+
+def test_mean_pool_is_running_mean_of_non_padding() -> None:
+    tower = MeanPoolTower(N_ITEMS, DIM, L)
+    with torch.no_grad():
+        tower.proj.weight.copy_(torch.eye(DIM))
+        tower.proj.bias.zero_()
+    seq = torch.tensor([[0, 0, 4, 6]])
+    emb = tower.item_embedding.weight
+    expected = torch.nn.functional.normalize((emb[4] + emb[6]) / 2, dim=0)
+    assert torch.allclose(tower(seq)[0, -1], expected, atol=1e-6)
+
+
+def test_shared_embeddings_and_self_contained_state() -> None:
+    cfg = ModelConfig(dim=DIM, max_len=L, share_embeddings=True)
+    model = build_model(cfg, N_ITEMS)
+    assert model.item_tower.embedding is model.query_tower.item_embedding
+    assert len(model.embedding_parameters()) == 1
+    state = model.query_tower.state_dict()
+    assert "item_embedding.weight" in state
+    fresh = build_query_tower(cfg.model_dump(), N_ITEMS)
+    fresh.load_state_dict(state)
+    model.eval()
+    fresh.eval()
+    assert torch.allclose(fresh.encode(_seq()), model.query_tower.encode(_seq()))
+    unshared = build_model(ModelConfig(dim=DIM, max_len=L, share_embeddings=False), N_ITEMS)
+    assert unshared.item_tower.embedding is not unshared.query_tower.item_embedding
+    assert len(unshared.embedding_parameters()) == 2
+
+
+def test_item_tower_table_normalised_with_zero_padding_row() -> None:
+    model = build_model(ModelConfig(dim=DIM, max_len=L), N_ITEMS)
+    table = model.item_tower.all_embeddings()
+    assert table.shape == (N_ITEMS + 1, DIM)
+    assert torch.all(table[0] == 0)
+    assert torch.allclose(table[1:].norm(dim=-1), torch.ones(N_ITEMS), atol=1e-5)
+
+
+def test_gradients_flow_and_padding_row_stays_zero() -> None:
+    model = build_model(ModelConfig(dim=DIM, max_len=L), N_ITEMS)
+    out = model.query_tower(_seq())
+    loss = (out[:, -1] * model.item_tower(torch.tensor([1, 2, 3, 4]))).sum()
+    loss.backward()
+    grad = model.item_embedding_weight.grad
+    assert grad is not None and torch.all(grad[0] == 0)
+    assert grad[1:].abs().sum() > 0
