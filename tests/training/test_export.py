@@ -1,0 +1,142 @@
+"""Bundles: round trip reproduces the in-memory model's top-k; atomic write and publish."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from data.errors import RecsysInputError
+from training.config import ModelConfig
+from training.export import (
+    current_version,
+    load_item_embeddings,
+    load_query_tower,
+    new_version_name,
+    publish,
+    read_manifest,
+    resolve_bundle,
+    write_bundle,
+)
+from training.model import build_model
+
+N_ITEMS = 40
+
+
+def _items() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "item_idx": list(range(1, N_ITEMS + 1)),
+            "item_id": [f"i{k}" for k in range(1, N_ITEMS + 1)],
+            "popularity": [k % 7 for k in range(1, N_ITEMS + 1)],
+        }
+    )
+
+
+def _write(models_dir: Path, version: str, tower: str = "sasrec", share: bool = True):
+    torch.manual_seed(3)
+    cfg = ModelConfig(tower=tower, dim=8, max_len=6, share_embeddings=share)
+    model = build_model(cfg, N_ITEMS).eval()
+    emb = model.item_tower.all_embeddings().detach().numpy()
+    path = write_bundle(
+        models_dir,
+        version,
+        query_tower=model.query_tower,
+        model_cfg=cfg.model_dump(),
+        num_items=N_ITEMS,
+        item_embeddings=emb,
+        items=_items(),
+        manifest={"dataset": "toy", "temperature": 0.05, "sampler": "uniform", "metrics": {}},
+    )
+    return model, emb, path
+
+
+@pytest.mark.parametrize(("tower", "share"), [("sasrec", True), ("sasrec", False), ("mean", True)])
+def test_round_trip_reproduces_top_k(tmp_path: Path, tower: str, share: bool) -> None:
+    model, emb, path = _write(tmp_path / "models", "v1", tower, share)
+    manifest = read_manifest(path)
+    assert manifest["format_version"] == 1
+    assert manifest["version"] == "v1"
+    assert manifest["num_items"] == N_ITEMS and manifest["dim"] == 8
+    assert manifest["model"]["tower"] == tower
+    for key in ("created_at", "dataset", "temperature", "sampler", "metrics"):
+        assert key in manifest
+    loaded = load_query_tower(path, manifest)
+    history = torch.tensor([[0, 0, 3, 9, 12, 5], [1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 17]])
+    with torch.no_grad():
+        expected = model.query_tower.encode(history) @ torch.from_numpy(emb).T
+        got = loaded.encode(history) @ torch.from_numpy(load_item_embeddings(path)).T
+    assert torch.equal(expected.topk(10).indices, got.topk(10).indices)
+    assert torch.allclose(expected, got, atol=1e-6)
+    items = pl.read_parquet(path / "items.parquet")
+    assert items.columns == ["item_idx", "item_id", "popularity", "title"]
+    assert items["title"].null_count() == N_ITEMS
+
+
+def test_publish_is_atomic_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    _write(models, "v1")
+    _write(models, "v2")
+    assert current_version(models) is None
+    publish(models, "v1")
+    assert current_version(models) == "v1"
+    publish(models, "v2")
+    assert (models / "CURRENT").read_text() == "v2\n"
+    assert resolve_bundle(models, None) == models / "v2"
+    assert resolve_bundle(models, "v1") == models / "v1"
+    assert sorted(p.name for p in models.iterdir()) == ["CURRENT", "v1", "v2"]
+    with pytest.raises(RecsysInputError, match="v3"):
+        publish(models, "v3")
+    assert current_version(models) == "v2"
+
+
+def test_existing_version_and_failed_write_leave_nothing_visible(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    _write(models, "v1")
+    with pytest.raises(RecsysInputError, match="already exists"):
+        _write(models, "v1")
+    bad_emb = np.ones((N_ITEMS + 1, 8), dtype=np.float32)  # padding row not zero
+    model = build_model(ModelConfig(dim=8, max_len=6), N_ITEMS)
+    with pytest.raises(ValueError, match="row 0"):
+        write_bundle(
+            models,
+            "v2",
+            query_tower=model.query_tower,
+            model_cfg={},
+            num_items=N_ITEMS,
+            item_embeddings=bad_emb,
+            items=_items(),
+            manifest={},
+        )
+    with pytest.raises(ValueError, match="lacks columns"):
+        write_bundle(
+            models,
+            "v3",
+            query_tower=model.query_tower,
+            model_cfg={},
+            num_items=N_ITEMS,
+            item_embeddings=np.zeros((N_ITEMS + 1, 8), dtype=np.float32),
+            items=_items().drop("popularity"),
+            manifest={},
+        )
+    assert sorted(p.name for p in models.iterdir()) == ["v1"]
+
+
+def test_unknown_format_and_missing_bundle(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    _, _, path = _write(models, "v1")
+    with pytest.raises(RecsysInputError, match="no published model"):
+        resolve_bundle(models, None)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["format_version"] = 99
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RecsysInputError, match="format"):
+        read_manifest(path)
+
+
+def test_version_names_sort_by_time() -> None:
+    name = new_version_name()
+    assert len(name) == len("20261122-143501-ab12")
+    assert name[:8].isdigit() and name[9:15].isdigit()

@@ -1,0 +1,209 @@
+"""Model bundles: write one atomically under `models/<version>/`, publish it via `CURRENT`.
+
+Bundle layout (docs/architecture.md): `manifest.json`, `item_embeddings.npy` (float32
+`[n + 1, d]`, L2-normalised, row 0 zeros), `query_tower.pt` (the query tower's state_dict,
+self-contained), `items.parquet` (item_idx, item_id, popularity, title).
+
+Nothing half-written is visible under a name a reader would load: the bundle is written into
+a hidden temp folder inside `models/` and renamed into place (same filesystem, so atomic);
+`CURRENT` is written to a temp file and moved over the old one with `os.replace`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+from torch import nn
+
+from data.errors import RecsysInputError
+from training.model import build_query_tower
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ITEM_EMBEDDINGS = "item_embeddings.npy"
+QUERY_TOWER = "query_tower.pt"
+ITEMS = "items.parquet"
+CURRENT = "CURRENT"
+
+ITEMS_SCHEMA = {
+    "item_idx": pl.Int64,
+    "item_id": pl.String,
+    "popularity": pl.Int64,
+    "title": pl.String,
+}
+
+
+def new_version_name() -> str:
+    """A sortable, unique-enough version name such as `20261122-143501-ab12` (UTC)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def _check_embeddings(item_embeddings: np.ndarray, num_items: int) -> np.ndarray:
+    emb = np.ascontiguousarray(item_embeddings, dtype=np.float32)
+    if emb.ndim != 2 or emb.shape[0] != num_items + 1:
+        raise ValueError(f"item_embeddings must be [{num_items + 1}, d], got {emb.shape}")
+    if np.any(emb[0] != 0):
+        raise ValueError("item_embeddings row 0 (padding) must be zeros")
+    return emb
+
+
+def _items_frame(items: pl.DataFrame) -> pl.DataFrame:
+    if "title" not in items.columns:
+        items = items.with_columns(pl.lit(None, dtype=pl.String).alias("title"))
+    missing = set(ITEMS_SCHEMA) - set(items.columns)
+    if missing:
+        raise ValueError(f"items frame lacks columns {sorted(missing)}")
+    return items.select([pl.col(c).cast(t) for c, t in ITEMS_SCHEMA.items()]).sort("item_idx")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bundle(
+    models_dir: Path,
+    version: str,
+    *,
+    query_tower: nn.Module,
+    model_cfg: dict[str, Any],
+    num_items: int,
+    item_embeddings: np.ndarray,
+    items: pl.DataFrame,
+    manifest: dict[str, Any],
+) -> Path:
+    """Write a bundle atomically to `models_dir/<version>/` and return that path.
+
+    Args:
+        models_dir: The workspace's `models/` folder (created if missing).
+        version: Bundle name; must not exist yet.
+        query_tower: The trained query tower; its state_dict is saved (moved to CPU).
+        model_cfg: The dict `build_query_tower` takes (stored as `manifest["model"]`).
+        num_items: Catalogue size n.
+        item_embeddings: float32 `[n + 1, d]`, L2-normalised, row 0 zeros.
+        items: `item_idx, item_id, popularity, title` (title may be absent or null).
+        manifest: Extra manifest fields: dataset, temperature, sampler, config, metrics...
+
+    Raises:
+        RecsysInputError: the version already exists or the name is not a plain folder name.
+
+    """
+    if not version or "/" in version or version.startswith(".") or version == CURRENT:
+        raise RecsysInputError(f"bad model version name {version!r}")
+    target = models_dir / version
+    if target.exists():
+        raise RecsysInputError(f"model version {version!r} already exists in {models_dir}")
+    emb = _check_embeddings(item_embeddings, num_items)
+    full_manifest = {
+        **manifest,
+        "format_version": FORMAT_VERSION,
+        "version": version,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "num_items": int(num_items),
+        "dim": int(emb.shape[1]),
+        "model": dict(model_cfg),
+    }
+    models_dir.mkdir(parents=True, exist_ok=True)
+    tmp = models_dir / f".tmp-{version}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        np.save(tmp / ITEM_EMBEDDINGS, emb)
+        state = {k: v.detach().cpu() for k, v in query_tower.state_dict().items()}
+        torch.save(state, tmp / QUERY_TOWER)
+        _items_frame(items).write_parquet(tmp / ITEMS)
+        # The manifest goes last: a folder with a manifest is a complete bundle.
+        (tmp / MANIFEST).write_text(json.dumps(full_manifest, indent=2, default=str) + "\n")
+        _fsync_dir(tmp)
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(models_dir)
+    return target
+
+
+def publish(models_dir: Path, version: str) -> None:
+    """Make `version` the served model: write `models/CURRENT` atomically.
+
+    Raises:
+        RecsysInputError: no complete bundle of that version exists.
+
+    """
+    if not (models_dir / version / MANIFEST).is_file():
+        raise RecsysInputError(f"no model bundle {version!r} in {models_dir}")
+    tmp = models_dir / f".{CURRENT}.tmp-{secrets.token_hex(4)}"
+    with open(tmp, "w") as handle:
+        handle.write(version + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, models_dir / CURRENT)
+    _fsync_dir(models_dir)
+
+
+def current_version(models_dir: Path) -> str | None:
+    """The published version named by `models/CURRENT`, or None if nothing is published."""
+    path = models_dir / CURRENT
+    if not path.is_file():
+        return None
+    return path.read_text().strip() or None
+
+
+def resolve_bundle(models_dir: Path, version: str | None) -> Path:
+    """The bundle folder of `version`, or of the published one when `version` is None.
+
+    Raises:
+        RecsysInputError: nothing published, or no such version.
+
+    """
+    chosen = version or current_version(models_dir)
+    if chosen is None:
+        raise RecsysInputError(f"no published model in {models_dir}; run `recsys train` first")
+    bundle = models_dir / chosen
+    if not (bundle / MANIFEST).is_file():
+        raise RecsysInputError(f"no model bundle {chosen!r} in {models_dir}")
+    return bundle
+
+
+def read_manifest(bundle_dir: Path) -> dict[str, Any]:
+    """The bundle's manifest; checks the format version.
+
+    Raises:
+        RecsysInputError: missing or unreadable manifest, or an unknown format version.
+
+    """
+    try:
+        manifest: dict[str, Any] = json.loads((bundle_dir / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise RecsysInputError(f"{bundle_dir}: unreadable bundle manifest ({err})") from None
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise RecsysInputError(
+            f"{bundle_dir}: bundle format {manifest.get('format_version')!r}, "
+            f"this version reads {FORMAT_VERSION}"
+        )
+    return manifest
+
+
+def load_query_tower(bundle_dir: Path, manifest: dict[str, Any]) -> nn.Module:
+    """Rebuild the bundle's query tower in eval mode on CPU (no checkpoint needed)."""
+    tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
+    state = torch.load(bundle_dir / QUERY_TOWER, map_location="cpu", weights_only=True)
+    tower.load_state_dict(state)
+    return tower.eval()
+
+
+def load_item_embeddings(bundle_dir: Path) -> np.ndarray:
+    """float32 `[n + 1, d]` L2-normalised item table (row 0 zeros)."""
+    return np.load(bundle_dir / ITEM_EMBEDDINGS)
