@@ -1,0 +1,174 @@
+"""The kernel tree: exact distribution, draw frequencies, log-probs, updates, clamping, memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from training.feature_maps import QuadraticFeatures, RandomFourierFeatures
+from training.kernel_tree import KernelTree
+
+
+def unit(*shape: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.nn.functional.normalize(torch.randn(*shape, generator=gen), dim=-1)
+
+
+def table(n: int, d: int, seed: int = 0) -> torch.Tensor:
+    emb = unit(n + 1, d, seed=seed)
+    emb[0] = 0.0
+    return emb
+
+
+def brute_quadratic(h: torch.Tensor, emb: torch.Tensor, alpha: float) -> torch.Tensor:
+    k = alpha * (h @ emb[1:].T) ** 2 + 1
+    return k / k.sum(-1, keepdim=True)
+
+
+def chi2_pvalue(ids: torch.Tensor, probs: torch.Tensor) -> float:
+    """Chi-square of draw counts against `probs [n + 1]`, merging bins expected below 5."""
+    counts = torch.bincount(ids.flatten(), minlength=probs.numel()).double().numpy()
+    expected = probs.double().numpy() * ids.numel()
+    order = np.argsort(expected)
+    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
+    for i in order:
+        acc_o, acc_e = acc_o + counts[i], acc_e + expected[i]
+        if acc_e >= 5:
+            obs.append(acc_o)
+            exp.append(acc_e)
+            acc_o = acc_e = 0.0
+    obs[-1] += acc_o
+    exp[-1] += acc_e
+    exp_arr = np.array(exp) * (sum(obs) / sum(exp))
+    return float(chisquare(np.array(obs), exp_arr).pvalue)
+
+
+@pytest.mark.parametrize(("n", "b"), [(37, 5), (64, 8), (3, 8), (1, 4), (100, 1)])
+def test_quadratic_tree_equals_brute_force(n: int, b: int) -> None:
+    emb, h = table(n, 6), unit(4, 6, seed=1)
+    tree = KernelTree(QuadraticFeatures(6, 100.0), b)
+    tree.rebuild(emb)
+    log_p = tree.log_prob_all(h)
+    assert torch.isneginf(log_p[:, 0]).all()
+    torch.testing.assert_close(log_p[:, 1:].exp(), brute_quadratic(h, emb, 100.0))
+    mixture = tree.log_prob_all(h, shared=True)[0, 1:].exp()
+    torch.testing.assert_close(mixture, brute_quadratic(h, emb, 100.0).mean(0))
+
+
+def test_tree_levels_and_memory_are_bucket_sized() -> None:
+    n, b, d = 1000, 10, 4
+    tree = KernelTree(QuadraticFeatures(d, 1.0), b)
+    tree.rebuild(table(n, d))
+    assert [z.shape[0] for z in tree.z] == [1, 2, 4, 8, 14, 26, 50, 100]
+    nodes = sum(z.shape[0] for z in tree.z)
+    assert nodes <= 2 * (n // b) + tree.depth
+    assert tree.memory_bytes() == 4 * (nodes * (d * d + 1) + (n + 1) * d)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("kernel", ["quadratic", "rff"])
+def test_draw_frequencies_match_log_probs_before_and_after_update(
+    kernel: str, shared: bool
+) -> None:
+    torch.manual_seed(0)
+    n, d, b = 45, 8, 4
+    fmap = (
+        QuadraticFeatures(d, 100.0) if kernel == "quadratic" else RandomFourierFeatures(d, 32, 4.0)
+    )
+    emb, h = table(n, d), unit(3, d, seed=2)
+    tree = KernelTree(fmap, b)
+    tree.rebuild(emb)
+    for stage in ("before", "after"):
+        ids, log_p = tree.sample(h, 60_000 if shared else 20_000, shared=shared)
+        expected = tree.log_prob_all(h, shared=shared)
+        if shared:
+            assert ids.shape == (60_000,)
+            torch.testing.assert_close(log_p, expected[0, ids])
+            assert chi2_pvalue(ids, expected[0].exp()) > 1e-3, stage
+        else:
+            assert ids.shape == (3, 20_000)
+            torch.testing.assert_close(log_p, expected.gather(1, ids))
+            for row in range(3):
+                assert chi2_pvalue(ids[row], expected[row].exp()) > 1e-3, (stage, row)
+        assert (ids >= 1).all() and (ids <= n).all()
+        tree.update(torch.tensor([1, 7, 45, 44, 20]), unit(5, d, seed=3))
+
+
+def test_chi_square_detects_a_wrong_distribution() -> None:
+    """The frequency check has teeth: dropping the in-bucket term is caught."""
+    torch.manual_seed(0)
+    n, d = 40, 6
+    tree = KernelTree(QuadraticFeatures(d, 100.0), 8)
+    tree.rebuild(table(n, d))
+    h = unit(1, d, seed=4)
+    ids, _ = tree.sample(h, 40_000, shared=True)
+    right = tree.log_prob_all(h)[0].exp()
+    wrong = right.clone()
+    wrong[1:] = right[1:].view(5, 8).sum(1, keepdim=True).expand(5, 8).flatten() / 8
+    assert chi2_pvalue(ids, right) > 1e-3
+    assert chi2_pvalue(ids, wrong) < 1e-6
+
+
+def test_incremental_updates_equal_a_full_rebuild() -> None:
+    n, d = 203, 5
+    emb = table(n, d)
+    for fmap in (QuadraticFeatures(d, 100.0), RandomFourierFeatures(d, 16, 2.0)):
+        tree = KernelTree(fmap, 6)
+        tree.rebuild(emb)
+        changed = emb.clone()
+        for step in range(5):
+            idx = torch.randint(1, n + 1, (30,), generator=torch.Generator().manual_seed(step))
+            new = unit(30, d, seed=10 + step)
+            tree.update(idx, new)
+            changed[idx] = new  # last occurrence wins, as in update
+        fresh = KernelTree(fmap, 6)
+        fresh.rebuild(changed)
+        torch.testing.assert_close(tree.items, fresh.items)
+        for mine, ref in zip(tree.z, fresh.z, strict=True):
+            torch.testing.assert_close(mine, ref, atol=1e-4, rtol=1e-4)
+        h = unit(2, d, seed=9)
+        torch.testing.assert_close(tree.log_prob_all(h), fresh.log_prob_all(h), atol=1e-4, rtol=0)
+
+
+def test_update_rejects_padding_row() -> None:
+    tree = KernelTree(QuadraticFeatures(3, 1.0), 2)
+    tree.rebuild(table(5, 3))
+    with pytest.raises(IndexError):
+        tree.update(torch.tensor([0]), unit(1, 3, seed=0))
+
+
+def test_clamped_rff_scores_still_report_the_procedure_probability() -> None:
+    """Few frequencies and a hot kernel make signed node estimates fall below the floor."""
+    torch.manual_seed(1)
+    n, d = 64, 8
+    fmap = RandomFourierFeatures(d, 4, 12.0, orthogonal=False, seed=3)
+    tree = KernelTree(fmap, 2, floor=1e-3)
+    tree.rebuild(table(n, d))
+    h = unit(1, d, seed=5)
+    p, _ = tree._query_vectors(h, shared=False)
+    raw = torch.cat([p @ z.T for z in tree.z[1:]], dim=1)
+    assert (raw < 1e-3).any()  # clamping is exercised, not hypothetical
+    log_p = tree.log_prob_all(h)[0]
+    torch.testing.assert_close(log_p[1:].exp().sum(), torch.tensor(1.0))
+    ids, log_draw = tree.sample(h, 50_000, shared=True)
+    torch.testing.assert_close(log_draw, log_p[ids])
+    assert chi2_pvalue(ids, log_p.exp()) > 1e-3
+
+
+def test_few_draws_per_query_use_the_gather_path_and_stay_exact() -> None:
+    """With m small, deep levels are scored by gathering children, not whole-level products."""
+    torch.manual_seed(2)
+    n, d = 300, 6
+    tree = KernelTree(QuadraticFeatures(d, 100.0), 3)  # 100 buckets: levels wider than 2 m
+    tree.rebuild(table(n, d))
+    h = unit(1, d, seed=6)
+    expected = tree.log_prob_all(h)[0]
+    ids, log_p = tree.sample(h.expand(15_000, d), 2, shared=False)
+    torch.testing.assert_close(log_p, expected[ids])
+    assert chi2_pvalue(ids, expected.exp()) > 1e-3
+    shared = [tree.sample(h, 2, shared=True) for _ in range(2000)]
+    ids = torch.cat([s[0] for s in shared])
+    torch.testing.assert_close(torch.cat([s[1] for s in shared]), expected[ids])
+    assert chi2_pvalue(ids, expected.exp()) > 1e-3

@@ -1,0 +1,129 @@
+"""Kernel feature maps phi with K(h, c) ~= phi(h) . phi(c), for the kernel tree.
+
+Two kernels, both functions of the dot product of L2-normalised vectors:
+
+- `QuadraticFeatures`: K(h, c) = alpha (h . c)^2 + 1 (Blanc & Rendle 2018, eq. 10). The explicit
+  map phi(a) = [sqrt(alpha) vec(a a^T), 1] has F = d^2 + 1 features and is exact.
+- `RandomFourierFeatures`: the Gaussian kernel exp(-nu ||h - c||^2 / 2), which on unit vectors is
+  exp(nu (h . c - 1)), i.e. proportional to exp(nu h . c) (Rawat et al. 2019, eq. 16-19). D random
+  frequencies w_k ~ N(0, nu I) give 2D features [cos(W u), sin(W u)] / sqrt(D): "D frequencies,
+  2D features". Optionally orthogonal random features (Yu et al. 2016): W = sqrt(nu) S Q.
+
+Each map also gives the exact kernel value from dot products (`kernel`), which the tree uses
+inside leaf buckets, where scoring b items in the original d-dimensional space is O(b d).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+
+class FeatureMap(Protocol):
+    """A kernel with an explicit (exact or random) feature map."""
+
+    dim: int  # F, the number of features
+
+    def features(self, x: Tensor) -> Tensor:
+        """Map `[..., d]` vectors to `[..., F]` features."""
+        ...
+
+    def kernel(self, dots: Tensor) -> Tensor:
+        """Exact kernel values K from dot products h . c (any shape, same shape out)."""
+        ...
+
+    def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
+        """sum_b coef_b K(h_b, c_j): `h [B, d]`, `coef [B]`, `c [k, d]` -> `[k]`."""
+        ...
+
+
+class QuadraticFeatures:
+    """K(h, c) = alpha (h . c)^2 + 1 with its exact map of F = d^2 + 1 features."""
+
+    def __init__(self, dim: int, alpha: float) -> None:
+        """Build the map for `dim`-dimensional vectors.
+
+        Args:
+            dim: Embedding size d.
+            alpha: Kernel coefficient (the paper uses 100).
+
+        """
+        self.d = dim
+        self.alpha = float(alpha)
+        self.dim = dim * dim + 1
+
+    def features(self, x: Tensor) -> Tensor:
+        """`[..., d]` -> `[..., d^2 + 1]`: [sqrt(alpha) vec(x x^T), 1]."""
+        outer = x.unsqueeze(-1) * x.unsqueeze(-2)
+        flat = outer.flatten(-2) * math.sqrt(self.alpha)
+        return torch.cat([flat, torch.ones_like(x[..., :1])], dim=-1)
+
+    def kernel(self, dots: Tensor) -> Tensor:
+        """The exact kernel alpha dots^2 + 1."""
+        return self.alpha * dots.square() + 1.0
+
+    def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
+        """Quadratic form c^T M c with M = alpha sum_b coef_b h_b h_b^T: O(k d^2), not O(k B d)."""
+        m = (h * coef.unsqueeze(-1)).transpose(0, 1) @ h * self.alpha  # [d, d]
+        return ((c @ m) * c).sum(-1) + coef.sum()
+
+
+def _orthogonal_frequencies(num: int, dim: int, gen: torch.Generator) -> Tensor:
+    """`[num, dim]` rows in blocks of `dim` orthogonal directions with chi(dim) lengths."""
+    blocks = []
+    for _ in range(math.ceil(num / dim)):
+        q, r = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
+        q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)  # Haar-uniform rotation
+        lengths = torch.randn(dim, dim, generator=gen, dtype=torch.float64).norm(dim=1)
+        blocks.append(lengths.unsqueeze(1) * q.T)
+    return torch.cat(blocks)[:num]
+
+
+class RandomFourierFeatures:
+    """D random frequencies of the Gaussian kernel exp(-nu ||x - y||^2 / 2): 2D features."""
+
+    def __init__(
+        self, dim: int, num_frequencies: int, nu: float, orthogonal: bool = True, seed: int = 0
+    ) -> None:
+        """Draw the frequencies.
+
+        Args:
+            dim: Embedding size d.
+            num_frequencies: D; the map has 2D features (cos and sin).
+            nu: Kernel temperature; on unit vectors K is proportional to exp(nu h . c), so
+                nu = 1 / model temperature would target the model softmax exactly.
+            orthogonal: Orthogonal random features (lower variance) instead of i.i.d. Gaussian.
+            seed: Seed of the frequencies (the map must not change between rebuilds).
+
+        """
+        gen = torch.Generator().manual_seed(seed)
+        if orthogonal:
+            w = _orthogonal_frequencies(num_frequencies, dim, gen)
+        else:
+            w = torch.randn(num_frequencies, dim, generator=gen, dtype=torch.float64)
+        self.w = (w * math.sqrt(nu)).to(torch.float32)  # [D, d], rows ~ N(0, nu I)
+        self.nu = float(nu)
+        self.num_frequencies = num_frequencies
+        self.dim = 2 * num_frequencies
+
+    def to(self, device: torch.device) -> RandomFourierFeatures:
+        """Move the frequencies to `device` (in place; returns self)."""
+        self.w = self.w.to(device)
+        return self
+
+    def features(self, x: Tensor) -> Tensor:
+        """`[..., d]` -> `[..., 2D]`: [cos(W x), sin(W x)] / sqrt(D)."""
+        proj = x @ self.w.to(x.device).T
+        scale = 1.0 / math.sqrt(self.num_frequencies)
+        return torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1) * scale
+
+    def kernel(self, dots: Tensor) -> Tensor:
+        """exp(nu (dots - 1)): the Gaussian kernel on unit vectors, in (0, 1]."""
+        return torch.exp(self.nu * (dots - 1.0))
+
+    def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
+        """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product."""
+        return coef @ self.kernel(h @ c.T)

@@ -1,0 +1,242 @@
+"""The divide-and-conquer kernel sampling tree (Blanc & Rendle 2018, section 3.2).
+
+Items 1..n sit in leaf buckets of b consecutive item_idx. A binary tree over the buckets is kept
+level by level: `z[l]` is `[nodes_l, F]`, the sums of phi(c) of the items under each node (levels
+of odd size get one empty padding node). A draw descends from the root, taking the left child
+with probability s(left) / (s(left) + s(right)), s(node) = max(p . z[node], floor) (0 for empty
+nodes), then picks an item in its bucket with probability proportional to the exact kernel
+K(h, c_j), computed in the original d-dimensional space. The log-probability returned is that of
+this procedure exactly (branch log-probabilities + the leaf log-probability), clamping included.
+
+Shared draws come from the mixture of the B per-query distributions. Its node masses are linear
+in z, mean_b (phi(h_b) . z) / Z_b = p_bar . z with p_bar = mean_b phi(h_b) / Z_b, so the descent
+runs once with p_bar (O(F) per node, not O(B F)); inside a bucket the mixture weight of item j is
+sum_b K(h_b, c_j) / (B Z_b). With an exact kernel and no clamping this is the mixture exactly.
+
+Memory: the item table `[n + 1, d]` plus about 2 (n / b) F floats for the node sums.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from training.feature_maps import FeatureMap
+
+_TINY = 1e-30  # keeps a bucket's exact kernel weights from summing to 0 after underflow
+_CHUNK = 1 << 24  # floats per temporary block (64 MiB)
+
+
+class KernelTree:
+    """Sample items in O(F log(n / b) + b d) per draw from a kernel distribution; update rows."""
+
+    def __init__(self, fmap: FeatureMap, leaf_size: int, floor: float = 1e-6) -> None:
+        """Configure an empty tree; call `rebuild` before sampling.
+
+        Args:
+            fmap: Kernel feature map (F = fmap.dim features).
+            leaf_size: Items per leaf bucket b.
+            floor: Smallest score of a non-empty node, in units of the query's total mass.
+
+        """
+        self.fmap = fmap
+        self.b = int(leaf_size)
+        self.floor = float(floor)
+        self.items = torch.empty(0)
+        self.z: list[Tensor] = []  # level 0 = root ... level H = leaf buckets
+        self.valid: list[Tensor] = []
+
+    @property
+    def num_items(self) -> int:
+        """Catalogue size n (valid item_idx are 1..n)."""
+        return int(self.items.shape[0]) - 1
+
+    @property
+    def depth(self) -> int:
+        """H, the number of branching steps from the root to a bucket."""
+        return len(self.z) - 1
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the node sums and the item table."""
+        tensors = [*self.z, self.items]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    @torch.no_grad()
+    def rebuild(self, item_emb: Tensor) -> None:
+        """Recompute every node sum from `item_emb [n + 1, d]` (row 0 is padding, ignored)."""
+        self.items = item_emb.detach().to(torch.float32).clone()
+        leaves = math.ceil(self.num_items / self.b)
+        if leaves < 1:
+            raise ValueError("the kernel tree needs at least one item")
+        level = self._bucket_sums(leaves)
+        valid = torch.ones(leaves, dtype=torch.bool, device=level.device)
+        self.z, self.valid = [], []
+        while True:
+            if level.shape[0] > 1 and level.shape[0] % 2:
+                level = torch.cat([level, level.new_zeros(1, level.shape[1])])
+                valid = torch.cat([valid, valid.new_zeros(1)])
+            self.z.insert(0, level)
+            self.valid.insert(0, valid)
+            if level.shape[0] == 1:
+                break
+            level = level.view(-1, 2, level.shape[1]).sum(1)
+            valid = valid.view(-1, 2).any(1)
+
+    def _bucket_sums(self, leaves: int) -> Tensor:
+        """`[leaves, F]` sums of phi over each bucket, computed in memory-bounded chunks."""
+        per_chunk = max(1, _CHUNK // (self.b * self.fmap.dim))
+        out = []
+        for first in range(0, leaves, per_chunk):
+            last = min(leaves, first + per_chunk)
+            rows, ok = self._bucket_rows(torch.arange(first, last, device=self.items.device))
+            phi = self.fmap.features(self.items[rows]) * ok.unsqueeze(-1)
+            out.append(phi.sum(1))
+        return torch.cat(out)
+
+    def _bucket_rows(self, leaf: Tensor) -> tuple[Tensor, Tensor]:
+        """item_idx `[..., b]` of buckets `leaf [...]` (clamped to n) and their validity mask."""
+        rows = 1 + leaf.unsqueeze(-1) * self.b + torch.arange(self.b, device=leaf.device)
+        ok = rows <= self.num_items
+        return rows.clamp_max(self.num_items), ok
+
+    @torch.no_grad()
+    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
+        """Set rows `item_idx [k]` to `item_emb [k, d]`; add the phi deltas along their paths.
+
+        O(k F log(n / b)). A repeated id takes its last row.
+        """
+        item_idx = item_idx.to(self.items.device).long()
+        item_emb = item_emb.detach().to(self.items)
+        uniq, inverse = torch.unique(item_idx, return_inverse=True)
+        order = torch.arange(item_idx.numel(), device=item_idx.device)
+        last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
+        idx, emb = uniq, item_emb[last]
+        if idx.numel() and (idx.min() < 1 or idx.max() > self.num_items):
+            raise IndexError(f"item_idx outside 1..{self.num_items}")
+        step = max(1, _CHUNK // self.fmap.dim)
+        for first in range(0, idx.numel(), step):
+            rows, new = idx[first : first + step], emb[first : first + step]
+            delta = self.fmap.features(new) - self.fmap.features(self.items[rows])
+            self.items[rows] = new
+            node = (rows - 1) // self.b
+            for level in reversed(self.z):
+                level.index_add_(0, node, delta)
+                node = node // 2
+
+    def _query_vectors(self, h: Tensor, shared: bool) -> tuple[Tensor, Tensor]:
+        """Normalised query vectors p `[Q, F]` (Q = 1 if shared) and mixture weights `[B]`.
+
+        Each query is divided by its clamped total mass Z_b, so scores are probabilities and
+        the floor means the same thing for every query; shared draws use mean_b phi_b / Z_b.
+        """
+        phi = self.fmap.features(h.to(self.items))
+        mass = (phi @ self.z[0][0]).clamp_min(self.floor)
+        p = phi / mass.unsqueeze(-1)
+        coef = 1.0 / (mass * h.shape[0])
+        return (p.mean(0, keepdim=True) if shared else p), coef
+
+    def _scores(self, s: Tensor, valid: Tensor) -> Tensor:
+        """Clamp raw node scores at the floor; empty (padding) nodes score exactly 0."""
+        return torch.where(valid, s.clamp_min(self.floor), torch.zeros_like(s))
+
+    def _descend(self, p: Tensor, num: int) -> tuple[Tensor, Tensor]:
+        """Descend `num` draws per query row of `p [Q, F]`: buckets `[Q, m]`, their log-probs."""
+        q = p.shape[0]
+        node = torch.zeros(q, num, dtype=torch.long, device=p.device)
+        log_p = torch.zeros(q, num, device=p.device)
+        for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
+            if level.shape[0] <= 2 * num:  # score the whole level: one [Q, F] x [F, nodes]
+                s = self._scores(p @ level.T, valid).view(q, -1, 2)
+                pair = torch.gather(s, 1, node.unsqueeze(-1).expand(-1, -1, 2))
+            else:  # gather the two children of each draw's node: O(m F)
+                kids = level.view(-1, 2, level.shape[1])[node]  # [Q, m, 2, F]
+                raw = torch.einsum("qmcf,qf->qmc", kids, p)
+                pair = self._scores(raw, valid.view(-1, 2)[node])
+            total = pair.sum(-1)
+            go_right = torch.rand(q, num, device=p.device) * total >= pair[..., 0]
+            chosen = torch.where(go_right, pair[..., 1], pair[..., 0])
+            log_p += torch.log(chosen) - torch.log(total)
+            node = 2 * node + go_right.long()
+        return node, log_p
+
+    def _pick_in_bucket(self, weights: Tensor, ok: Tensor) -> tuple[Tensor, Tensor]:
+        """Draw one slot per row of `weights [R, b]`; returns slots `[R]` and log-probs `[R]`."""
+        w = torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
+        slot = torch.multinomial(w, 1).squeeze(-1)
+        log_w = torch.log(w.gather(1, slot.unsqueeze(-1)).squeeze(-1)) - torch.log(w.sum(-1))
+        return slot, log_w
+
+    @torch.no_grad()
+    def sample(self, h: Tensor, num: int, shared: bool) -> tuple[Tensor, Tensor]:
+        """Draw `num` items with replacement.
+
+        Args:
+            h: `[B, d]` query embeddings (L2-normalised for the RFF kernel).
+            num: Draws m.
+            shared: One set `[m]` from the batch mixture, else `[B, m]` per query.
+
+        Returns:
+            item_idx (int64) and the log-probability of each draw, `[m]` or `[B, m]`.
+
+        """
+        h = h.detach().to(self.items)
+        p, coef = self._query_vectors(h, shared)
+        if shared:
+            return self._sample_shared(h, p, coef, num)
+        per_chunk = max(1, _CHUNK // max(1, num * 2 * max(self.fmap.dim, self.b * h.shape[1])))
+        parts = [
+            self._sample_rows(h[i : i + per_chunk], p[i : i + per_chunk], num)
+            for i in range(0, h.shape[0], per_chunk)
+        ]
+        return torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
+
+    def _sample_shared(self, h: Tensor, p: Tensor, coef: Tensor, num: int) -> tuple[Tensor, Tensor]:
+        """Shared draws `[m]` from the mixture: one descent with p_bar, mixture bucket weights."""
+        leaf, log_p = self._descend(p, num)
+        uniq, inverse = torch.unique(leaf[0], return_inverse=True)
+        rows, ok = self._bucket_rows(uniq)  # [U, b]
+        weights = self.fmap.mixture_kernel(h, coef, self.items[rows.flatten()]).view_as(rows)
+        slot, log_w = self._pick_in_bucket(weights[inverse], ok[inverse])
+        ids = rows[inverse, slot]
+        return ids, log_p[0] + log_w
+
+    def _sample_rows(self, h: Tensor, p: Tensor, num: int) -> tuple[Tensor, Tensor]:
+        """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel."""
+        leaf, log_p = self._descend(p, num)
+        rows, ok = self._bucket_rows(leaf)  # [Q, m, b]
+        dots = torch.einsum("qmbd,qd->qmb", self.items[rows], h)
+        weights = self.fmap.kernel(dots).flatten(0, 1)
+        slot, log_w = self._pick_in_bucket(weights, ok.flatten(0, 1))
+        ids = rows.flatten(0, 1).gather(1, slot.unsqueeze(-1)).view_as(leaf)
+        return ids, log_p + log_w.view_as(leaf)
+
+    @torch.no_grad()
+    def log_prob_all(self, h: Tensor, shared: bool = False) -> Tensor:
+        """Brute force, O(n F): the log-probability of every item under `sample`'s procedure.
+
+        Returns:
+            `[B, n + 1]` per query (or `[1, n + 1]` for the shared mixture); column 0 is -inf.
+
+        """
+        h = h.detach().to(self.items)
+        p, coef = self._query_vectors(h, shared)
+        log_node = torch.zeros(p.shape[0], 1, device=p.device)
+        for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
+            pair = self._scores(p @ level.T, valid).view(p.shape[0], -1, 2)
+            log_branch = (torch.log(pair) - torch.log(pair.sum(-1, keepdim=True))).flatten(1)
+            parent = torch.arange(level.shape[0], device=p.device) // 2
+            log_node = log_node[:, parent] + log_branch
+        items = self.items[1:]
+        if shared:
+            weights = self.fmap.mixture_kernel(h, coef, items).unsqueeze(0)
+        else:
+            weights = self.fmap.kernel(h @ items.T)
+        weights = weights.clamp_min(_TINY)
+        leaf = torch.arange(self.num_items, device=p.device) // self.b
+        bucket_mass = torch.zeros(p.shape[0], log_node.shape[1], device=p.device)
+        bucket_mass.index_add_(1, leaf, weights)
+        log_items = log_node[:, leaf] + torch.log(weights) - torch.log(bucket_mass[:, leaf])
+        pad = torch.full((p.shape[0], 1), -math.inf, device=p.device)
+        return torch.cat([pad, log_items], dim=1)
