@@ -1,0 +1,190 @@
+"""Reading event logs (CSV, Parquet, NDJSON) into one raw frame with the canonical column names.
+
+This module owns everything about *files*: picking the format, refusing files that cannot be
+read at all (with one message naming the file and the problem), mapping the user's column
+names onto `user_id, item_id, timestamp`, and turning timestamps (integers, ISO-8601 strings,
+parquet datetimes) into Unix seconds. Row-level validation lives in `data.ingest`.
+
+The raw frame has `user_id: str, item_id: str, timestamp: int64` (null where the value was
+missing or could not be parsed) plus `ts_raw: str` (the timestamp as written, for the rejects
+file and to tell "null" from "unparseable").
+"""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import polars as pl
+
+from data.errors import RecsysInputError
+
+FORMATS = ("csv", "parquet", "ndjson")
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+    ".json": "ndjson",
+}
+_SNIFF_BYTES = 1 << 16
+# Tried in order; each yields null where it does not match, so the first match wins.
+_ISO_FORMATS = (
+    ("%Y-%m-%dT%H:%M:%S%.f%z", True),
+    ("%Y-%m-%dT%H:%M:%S%.f", False),
+    ("%Y-%m-%dT%H:%M%z", True),
+    ("%Y-%m-%dT%H:%M", False),
+    ("%Y-%m-%d", False),
+)
+
+
+def detect_format(path: Path, fmt: str | None) -> str:
+    """The format of `path`: `fmt` when given, else from the file extension.
+
+    Raises:
+        RecsysInputError: unknown `fmt`, or no `fmt` and an extension we do not know.
+
+    """
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise RecsysInputError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+        return fmt
+    found = _EXTENSIONS.get(path.suffix.lower())
+    if found is None:
+        raise RecsysInputError(
+            f"{path}: cannot tell the format from the extension {path.suffix!r}; "
+            f"pass --format ({'|'.join(FORMATS)})"
+        )
+    return found
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise RecsysInputError(f"{path}: no such file")
+    if not path.is_file():
+        raise RecsysInputError(f"{path}: not a regular file")
+    if path.stat().st_size == 0:
+        raise RecsysInputError(f"{path}: empty file")
+
+
+def _check_text(path: Path, fmt: str) -> None:
+    """Refuse binary content in a text format before polars turns it into odd columns."""
+    with path.open("rb") as fh:
+        head = fh.read(_SNIFF_BYTES)
+    if not head.strip():
+        raise RecsysInputError(f"{path}: empty file")
+    if b"\x00" in head:
+        raise RecsysInputError(f"{path}: binary content, not a {fmt.upper()} file")
+    try:
+        # An incremental decoder tolerates a multi-byte character cut at the sniff boundary.
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as err:
+        raise RecsysInputError(
+            f"{path}: not UTF-8 text (byte {err.start}), not a {fmt.upper()} file"
+        ) from None
+
+
+def _check_parquet(path: Path) -> None:
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(4)
+        fh.seek(max(size - 4, 0))
+        tail = fh.read(4)
+    if head != b"PAR1":
+        raise RecsysInputError(f"{path}: not a parquet file (no PAR1 magic)")
+    if tail != b"PAR1":
+        raise RecsysInputError(f"{path}: truncated or corrupt parquet file (no PAR1 footer)")
+
+
+def scan_file(path: Path, fmt: str) -> pl.LazyFrame:
+    """A lazy scan of one file after the cheap checks (exists, non-empty, looks like `fmt`)."""
+    _check_file(path)
+    if fmt == "parquet":
+        _check_parquet(path)
+        return pl.scan_parquet(path)
+    _check_text(path, fmt)
+    if fmt == "csv":
+        separator = "\t" if path.suffix.lower() == ".tsv" else ","
+        return pl.scan_csv(
+            path,
+            separator=separator,
+            infer_schema=False,  # every column as text: ids keep leading zeros
+            empty_string_is_null=False,  # "" is an empty id, not a missing one
+            truncate_ragged_lines=True,
+            raise_if_empty=True,
+        )
+    return pl.scan_ndjson(path, infer_schema_length=None)
+
+
+def _timestamp_from_text(col: pl.Expr) -> pl.Expr:
+    """Integers (Unix seconds) or ISO-8601 text -> Int64 seconds; null where neither parses."""
+    text = col.str.strip_chars()
+    as_int = pl.when(text.str.contains(r"^[+-]?\d{1,18}$")).then(text.cast(pl.Int64, strict=False))
+    iso = text.str.replace(r"[zZ]$", "+00:00").str.replace(r"^(\d{4}-\d\d-\d\d) ", "${1}T")
+    parsed = [
+        iso.str.to_datetime(f, strict=False, time_unit="us", time_zone="UTC" if tz else None)
+        .dt.epoch("s")
+        .cast(pl.Int64)
+        for f, tz in _ISO_FORMATS
+    ]
+    return pl.coalesce(as_int, *parsed)
+
+
+def _timestamp_expr(name: str, dtype: pl.DataType) -> pl.Expr:
+    col = pl.col(name)
+    if dtype.is_integer():
+        return col.cast(pl.Int64, strict=False)
+    if dtype.is_float():
+        # Only whole, finite seconds are timestamps; 1.5 is not a moment we can store.
+        ok = col.is_finite() & (col == col.floor())
+        return pl.when(ok).then(col.cast(pl.Int64, strict=False))
+    if isinstance(dtype, pl.Datetime | pl.Date):
+        return col.dt.epoch("s").cast(pl.Int64)
+    return _timestamp_from_text(col.cast(pl.String, strict=False))
+
+
+def read_raw(
+    path: Path, fmt: str, user_col: str, item_col: str, time_col: str, file_no: int
+) -> pl.DataFrame:
+    """Read one file into the raw canonical frame (see module docstring).
+
+    Args:
+        path: The log file.
+        fmt: One of FORMATS.
+        user_col: Column holding the user id in this file.
+        item_col: Column holding the item id.
+        time_col: Column holding the timestamp.
+        file_no: Position of the file in this ingest (kept as `file_no` for ordering).
+
+    Returns:
+        Columns `file_no, row, user_id, item_id, timestamp, ts_raw`; `row` is 1-based
+        within the file (data rows, header excluded).
+
+    Raises:
+        RecsysInputError: the file cannot be read, or lacks one of the three columns.
+
+    """
+    try:
+        lf = scan_file(path, fmt)
+        schema = lf.collect_schema()
+        missing = [c for c in (user_col, item_col, time_col) if c not in schema]
+        if missing:
+            found = ", ".join(schema.names()[:10]) or "none"
+            raise RecsysInputError(f"{path}: no column {missing[0]!r} (columns found: {found})")
+        out = lf.select(
+            pl.lit(file_no, dtype=pl.Int32).alias("file_no"),
+            (pl.int_range(pl.len(), dtype=pl.Int64) + 1).alias("row"),
+            pl.col(user_col).cast(pl.String).str.strip_chars().alias("user_id"),
+            pl.col(item_col).cast(pl.String).str.strip_chars().alias("item_id"),
+            _timestamp_expr(time_col, schema[time_col]).alias("timestamp"),
+            pl.col(time_col).cast(pl.String).alias("ts_raw"),
+        )
+        return out.collect()
+    except RecsysInputError:
+        raise
+    except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+        problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise RecsysInputError(f"{path}: cannot read as {fmt.upper()}: {problem}") from None

@@ -1,0 +1,223 @@
+"""`ingest_files`: validate event logs and append the good rows to the store as one new part.
+
+Every row read ends up either accepted (in the new part) or rejected (in
+`rejects/<ingest-id>.parquet` with a `reason`), so `accepted + rejected == rows read`.
+Reasons, first match wins, in this order:
+
+- `null user_id` / `null item_id`: the value is missing (null in parquet/NDJSON, a short CSV row);
+- `empty user_id` / `empty item_id`: empty or only whitespace (ids are stripped of outer spaces);
+- `user_id longer than 256 characters` / the same for `item_id`;
+- `missing timestamp`: null or empty; `unparseable timestamp`: neither an integer nor ISO-8601;
+- `duplicate within the input`: the same (user_id, item_id, timestamp) appeared earlier in this
+  ingest (the first copy is kept);
+- `duplicate of a stored event`: that triple is already in the store (a polars semi-join
+  against the stored parts, never a Python loop over history).
+
+A file that cannot be read at all raises `RecsysInputError` before anything is written.
+The part and the rejects file are staged under temporary names and renamed into place, the
+part first: that rename is the commit. The vocabularies are rewritten after it (they repair
+themselves from the events if a crash lands in between; see `data.vocab`).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from data import store, vocab
+from data.formats import detect_format, read_raw
+from data.workspace import Workspace
+
+log = logging.getLogger("recsys.data.ingest")
+
+MAX_ID_CHARS = 256
+KEYS = ["user_id", "item_id", "timestamp"]
+DUP_INPUT = "duplicate within the input"
+DUP_STORED = "duplicate of a stored event"
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one ingest did.
+
+    Attributes:
+        ingest_id: Names the part (`events/part-<id>.parquet`) and the rejects file.
+        accepted: Rows appended to the store.
+        rejected: Rows refused (see `rejects_path`).
+        rejects_path: The rejects parquet, or None when nothing was rejected.
+        events_total: Events in the store after this ingest.
+        users_total: Users in the vocabulary after this ingest.
+        items_total: Items in the vocabulary after this ingest.
+
+    """
+
+    ingest_id: str
+    accepted: int
+    rejected: int
+    rejects_path: Path | None
+    events_total: int
+    users_total: int = 0
+    items_total: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` payload: ingest_id, accepted, rejected, rejects_path, events_total."""
+        out = asdict(self)
+        out["rejects_path"] = str(self.rejects_path) if self.rejects_path else None
+        return {
+            k: out[k] for k in ("ingest_id", "accepted", "rejected", "rejects_path", "events_total")
+        }
+
+
+def new_ingest_id() -> str:
+    """A sortable, unique ingest id: UTC time plus random hex."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _id_checks(name: str) -> list[tuple[pl.Expr, str]]:
+    col = pl.col(name)
+    return [
+        (col.is_null(), f"null {name}"),
+        (col == "", f"empty {name}"),
+        (col.str.len_chars() > MAX_ID_CHARS, f"{name} longer than {MAX_ID_CHARS} characters"),
+    ]
+
+
+def _row_reason() -> pl.Expr:
+    """The first row-level problem of each row (null when the row is valid on its own)."""
+    checks = [
+        *_id_checks("user_id")[:1],
+        *_id_checks("item_id")[:1],
+        *_id_checks("user_id")[1:],
+        *_id_checks("item_id")[1:],
+        (
+            pl.col("ts_raw").is_null() | (pl.col("ts_raw").str.strip_chars() == ""),
+            "missing timestamp",
+        ),
+        (pl.col("timestamp").is_null(), "unparseable timestamp"),
+    ]
+    cond, label = checks[0]
+    expr = pl.when(cond).then(pl.lit(label))
+    for cond, label in checks[1:]:
+        expr = expr.when(cond).then(pl.lit(label))
+    return expr.otherwise(pl.lit(None, dtype=pl.String)).alias("reason")
+
+
+def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) -> pl.DataFrame:
+    frames = []
+    for no, path in enumerate(paths):
+        kind = detect_format(path, fmt)
+        log.info("reading %s (%s)", path, kind)
+        frame = read_raw(path, kind, *cols, file_no=no)
+        log.info("read %d rows from %s", frame.height, path)
+        frames.append(frame)
+    return pl.concat(frames).with_row_index("_i")
+
+
+def _classify(ws: Workspace, raw: pl.DataFrame) -> pl.DataFrame:
+    """`raw` with a final `reason` column (duplicates included)."""
+    df = raw.with_columns(_row_reason())
+    valid = df.filter(pl.col("reason").is_null()).select("_i", *KEYS)
+    first = pl.struct(KEYS).is_first_distinct()
+    dup_input = valid.filter(~first)["_i"]
+    dup_stored = (
+        valid.filter(first)
+        .lazy()
+        .join(store.read_events(ws).select(KEYS), on=KEYS, how="semi")
+        .select("_i")
+        .collect()["_i"]
+    )
+    return df.with_columns(
+        pl.when(pl.col("_i").is_in(dup_input.implode()))
+        .then(pl.lit(DUP_INPUT))
+        .when(pl.col("_i").is_in(dup_stored.implode()))
+        .then(pl.lit(DUP_STORED))
+        .otherwise(pl.col("reason"))
+        .alias("reason")
+    )
+
+
+def ingest_files(
+    ws: Workspace,
+    paths: list[Path],
+    fmt: str | None = None,
+    user_col: str = "user_id",
+    item_col: str = "item_id",
+    time_col: str = "timestamp",
+) -> IngestReport:
+    """Validate the files and append their good rows to the store as one new part.
+
+    Args:
+        ws: The workspace to ingest into.
+        paths: Log files (all read before anything is written).
+        fmt: "csv", "parquet" or "ndjson" for every file; None picks it from each extension.
+        user_col: Name of the user id column in the files.
+        item_col: Name of the item id column.
+        time_col: Name of the timestamp column (integer Unix seconds or ISO-8601 text).
+
+    Returns:
+        The report (see `IngestReport`).
+
+    Raises:
+        RecsysInputError: a file cannot be read or lacks a column; nothing is stored then.
+
+    """
+    raw = _read_all([Path(p) for p in paths], fmt, (user_col, item_col, time_col))
+    df = _classify(ws, raw)
+    ingest_id = new_ingest_id()
+    start = store.count_events(ws)
+    old_vocab = {"item": vocab.load_item_vocab(ws), "user": vocab.load_user_vocab(ws)}
+    accepted = df.filter(pl.col("reason").is_null()).select(
+        *KEYS, (pl.int_range(pl.len(), dtype=pl.Int64) + start).alias("event_seq")
+    )
+    rejected = _rejects(df, paths)
+    assert accepted.height + rejected.height == raw.height  # every row read is accounted for
+    _log_reasons(rejected)
+    rejects_path = ws.rejects_dir / f"{ingest_id}.parquet" if rejected.height else None
+    staged_rejects = store.stage_parquet(rejected, rejects_path) if rejects_path else None
+    if accepted.height:
+        part = store.part_path(ws, ingest_id)
+        store.commit(store.stage_parquet(accepted, part), part)
+        log.info("committed %d events as %s", accepted.height, part)
+    if staged_rejects is not None and rejects_path is not None:
+        store.commit(staged_rejects, rejects_path)
+    if accepted.height:
+        vocab.update_vocabs(ws, old_vocab, accepted)
+    items, users = vocab.load_item_vocab(ws).height, vocab.load_user_vocab(ws).height
+    return IngestReport(
+        ingest_id,
+        accepted.height,
+        rejected.height,
+        rejects_path,
+        start + accepted.height,
+        users_total=users,
+        items_total=items,
+    )
+
+
+def _rejects(df: pl.DataFrame, paths: list[Path]) -> pl.DataFrame:
+    """Rejected rows: `source, row, user_id, item_id, timestamp` (as written) and `reason`."""
+    sources = pl.DataFrame(
+        {"file_no": range(len(paths)), "source": [str(p) for p in paths]},
+        schema={"file_no": pl.Int32, "source": pl.String},
+    )
+    return (
+        df.filter(pl.col("reason").is_not_null())
+        .join(sources, on="file_no", how="left", maintain_order="left")
+        .select(
+            "source", "row", "user_id", "item_id", pl.col("ts_raw").alias("timestamp"), "reason"
+        )
+    )
+
+
+def _log_reasons(rejected: pl.DataFrame) -> None:
+    if rejected.height == 0:
+        return
+    counts = rejected.group_by("reason").len().sort("len", descending=True)
+    for reason, n in counts.iter_rows():
+        log.info("rejected %d rows: %s", n, reason)

@@ -1,0 +1,94 @@
+"""The event store: append-only parquet parts under `events/`, and atomic file writes.
+
+Each ingest adds one part `events/part-<ingest-id>.parquet` with columns
+`user_id: str, item_id: str, timestamp: int64, event_seq: int64`. `event_seq` is the global
+arrival order across all ingests (0, 1, 2, ... with no gaps), so "the order events arrived in"
+survives any reading order of the parts. A part is written under a temporary name and renamed
+into place, so a reader never sees half a part and a crash leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from data.workspace import Workspace
+
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "user_id": pl.String(),
+    "item_id": pl.String(),
+    "timestamp": pl.Int64(),
+    "event_seq": pl.Int64(),
+}
+PART_GLOB = "part-*.parquet"
+TMP_PREFIX = ".tmp-"
+
+
+def part_paths(ws: Workspace) -> list[Path]:
+    """The committed event parts, in name order (names are not the event order: use event_seq)."""
+    if not ws.events_dir.is_dir():
+        return []
+    return sorted(ws.events_dir.glob(PART_GLOB))
+
+
+def has_events(ws: Workspace) -> bool:
+    """True when at least one part with at least one event has been committed."""
+    return count_events(ws) > 0
+
+
+def read_events(ws: Workspace) -> pl.LazyFrame:
+    """All stored events as a lazy frame (`EVENT_SCHEMA`); an empty frame when there are none."""
+    parts = part_paths(ws)
+    if not parts:
+        return pl.LazyFrame(schema=EVENT_SCHEMA)
+    return pl.scan_parquet(parts).select(list(EVENT_SCHEMA))
+
+
+def count_events(ws: Workspace) -> int:
+    """Number of stored events (read from the parquet footers, not the data)."""
+    parts = part_paths(ws)
+    if not parts:
+        return 0
+    return int(pl.scan_parquet(parts).select(pl.len()).collect().item())
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp)` on a temporary sibling of `path`, then rename it onto `path`.
+
+    The rename is atomic on one filesystem, so readers see either the old file or the new one.
+    The temporary file is removed if `write` fails.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_parquet_atomic(df: pl.DataFrame, path: Path) -> None:
+    """Write `df` to `path` as parquet, atomically (see `atomic_write`)."""
+    atomic_write(path, lambda tmp: df.write_parquet(tmp))
+
+
+def stage_parquet(df: pl.DataFrame, path: Path) -> Path:
+    """Write `df` under a temporary name next to `path` and return it; `commit` renames it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
+    df.write_parquet(tmp)
+    return tmp
+
+
+def commit(tmp: Path, path: Path) -> None:
+    """Rename a staged file onto its final name (atomic)."""
+    os.replace(tmp, path)
+
+
+def part_path(ws: Workspace, ingest_id: str) -> Path:
+    """Where the part of one ingest lives."""
+    return ws.events_dir / f"part-{ingest_id}.parquet"
