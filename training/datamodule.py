@@ -1,0 +1,175 @@
+"""Training and evaluation batches from `data.split.Splits`, built with numpy (no per-item loop).
+
+Training: every train sequence is cut, from its end, into windows of L + 1 items that overlap by
+one item, so each transition is predicted exactly once; the earliest (short) window is
+left-padded with 0. A window gives input `[L]` and targets `[L]` (0 = no target).
+Evaluation: history left-padded to `[L]` (most recent last), one target, and the full history
+(padded to the batch's longest) for excluding seen items.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import polars as pl
+import pytorch_lightning as pl_lightning
+import torch
+from torch import Tensor
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+
+
+class SplitsLike(Protocol):
+    """What the DataModule reads from `data.split.Splits`."""
+
+    train: pl.DataFrame
+    val: pl.DataFrame
+    test: pl.DataFrame
+    num_items: int
+
+
+def _flatten(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A list column -> (flat int64 values, int64 offsets `[U + 1]`)."""
+    lengths = lists.list.len().fill_null(0).to_numpy().astype(np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = lists.explode().drop_nulls().to_numpy().astype(np.int64)
+    return flat, offsets
+
+
+def _gather_left_padded(
+    flat: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int
+) -> np.ndarray:
+    """Rows `flat[max(start, end - width):end]`, left-padded with 0 to `width`: `[R, width]`."""
+    cols = ends[:, None] - width + np.arange(width)[None, :]
+    valid = cols >= starts[:, None]
+    padded = np.concatenate([[0], flat])  # index 0 is the pad value
+    return np.where(valid, padded[np.where(valid, cols + 1, 0)], 0)
+
+
+def make_windows(sequences: pl.Series, max_len: int) -> np.ndarray:
+    """Cut sequences into training windows.
+
+    Args:
+        sequences: list[int64] item_idx per user, oldest first.
+        max_len: L.
+
+    Returns:
+        int64 `[W, L + 1]`: left-padded windows; input = `[:, :-1]`, targets = `[:, 1:]`.
+
+    """
+    flat, offsets = _flatten(sequences)
+    lengths = np.diff(offsets)
+    transitions = np.maximum(lengths - 1, 0)
+    per_user = -(-transitions // max_len)  # ceil; users with < 2 items give no window
+    user = np.repeat(np.arange(len(lengths)), per_user)
+    first_window = np.cumsum(per_user) - per_user
+    k = np.arange(len(user)) - np.repeat(first_window, per_user)  # 0 = the latest window
+    ends = offsets[user + 1] - k * max_len
+    return _gather_left_padded(flat, offsets[user], ends, max_len + 1)
+
+
+class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
+    """Training windows; indexing with a list of rows returns a whole batch at once."""
+
+    def __init__(self, windows: np.ndarray) -> None:
+        self.windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, rows: Any) -> tuple[Tensor, Tensor]:
+        """`rows [B]` -> (inputs `[B, L]`, targets `[B, L]`; 0 = no target).
+
+        A target is set exactly where the input is an item (not padding).
+        """
+        batch = self.windows[torch.as_tensor(rows)]
+        inputs = batch[:, :-1]
+        # The first item of a sequence has no history to predict it from.
+        return inputs, batch[:, 1:] * (inputs != 0)
+
+
+class EvalExamples(Dataset[dict[str, Tensor]]):
+    """Leave-one-out style examples: a history and the one target to rank."""
+
+    def __init__(self, frame: pl.DataFrame, max_len: int) -> None:
+        self.flat, self.offsets = _flatten(frame["history"])
+        self.targets = torch.from_numpy(frame["target"].to_numpy().astype(np.int64))
+        self.max_len = max_len
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, rows: Any) -> dict[str, Tensor]:
+        """`rows [B]` -> history `[B, L]`, target `[B]`, seen `[B, H]` (0-padded)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        longest = max(int((ends - starts).max(initial=0)), 1)
+        return {
+            "history": torch.from_numpy(_gather_left_padded(self.flat, starts, ends, self.max_len)),
+            "target": self.targets[torch.from_numpy(rows)],
+            "seen": torch.from_numpy(_gather_left_padded(self.flat, starts, ends, longest)),
+        }
+
+
+def _loader(dataset: Dataset[Any], batch_size: int, shuffle: bool, workers: int) -> DataLoader:
+    # One dataset call per batch (batch_size=None + a BatchSampler) avoids per-row collation.
+    order = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)  # type: ignore[arg-type]
+    return DataLoader(
+        dataset,
+        sampler=BatchSampler(order, batch_size, drop_last=False),
+        batch_size=None,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+    )
+
+
+def item_counts(splits: SplitsLike) -> Tensor:
+    """float32 `[n + 1]` interaction counts in the train split (index 0 is 0)."""
+    flat, _ = _flatten(splits.train["items"])
+    counts = np.bincount(flat, minlength=splits.num_items + 1)[: splits.num_items + 1]
+    counts[0] = 0
+    return torch.from_numpy(counts.astype(np.float32))
+
+
+class SequenceDataModule(pl_lightning.LightningDataModule):
+    """Train windows, val and test examples from one `Splits`."""
+
+    def __init__(
+        self,
+        splits: SplitsLike,
+        max_len: int,
+        batch_size: int,
+        eval_batch_size: int = 512,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.splits = splits
+        self.max_len = max_len
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.num_workers = num_workers
+        self.train_set = TrainWindows(make_windows(splits.train["items"], max_len))
+        self.val_set = EvalExamples(splits.val, max_len)
+        self.test_set = EvalExamples(splits.test, max_len)
+
+    @property
+    def num_items(self) -> int:
+        """Catalogue size n."""
+        return int(self.splits.num_items)
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled training windows: (inputs `[B, L]`, targets `[B, L]`)."""
+        return _loader(self.train_set, self.batch_size, True, self.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation examples in order."""
+        return _loader(self.val_set, self.eval_batch_size, False, 0)
+
+    def test_dataloader(self) -> DataLoader:
+        """Test examples in order."""
+        return _loader(self.test_set, self.eval_batch_size, False, 0)
+
+    def eval_dataloader(self, split: str) -> DataLoader:
+        """The loader of `split` ("val" or "test")."""
+        return self.val_dataloader() if split == "val" else self.test_dataloader()
