@@ -1,0 +1,38 @@
+"""Shared route dependencies: the served Recommender (503 until one is loaded)."""
+
+from __future__ import annotations
+
+from fastapi import HTTPException, Request
+
+from app.api.schemas import Item, RecommendResponse
+from serving.recommender import Recommender, Result, ScoredItem
+from serving.service import ModelService
+
+
+def service(request: Request) -> ModelService:
+    """The app's ModelService."""
+    svc: ModelService = request.app.state.service
+    return svc
+
+
+def recommender(request: Request) -> Recommender:
+    """The Recommender serving now, read once so a request never straddles a reload."""
+    current = service(request).current
+    if current is None:
+        raise HTTPException(503, "no model loaded yet; train one with `recsys train`")
+    return current
+
+
+def item_out(item: ScoredItem) -> Item:
+    """API form of a scored item."""
+    return Item(item_id=item.item_id, score=round(item.score, 6), title=item.title)
+
+
+def response_of(result: Result) -> RecommendResponse:
+    """API form of a Recommender result."""
+    return RecommendResponse(
+        items=[item_out(i) for i in result.items],
+        model_version=result.model_version,
+        strategy="model" if result.strategy == "model" else "popular",
+        warnings=result.warnings,
+    )

@@ -1,0 +1,76 @@
+"""Error responses: one JSON shape `{"detail": message}`; 422s name every failing field."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from serving.recommender import UnknownItemError
+
+log = logging.getLogger(__name__)
+
+
+def _field(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] in ("body", "query", "path"):
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind == "json_invalid":
+        return f"malformed JSON ({err.get('ctx', {}).get('error', 'cannot parse')})"
+    if kind == "missing" and tuple(err.get("loc", ())) == ("body",):
+        return "a JSON body is required"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    return str(err.get("msg", "invalid"))
+
+
+def describe_validation(errors: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """[{field, message}] for each pydantic error, with field as a dotted path."""
+    out = []
+    for err in errors:
+        loc = err.get("loc", ())
+        field = "body" if err.get("type") == "json_invalid" else _field(loc)
+        out.append({"field": field, "message": _message(err)})
+    return out
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = describe_validation(exc.errors())
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _unknown_item(_request: Request, exc: Exception) -> JSONResponse:
+    item_id = exc.args[0] if exc.args else ""
+    return JSONResponse(
+        {"detail": f"unknown item_id {item_id!r} in the served model"}, status_code=404
+    )
+
+
+async def _internal(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("internal error", exc_info=exc)
+    return JSONResponse({"detail": f"internal error: {type(exc).__name__}"}, status_code=500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers on `app`."""
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(UnknownItemError, _unknown_item)
+    app.add_exception_handler(Exception, _internal)

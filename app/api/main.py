@@ -1,0 +1,80 @@
+"""The FastAPI application factory: settings -> ModelService -> routes, middleware, errors."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from app.api.errors import install_error_handlers
+from app.api.metrics import Metrics
+from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from app.api.routes import admin, health, items, recommend
+from app.api.settings import Settings
+from serving.service import ModelService
+
+log = logging.getLogger(__name__)
+
+
+def _limit_threads(n: int) -> None:
+    # The service answers many small requests at once: one intra-op thread each avoids
+    # oversubscribing the cores (and the latency spikes that come with it).
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def _start_loading(svc: ModelService, interval: float) -> None:
+    """First load on a thread (so /health answers while a big index builds), then poll."""
+    if interval > 0:
+        svc.start_polling(interval)
+    else:
+        threading.Thread(target=svc.poll_once, name="recsys-first-load", daemon=True).start()
+
+
+def create_app(settings: Settings | None = None, svc: ModelService | None = None) -> FastAPI:
+    """Build the app.
+
+    Args:
+        settings: Server settings; read from the environment when None.
+        svc: A ModelService to serve from (tests); built from the settings when None, and
+            then loaded and polled in the background once the app starts.
+
+    """
+    settings = settings or Settings()
+    owned = svc is None
+    svc = svc or ModelService(settings.workspace(), settings.index_params())
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        _limit_threads(settings.torch_threads)
+        if owned:
+            _start_loading(svc, settings.reload_interval)
+        yield
+        svc.stop()
+
+    app = FastAPI(
+        title="recsys",
+        summary="Two-tower next-item recommendations served from a faiss index.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.service = svc
+    app.state.metrics = Metrics()
+    for module in (recommend, items, health, admin):
+        app.include_router(module.router)
+    install_error_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"]
+        )
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(
+        MetricsMiddleware, metrics=app.state.metrics, log_requests=settings.access_log
+    )
+    return app

@@ -1,0 +1,49 @@
+"""`POST /admin/reload`: load models/CURRENT now (Bearer $RECSYS_ADMIN_TOKEN; off without one)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
+
+from app.api.deps import service
+from app.api.schemas import ErrorResponse, ReloadResponse
+from data.errors import RecsysInputError
+
+router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+def _check_token(request: Request, authorization: str | None) -> None:
+    token = request.app.state.settings.admin_token
+    if not token:
+        raise HTTPException(404, "admin routes are disabled (no RECSYS_ADMIN_TOKEN set)")
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+        raise HTTPException(
+            401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+
+@router.post(
+    "/reload",
+    response_model=ReloadResponse,
+    responses={401: {"model": ErrorResponse}, 404: {}, 409: {"model": ErrorResponse}},
+)
+async def reload(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> ReloadResponse:
+    """Load the version in models/CURRENT; the old model serves until the new one is built."""
+    _check_token(request, authorization)
+    try:
+        # built on a worker thread: the event loop keeps answering on the old model
+        result = await run_in_threadpool(service(request).reload)
+    except RecsysInputError as err:
+        raise HTTPException(409, f"reload failed, the old model keeps serving: {err}") from None
+    return ReloadResponse(
+        changed=result.changed,
+        model_version=result.version,
+        previous=result.previous,
+        seconds=round(result.seconds, 3),
+    )

@@ -1,0 +1,74 @@
+"""`GET|POST /recommend` and `POST /recommend/batch`: thin routes over the Recommender."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.api.deps import recommender, response_of
+from app.api.schemas import (
+    MAX_HISTORY,
+    MAX_ID_LENGTH,
+    MAX_K,
+    BatchRequest,
+    BatchResponse,
+    ErrorResponse,
+    RecommendRequest,
+    RecommendResponse,
+)
+from serving.recommender import Query as RecQuery
+from serving.recommender import Recommender
+
+router = APIRouter(tags=["recommend"])
+Rec = Annotated[Recommender, Depends(recommender)]
+ERRORS: dict[int | str, dict[str, object]] = {
+    413: {"model": ErrorResponse},
+    422: {"model": ErrorResponse},
+    503: {"model": ErrorResponse},
+}
+
+
+def _query(body: RecommendRequest) -> RecQuery:
+    return RecQuery(body.user_id, tuple(body.items), body.k, body.exclude_seen)
+
+
+@router.get(
+    "/recommend",
+    response_model=RecommendResponse,
+    response_model_exclude_none=True,
+    responses=ERRORS,
+)
+async def recommend_get(
+    rec: Rec,
+    user_id: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH)] = None,
+    items: Annotated[list[str] | None, Query(max_length=MAX_HISTORY)] = None,
+    k: Annotated[int, Query(ge=1, le=MAX_K)] = 10,
+    exclude_seen: bool = True,
+) -> RecommendResponse:
+    """Top-k items for a user (history from the event store) and/or `items` (repeatable)."""
+    result = rec.recommend(RecQuery(user_id, tuple(items or ()), k, exclude_seen))
+    return response_of(result)
+
+
+@router.post(
+    "/recommend",
+    response_model=RecommendResponse,
+    response_model_exclude_none=True,
+    responses=ERRORS,
+)
+async def recommend_post(body: RecommendRequest, rec: Rec) -> RecommendResponse:
+    """Top-k items for a known user and/or an anonymous session's `items`."""
+    return response_of(rec.recommend(_query(body)))
+
+
+@router.post(
+    "/recommend/batch",
+    response_model=BatchResponse,
+    response_model_exclude_none=True,
+    responses=ERRORS,
+)
+async def recommend_batch(body: BatchRequest, rec: Rec) -> BatchResponse:
+    """Up to 1,000 /recommend bodies, answered with one model pass."""
+    results = rec.recommend_batch([_query(r) for r in body.requests])
+    return BatchResponse(results=[response_of(r) for r in results], model_version=rec.version)

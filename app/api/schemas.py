@@ -1,0 +1,108 @@
+"""Request and response bodies of the HTTP API (pydantic; they also make the OpenAPI docs).
+
+Bodies are strict (JSON types only, no coercion of "10" to 10) and forbid unknown fields, so a
+typo such as `"item": [...]` is a 422 naming the field instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_K = 1000
+MAX_HISTORY = 1000
+MAX_BATCH = 1000
+MAX_ID_LENGTH = 256
+
+ItemId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
+K = Annotated[int, Field(ge=1, le=MAX_K, description=f"Number of items, 1..{MAX_K}.")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RecommendRequest(_Body):
+    """One recommendation request: a known user, an anonymous session, or both."""
+
+    user_id: ItemId | None = Field(None, description="A user of the event store.")
+    items: list[ItemId] = Field(
+        default_factory=list,
+        max_length=MAX_HISTORY,
+        description="History item_ids, oldest first; appended to a known user's history.",
+    )
+    k: K = 10
+    exclude_seen: bool = Field(True, description="Leave out items of the history.")
+
+
+class BatchRequest(_Body):
+    """Several /recommend bodies answered together."""
+
+    requests: list[RecommendRequest] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Item(BaseModel):
+    """A recommended item: score is the inner product (the count for popular items)."""
+
+    item_id: str
+    score: float
+    title: str | None = None
+
+
+class RecommendResponse(BaseModel):
+    """Top-k items for one request."""
+
+    items: list[Item]
+    model_version: str
+    strategy: Literal["model", "popular"]
+    warnings: list[str]
+
+
+class BatchResponse(BaseModel):
+    """One RecommendResponse per request, in order."""
+
+    results: list[RecommendResponse]
+    model_version: str
+
+
+class SimilarResponse(BaseModel):
+    """Nearest items to one item."""
+
+    item_id: str
+    items: list[Item]
+    model_version: str
+
+
+class ItemResponse(BaseModel):
+    """Metadata of one item in the served model."""
+
+    item_id: str
+    title: str | None = None
+    popularity: int
+    model_version: str
+
+
+class Status(BaseModel):
+    """Liveness / readiness answer."""
+
+    status: str
+    model_version: str | None = None
+    index: dict[str, int | str] | None = None
+    detail: str | None = None
+
+
+class ReloadResponse(BaseModel):
+    """What POST /admin/reload did."""
+
+    changed: bool
+    model_version: str | None
+    previous: str | None
+    seconds: float
+
+
+class ErrorResponse(BaseModel):
+    """Every error: a message naming what is wrong (and, for 422, each failing field)."""
+
+    detail: str
+    errors: list[dict[str, str]] | None = None

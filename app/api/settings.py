@@ -1,0 +1,52 @@
+"""Server settings from the environment (prefix RECSYS_), with pydantic-settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from data.workspace import Workspace
+from serving.index import IndexParams
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from `RECSYS_*` environment variables.
+
+    Example: `RECSYS_PORT=9000 RECSYS_INDEX=hnsw RECSYS_HNSW_EF_SEARCH=128 recsys serve`.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="RECSYS_", extra="ignore")
+
+    home: Path | None = Field(None, description="Workspace; default ./workspace.")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    admin_token: str | None = Field(None, description="Bearer token of /admin/*; unset = off.")
+    index: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
+    hnsw_m: int = Field(32, ge=2)
+    hnsw_ef_construction: int = Field(80, ge=1)
+    hnsw_ef_search: int = Field(64, ge=1)
+    ivf_nlist: int = Field(0, ge=0, description="0 = about 4 * sqrt(n).")
+    ivf_nprobe: int = Field(16, ge=1)
+    reload_interval: float = Field(5.0, ge=0, description="Seconds between CURRENT polls; 0 off.")
+    cors_origins: list[str] = Field(default_factory=list)
+    max_body_bytes: int = Field(1_000_000, ge=1)
+    torch_threads: int = Field(1, ge=1, description="Intra-op threads of the query tower.")
+    access_log: bool = True
+
+    def workspace(self) -> Workspace:
+        """The workspace these settings name."""
+        return Workspace.resolve(self.home)
+
+    def index_params(self) -> IndexParams:
+        """Index kind and parameters."""
+        return IndexParams(
+            kind=self.index,
+            hnsw_m=self.hnsw_m,
+            hnsw_ef_construction=self.hnsw_ef_construction,
+            hnsw_ef_search=self.hnsw_ef_search,
+            ivf_nlist=self.ivf_nlist,
+            ivf_nprobe=self.ivf_nprobe,
+        )

@@ -1,0 +1,187 @@
+"""Nearest-neighbour indexes over item embeddings (faiss, inner product), in item_idx space.
+
+`FlatIndex` is exact; `HNSWIndex` and `IVFIndex` are approximate and are the default for
+catalogues above `FLAT_MAX_ITEMS`. Row 0 of the embedding table (padding) is never indexed,
+so it is never returned: faiss position p holds item_idx p + 1.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import faiss
+import numpy as np
+
+from data.errors import RecsysInputError
+
+FLAT_MAX_ITEMS = 200_000
+INDEX_KINDS = ("auto", "flat", "hnsw", "ivf")
+
+
+@dataclass(frozen=True)
+class IndexParams:
+    """Index choice and its build/search parameters.
+
+    Attributes:
+        kind: auto (flat up to FLAT_MAX_ITEMS items, else hnsw), flat, hnsw or ivf.
+        hnsw_m: HNSW graph degree M.
+        hnsw_ef_construction: HNSW build-time beam width.
+        hnsw_ef_search: HNSW search-time beam width (raised to k when k is larger).
+        ivf_nlist: IVF number of clusters (0 = about 4 * sqrt(n)).
+        ivf_nprobe: IVF clusters visited per query.
+
+    """
+
+    kind: str = "auto"
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 80
+    hnsw_ef_search: int = 64
+    ivf_nlist: int = 0
+    ivf_nprobe: int = 16
+
+
+class ItemIndex(ABC):
+    """Top-k inner-product search over items 1..n.
+
+    Attributes:
+        kind: The index kind name.
+        size: Number of indexed items n.
+        dim: Embedding dimension d.
+
+    """
+
+    kind = "base"
+
+    def __init__(self, embeddings: np.ndarray, params: IndexParams) -> None:
+        """Build the index from the full table [n + 1, d] (row 0 = padding, skipped)."""
+        if embeddings.ndim != 2 or embeddings.shape[0] < 2:
+            raise RecsysInputError("the index needs an embedding table [n + 1, d] with n >= 1")
+        self.size = int(embeddings.shape[0] - 1)
+        self.dim = int(embeddings.shape[1])
+        self.params = params
+        self._faiss = self._build(np.ascontiguousarray(embeddings[1:], dtype=np.float32))
+
+    @abstractmethod
+    def _build(self, vectors: np.ndarray) -> Any:
+        """Create and fill the faiss index from the item rows [n, d]."""
+
+    def _prepare_search(self, k: int) -> Any:
+        """Faiss SearchParameters for this k (None = index defaults)."""
+        return None
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k items by inner product.
+
+        Args:
+            queries: float32 [Q, d].
+            k: Results per query; clamped to n.
+
+        Returns:
+            ids: int64 [Q, k'] item_idx (k' = min(k, n)), best first; -1 marks a missing
+                result (approximate indexes may find fewer than k), never 0.
+            scores: float32 [Q, k'] inner products (-inf where ids is -1).
+
+        """
+        k = max(1, min(int(k), self.size))
+        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
+        params = self._prepare_search(k)
+        if params is None:
+            scores, pos = self._faiss.search(q, k)
+        else:
+            scores, pos = self._faiss.search(q, k, params=params)
+        missing = pos < 0
+        ids = np.where(missing, -1, pos + 1).astype(np.int64)
+        scores = np.where(missing, -np.inf, scores).astype(np.float32)
+        return ids, scores
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, size and parameters (for logs, /metrics and benchmarks)."""
+        return {"kind": self.kind, "size": self.size, "dim": self.dim}
+
+
+class FlatIndex(ItemIndex):
+    """Exact inner-product search (faiss IndexFlatIP)."""
+
+    kind = "flat"
+
+    def _build(self, vectors: np.ndarray) -> Any:
+        index = faiss.IndexFlatIP(self.dim)
+        index.add(vectors)
+        return index
+
+
+class HNSWIndex(ItemIndex):
+    """Approximate search on an HNSW graph (faiss IndexHNSWFlat, inner product)."""
+
+    kind = "hnsw"
+
+    def _build(self, vectors: np.ndarray) -> Any:
+        index = faiss.IndexHNSWFlat(self.dim, self.params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = self.params.hnsw_ef_construction
+        index.add(vectors)
+        return index
+
+    def _prepare_search(self, k: int) -> Any:
+        params = faiss.SearchParametersHNSW()
+        params.efSearch = max(self.params.hnsw_ef_search, k)
+        return params
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, size and HNSW parameters."""
+        p = self.params
+        return super().describe() | {
+            "M": p.hnsw_m,
+            "efConstruction": p.hnsw_ef_construction,
+            "efSearch": p.hnsw_ef_search,
+        }
+
+
+class IVFIndex(ItemIndex):
+    """Approximate search over k-means cells (faiss IndexIVFFlat, inner product)."""
+
+    kind = "ivf"
+
+    def _build(self, vectors: np.ndarray) -> Any:
+        nlist = self.params.ivf_nlist or max(1, int(4 * np.sqrt(len(vectors))))
+        self.nlist = min(nlist, len(vectors))
+        quantizer = faiss.IndexFlatIP(self.dim)
+        index = faiss.IndexIVFFlat(quantizer, self.dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        # k-means on a sample is enough for the cell centres and keeps big builds fast
+        rng = np.random.default_rng(0)
+        sample = vectors[rng.permutation(len(vectors))[: self.nlist * 64]]
+        index.train(sample)
+        index.add(vectors)
+        self._quantizer = quantizer  # faiss does not own it from Python: keep it alive
+        return index
+
+    def _prepare_search(self, k: int) -> Any:
+        params = faiss.SearchParametersIVF()
+        params.nprobe = min(self.params.ivf_nprobe, self.nlist)
+        return params
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, size and IVF parameters."""
+        return super().describe() | {"nlist": self.nlist, "nprobe": self.params.ivf_nprobe}
+
+
+def build_index(embeddings: np.ndarray, params: IndexParams | None = None) -> ItemIndex:
+    """Build the index `params.kind` names ("auto": flat up to FLAT_MAX_ITEMS, else HNSW).
+
+    Args:
+        embeddings: float32 [n + 1, d], row 0 = padding.
+        params: Kind and parameters; defaults to IndexParams().
+
+    Raises:
+        RecsysInputError: an unknown kind.
+
+    """
+    params = params or IndexParams()
+    kind = params.kind
+    if kind == "auto":
+        kind = "flat" if embeddings.shape[0] - 1 <= FLAT_MAX_ITEMS else "hnsw"
+    classes: dict[str, type[ItemIndex]] = {"flat": FlatIndex, "hnsw": HNSWIndex, "ivf": IVFIndex}
+    if kind not in classes:
+        raise RecsysInputError(f"index kind {kind!r} unknown; choose one of {INDEX_KINDS}")
+    return classes[kind](embeddings, params)

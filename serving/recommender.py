@@ -1,0 +1,211 @@
+"""Turn requests into top-k items: history item_ids -> query tower -> index -> filter seen.
+
+One `Recommender` serves one model version (bundle + index); the service swaps whole
+Recommenders on reload, so a request always sees one consistent model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from serving.bundle import ModelBundle
+from serving.index import ItemIndex
+
+HistoryLookup = Callable[[str], Sequence[str] | None]
+
+
+class UnknownItemError(KeyError):
+    """An item_id the model does not know (the API turns it into a 404)."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One recommendation request.
+
+    Attributes:
+        user_id: A user whose history comes from the event store, or None (anonymous).
+        items: Explicit history item_ids, oldest first; appended to a known user's history.
+        k: Number of items wanted.
+        exclude_seen: Drop items of the history from the results.
+
+    """
+
+    user_id: str | None = None
+    items: Sequence[str] = ()
+    k: int = 10
+    exclude_seen: bool = True
+
+
+@dataclass(frozen=True)
+class ScoredItem:
+    """One recommended item: its ids, score (inner product; popularity for popular) and title."""
+
+    item_idx: int
+    item_id: str
+    score: float
+    title: str | None
+
+
+@dataclass
+class Result:
+    """Recommendations for one Query."""
+
+    items: list[ScoredItem]
+    strategy: str
+    model_version: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Prepared:
+    history: list[int]
+    warnings: list[str]
+
+
+class Recommender:
+    """Recommendations from one model bundle and its index."""
+
+    def __init__(
+        self, bundle: ModelBundle, index: ItemIndex, histories: HistoryLookup | None = None
+    ) -> None:
+        """Wrap a loaded bundle, its built index and the known users' histories."""
+        self.bundle = bundle
+        self.index = index
+        self._histories = histories or (lambda _user: None)
+        pop = bundle.popularity[1:]
+        # stable sort: equal counts keep item_idx order, so the fallback is deterministic
+        self._popular_order = np.argsort(-pop, kind="stable") + 1
+
+    @property
+    def version(self) -> str:
+        """The model version served."""
+        return self.bundle.version
+
+    def recommend(self, query: Query) -> Result:
+        """Top-k for one request (see `recommend_batch`)."""
+        return self.recommend_batch([query])[0]
+
+    def recommend_batch(self, queries: Sequence[Query]) -> list[Result]:
+        """Top-k for many requests with one query-tower pass and one index search.
+
+        Requests with no usable history (unknown user and no known items) get the most
+        popular items, with a warning saying so.
+        """
+        prepared = [self._prepare(q) for q in queries]
+        results: list[Result | None] = [None] * len(queries)
+        model_rows = [i for i, p in enumerate(prepared) if p.history]
+        if model_rows:
+            ranked = self._model_topk(
+                [prepared[i].history for i in model_rows],
+                [queries[i] for i in model_rows],
+            )
+            for row, items in zip(model_rows, ranked, strict=True):
+                results[row] = Result(items, "model", self.version, prepared[row].warnings)
+        for i, (q, p) in enumerate(zip(queries, prepared, strict=True)):
+            if results[i] is None:
+                seen = set(p.history) if q.exclude_seen else set()
+                p.warnings.append(_popular_reason(q))
+                results[i] = Result(self.popular(q.k, seen), "popular", self.version, p.warnings)
+        return [r for r in results if r is not None]
+
+    def popular(self, k: int, exclude: set[int] | None = None) -> list[ScoredItem]:
+        """The k most popular items (training counts), skipping `exclude` item_idx."""
+        exclude = exclude or set()
+        head = self._popular_order[: k + len(exclude)]
+        chosen = [int(i) for i in head if int(i) not in exclude][:k]
+        return [self._scored(i, float(self.bundle.popularity[i])) for i in chosen]
+
+    def similar(self, item_id: str, k: int) -> list[ScoredItem]:
+        """The k nearest items to `item_id` by embedding inner product (itself excluded).
+
+        Raises:
+            UnknownItemError: the model does not know item_id.
+
+        """
+        idx = self.item_idx(item_id)
+        query = self.bundle.item_embeddings[idx : idx + 1]
+        ids, scores = self.index.search(query, k + 1)
+        return self._collect(ids[0], scores[0], {idx}, k)
+
+    def item_idx(self, item_id: str) -> int:
+        """item_idx of an item_id. Raises UnknownItemError for an unknown id."""
+        idx = self.bundle.id_to_idx.get(item_id)
+        if idx is None:
+            raise UnknownItemError(item_id)
+        return idx
+
+    def encode(self, histories: Sequence[Sequence[int]]) -> np.ndarray:
+        """Query vectors for item_idx histories (oldest first).
+
+        Args:
+            histories: B lists of item_idx; only the last L = max_len are used.
+
+        Returns:
+            float32 [B, d], L2-normalised.
+
+        """
+        import torch
+
+        length = self.bundle.max_len
+        batch = np.zeros((len(histories), length), dtype=np.int64)
+        for row, hist in enumerate(histories):
+            tail = list(hist)[-length:]
+            batch[row, length - len(tail) :] = tail  # left padding: most recent item last
+        with torch.inference_mode():
+            out = self.bundle.query_tower.encode(torch.from_numpy(batch))
+        return out.float().numpy()
+
+    def _prepare(self, q: Query) -> _Prepared:
+        warnings: list[str] = []
+        ids: list[str] = []
+        if q.user_id is not None:
+            known = self._histories(q.user_id)
+            if known is None:
+                warnings.append(f"unknown user_id {q.user_id!r}: no stored history")
+            else:
+                ids.extend(known)
+        ids.extend(q.items)
+        history = [self.bundle.id_to_idx.get(i, 0) for i in ids]
+        unknown = [i for i, idx in zip(ids, history, strict=True) if idx == 0]
+        if unknown:
+            shown = ", ".join(repr(u) for u in unknown[:10])
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+            warnings.append(f"unknown item_id(s) dropped: {shown}{more}")
+        return _Prepared([i for i in history if i > 0], warnings)
+
+    def _model_topk(
+        self, histories: list[list[int]], queries: list[Query]
+    ) -> list[list[ScoredItem]]:
+        vectors = self.encode(histories)
+        excludes = [
+            set(h) if q.exclude_seen else set() for h, q in zip(histories, queries, strict=True)
+        ]
+        # over-fetch so that k items remain after dropping the seen ones
+        fetch = max(q.k + len(ex) for q, ex in zip(queries, excludes, strict=True))
+        ids, scores = self.index.search(vectors, fetch)
+        return [
+            self._collect(ids[r], scores[r], excludes[r], queries[r].k) for r in range(len(queries))
+        ]
+
+    def _collect(
+        self, ids: np.ndarray, scores: np.ndarray, exclude: set[int], k: int
+    ) -> list[ScoredItem]:
+        out: list[ScoredItem] = []
+        for idx, score in zip(ids.tolist(), scores.tolist(), strict=True):
+            if idx > 0 and idx not in exclude:
+                out.append(self._scored(idx, score))
+                if len(out) == k:
+                    break
+        return out
+
+    def _scored(self, idx: int, score: float) -> ScoredItem:
+        return ScoredItem(idx, self.bundle.item_ids[idx], score, self.bundle.titles[idx])
+
+
+def _popular_reason(q: Query) -> str:
+    if q.user_id is None and not q.items:
+        return "no user_id and no items given: popular items"
+    return "no usable history (unknown user and no known items): popular items"
