@@ -1,1 +1,84 @@
-"""The exact negative sampler."""
+"""The exact sampler: draws from the current model's softmax exp(h.c / tau) over items 1..n.
+
+O(n d) per batch: the reference the kernel samplers approximate. It keeps its own copy of
+the item table, set by `refresh()` and patched by `update()`. Per query (`cfg.per_query`),
+row r draws from `softmax(h_r . C / tau)`; shared, the m draws come from the batch mixture
+`q = mean_r softmax_r` and `log_q = log(m q_i)` is that mixture's probability.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from training.config import SamplerConfig
+from training.samplers.base import Negatives, SamplerContext, register_sampler
+
+_MAX_CHUNK_CELLS = 1 << 24  # query rows x items scored at once (bounds memory)
+
+
+@register_sampler("exact")
+class ExactSampler:
+    """Samples from the model's true softmax; see the module docstring."""
+
+    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+        self.per_query = cfg.per_query
+        self.num_items = ctx.num_items
+        self.temperature = ctx.temperature
+        self.items: Tensor | None = None  # [n + 1, d]
+
+    def refresh(self, item_emb: Tensor) -> None:
+        """Copy the whole table `[n + 1, d]` (row 0 padding, never sampled)."""
+        self.items = item_emb.detach().to(torch.float32).clone()
+
+    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
+        """Overwrite rows `item_idx [k]` with `item_emb [k, d]`."""
+        if self.items is None:
+            raise RuntimeError("exact sampler: refresh() must be called before update()")
+        self.items[item_idx.to(self.items.device)] = item_emb.detach().to(self.items)
+
+    def _row_chunks(self, queries: Tensor) -> list[Tensor]:
+        rows = max(1, _MAX_CHUNK_CELLS // max(self.num_items, 1))
+        return list(queries.detach().to(torch.float32).split(rows))
+
+    def _log_softmax(self, q: Tensor) -> Tensor:
+        """`[c, n]` log softmax over items 1..n (column j is item j + 1)."""
+        if self.items is None:
+            raise RuntimeError("exact sampler: refresh() must be called before sample()")
+        logits = q.to(self.items.device) @ self.items[1:].T / self.temperature
+        return torch.log_softmax(logits, dim=1)
+
+    def _mixture_log_probs(self, queries: Tensor) -> Tensor:
+        """`[n]` log of the batch mixture `mean_r softmax_r`."""
+        parts = [torch.logsumexp(self._log_softmax(q), dim=0) for q in self._row_chunks(queries)]
+        return torch.logsumexp(torch.stack(parts), dim=0) - torch.log(
+            torch.tensor(float(queries.shape[0]))
+        )
+
+    def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
+        """Draw `num` ids: `[m]` from the batch mixture or `[N, m]` per query."""
+        if not self.per_query:
+            log_mix = self._mixture_log_probs(queries)
+            ids0 = torch.multinomial(log_mix.exp(), num, replacement=True)
+            log_q = torch.log(torch.tensor(float(num))) + log_mix[ids0]
+            return Negatives(ids=(ids0 + 1).to(queries.device), log_q=log_q.to(queries.device))
+        ids_parts, logq_parts = [], []
+        for q in self._row_chunks(queries):
+            log_p = self._log_softmax(q)
+            ids0 = torch.multinomial(log_p.exp(), num, replacement=True)
+            ids_parts.append(ids0 + 1)
+            logq_parts.append(torch.log(torch.tensor(float(num))) + log_p.gather(1, ids0))
+        ids = torch.cat(ids_parts).to(queries.device)
+        return Negatives(ids=ids, log_q=torch.cat(logq_parts).to(queries.device))
+
+    def proposal_log_probs(self, queries: Tensor) -> Tensor:
+        """`[N, n + 1]` log q of one draw: per-query softmax rows, or the shared mixture repeated.
+
+        Column 0 (padding) is -inf.
+        """
+        if self.per_query:
+            body = torch.cat([self._log_softmax(q) for q in self._row_chunks(queries)])
+        else:
+            body = self._mixture_log_probs(queries).unsqueeze(0).expand(queries.shape[0], -1)
+        pad = torch.full((body.shape[0], 1), -torch.inf, device=body.device)
+        return torch.cat([pad, body], dim=1).to(queries.device)
