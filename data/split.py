@@ -1,0 +1,173 @@
+"""Train / validation / test splits of the stored events as per-user item_idx sequences.
+
+A user's sequence is their events ordered by (timestamp, event_seq): time first, arrival order
+for ties (the Amazon sets store positions as timestamps, so ties never happen there).
+
+Leave-one-out (`method="loo"`, the protocol of the published results): a user with n >= 3
+events gives train = seq[:-2], val = (history seq[:-2], target seq[-2]) and
+test = (history seq[:-1], target seq[-1]). Users with fewer than 3 events are in train only,
+with their whole sequence.
+
+Global time cut (`method="time"`, `cutoff=T`): nothing at or after T ever reaches train or val.
+With P the user's events before T and Q those at or after T:
+- test = (history P, target Q[0]) for users with both (the first thing they did after the cut,
+  predicted from everything before it; users with no history before T cannot be queried);
+- val = (history P[:-1], target P[-1]) for users with len(P) >= 2, i.e. leave-one-out on the
+  pre-cut part, and then train = P[:-1]; users with len(P) == 1 keep train = P.
+
+k-core (`kcore=k > 0`): before splitting, users and items with fewer than k events are dropped,
+repeatedly, until every remaining user and item has at least k events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from data.errors import RecsysInputError
+from data.store import count_events, read_events
+from data.vocab import load_item_vocab, load_user_vocab
+from data.workspace import Workspace
+
+TRAIN_SCHEMA = {"user_idx": pl.Int64(), "items": pl.List(pl.Int64())}
+EVAL_SCHEMA = {"user_idx": pl.Int64(), "history": pl.List(pl.Int64()), "target": pl.Int64()}
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Per-user sequences of item_idx (1-based; 0 is never used, it is padding).
+
+    Attributes:
+        train: `user_idx: i64, items: list[i64]`, each user's training sequence in order.
+        val: `user_idx: i64, history: list[i64], target: i64`.
+        test: Same columns as `val`.
+        num_items: Size of the item vocabulary; item_idx ranges over 1..num_items.
+
+    """
+
+    train: pl.DataFrame
+    val: pl.DataFrame
+    test: pl.DataFrame
+    num_items: int
+
+
+def indexed_events(ws: Workspace) -> pl.DataFrame:
+    """Stored events with vocabulary indices: `user_idx, item_idx, timestamp, event_seq`."""
+    items = load_item_vocab(ws).lazy().select("item_id", "item_idx")
+    users = load_user_vocab(ws).lazy().select("user_id", "user_idx")
+    return (
+        read_events(ws)
+        .join(users, on="user_id")
+        .join(items, on="item_id")
+        .select("user_idx", "item_idx", "timestamp", "event_seq")
+        .collect()
+    )
+
+
+def kcore_filter(events: pl.DataFrame, k: int) -> pl.DataFrame:
+    """Drop users and items with fewer than `k` events, repeatedly, until none is left.
+
+    Args:
+        events: Rows with `user_idx` and `item_idx`.
+        k: The core size; k <= 1 returns `events` unchanged.
+
+    """
+    if k <= 1:
+        return events
+    while True:
+        before = events.height
+        events = events.filter(pl.len().over("user_idx") >= k)
+        events = events.filter(pl.len().over("item_idx") >= k)
+        if events.height == before:
+            return events
+
+
+def sequences(events: pl.DataFrame) -> pl.DataFrame:
+    """`user_idx, items: list[i64]` ordered by (timestamp, event_seq) within each user."""
+    return (
+        events.sort("user_idx", "timestamp", "event_seq")
+        .group_by("user_idx", maintain_order=True)
+        .agg(pl.col("item_idx").alias("items"))
+    )
+
+
+def _eval_rows(seqs: pl.DataFrame, history: pl.Expr, target: pl.Expr) -> pl.DataFrame:
+    return seqs.select(
+        "user_idx", history.alias("history"), target.cast(pl.Int64).alias("target")
+    ).cast(EVAL_SCHEMA)  # type: ignore[arg-type]
+
+
+def loo_split(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Leave-one-out train, val and test (see module docstring)."""
+    seqs = sequences(events)
+    n = pl.col("items").list.len()
+    items = pl.col("items")
+    train = seqs.select(
+        "user_idx", pl.when(n >= 3).then(items.list.slice(0, n - 2)).otherwise(items).alias("items")
+    )
+    long = seqs.filter(n >= 3)
+    val = _eval_rows(long, items.list.slice(0, n - 2), items.list.get(-2))
+    test = _eval_rows(long, items.list.slice(0, n - 1), items.list.get(-1))
+    return train.cast(TRAIN_SCHEMA), val, test  # type: ignore[arg-type]
+
+
+def time_split(
+    events: pl.DataFrame, cutoff: int
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Global time cut at `cutoff` (Unix seconds): train, val, test (see module docstring)."""
+    before = sequences(events.filter(pl.col("timestamp") < cutoff))
+    first_after = (
+        events.filter(pl.col("timestamp") >= cutoff)
+        .sort("user_idx", "timestamp", "event_seq")
+        .group_by("user_idx", maintain_order=True)
+        .agg(pl.col("item_idx").first().alias("target"))
+    )
+    n = pl.col("items").list.len()
+    items = pl.col("items")
+    train = before.select(
+        "user_idx", pl.when(n >= 2).then(items.list.slice(0, n - 1)).otherwise(items).alias("items")
+    )
+    val = _eval_rows(before.filter(n >= 2), items.list.slice(0, n - 1), items.list.get(-1))
+    test = _eval_rows(before.join(first_after, on="user_idx"), items, pl.col("target"))
+    return train.cast(TRAIN_SCHEMA), val, test.sort("user_idx")  # type: ignore[arg-type]
+
+
+def build_splits(
+    ws: Workspace,
+    method: Literal["loo", "time"] = "loo",
+    cutoff: int | None = None,
+    kcore: int = 0,
+) -> Splits:
+    """Split the stored events into train / val / test sequences.
+
+    Args:
+        ws: The workspace whose events are split.
+        method: "loo" (leave-one-out) or "time" (global cut at `cutoff`).
+        cutoff: Unix seconds; required for "time", ignored for "loo".
+        kcore: Iterative k-core filter applied before splitting; 0 disables it.
+
+    Raises:
+        RecsysInputError: no events, unknown method, "time" without cutoff, or a k-core that
+            leaves nothing.
+
+    """
+    if method not in ("loo", "time"):
+        raise RecsysInputError(f"unknown split method {method!r} (expected 'loo' or 'time')")
+    if method == "time" and cutoff is None:
+        raise RecsysInputError("split 'time' needs a cutoff (Unix seconds)")
+    if count_events(ws) == 0:
+        raise RecsysInputError(f"no events in the workspace {ws.root}; run `recsys ingest` first")
+    num_items = load_item_vocab(ws).height
+    events = kcore_filter(indexed_events(ws), kcore)
+    if events.height == 0:
+        raise RecsysInputError(f"the {kcore}-core filter removed every event")
+    if method == "loo":
+        train, val, test = loo_split(events)
+    else:
+        assert cutoff is not None
+        train, val, test = time_split(events, cutoff)
+    if train.height == 0:
+        raise RecsysInputError(f"no events before the cutoff {cutoff}: nothing to train on")
+    return Splits(train=train, val=val, test=test, num_items=num_items)
