@@ -1,0 +1,145 @@
+"""Contract suite run over EVERY registered sampler, plus a few sampler-specific checks.
+
+The frequency test is the one that matters: over many draws with fixed queries and table,
+the empirical count of each id must match the expected count the sampler reports as
+exp(log_q), both in shape (total-variation distance) and in scale (the expected counts of
+all ids sum to the number of slots drawn).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from data.errors import RecsysInputError
+from training.config import SamplerConfig
+from training.samplers import SAMPLERS, SamplerContext, build_sampler
+
+N_ITEMS, DIM, BATCH, NUM = 20, 6, 8, 48
+TRIALS = 250
+COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.float32)])
+
+
+def _setup(name: str, per_query: bool, seed: int = 0):
+    torch.manual_seed(seed)
+    ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.5)
+    cfg = SamplerConfig(name=name, per_query=per_query, leaf_size=4, rff_features=64)
+    sampler = SAMPLERS[name](cfg, ctx)
+    table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
+    table[0] = 0.0
+    sampler.refresh(table)
+    queries = F.normalize(torch.randn(BATCH, DIM), dim=1)
+    return sampler, queries
+
+
+def _positives() -> torch.Tensor:
+    """Positives drawn from the data distribution (what in-batch sampling assumes)."""
+    return torch.multinomial(COUNTS / COUNTS.sum(), BATCH, replacement=True)
+
+
+def _expected_width(name: str) -> int:
+    return {"in-batch": BATCH, "mixed": BATCH + NUM}.get(name, NUM)
+
+
+@pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per_query"])
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_shapes_dtypes_and_range(name: str, per_query: bool) -> None:
+    sampler, queries = _setup(name, per_query)
+    neg = sampler.sample(queries, _positives(), NUM)
+    assert neg.ids.dtype == torch.int64
+    assert neg.log_q.dtype == torch.float32
+    assert neg.ids.shape == neg.log_q.shape
+    if per_query and name != "in-batch":
+        assert neg.ids.shape == (BATCH, _expected_width(name))
+    else:
+        assert neg.ids.shape == (_expected_width(name),)
+    assert int(neg.ids.min()) >= 1 and int(neg.ids.max()) <= N_ITEMS
+    assert torch.isfinite(neg.log_q).all()
+
+
+@pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per_query"])
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_frequencies_match_log_q(name: str, per_query: bool) -> None:
+    sampler, queries = _setup(name, per_query, seed=1)
+    rows = BATCH if per_query and name != "in-batch" else 1
+    counts = torch.zeros(rows, N_ITEMS + 1, dtype=torch.float64)
+    q_sum = torch.zeros(rows, N_ITEMS + 1, dtype=torch.float64)
+    seen = torch.zeros(rows, N_ITEMS + 1, dtype=torch.float64)
+    for _ in range(TRIALS):
+        neg = sampler.sample(queries, _positives(), NUM)
+        ids = neg.ids.reshape(rows, -1)
+        expected = neg.log_q.reshape(rows, -1).double().exp()
+        ones = torch.ones_like(expected)
+        counts.scatter_add_(1, ids, ones)
+        q_sum.scatter_add_(1, ids, expected)
+        seen.scatter_add_(1, ids, ones)
+    slots = neg.ids.reshape(rows, -1).shape[1]
+    expected_count = torch.where(seen > 0, q_sum / seen.clamp_min(1), torch.zeros_like(q_sum))
+    # Scale: the expected counts of every id (nearly all are seen) add up to the slots.
+    totals = expected_count.sum(1)
+    assert torch.all(totals > 0.97 * slots) and torch.all(totals < 1.02 * slots), totals
+    # Shape: total-variation distance between empirical and reported distributions.
+    empirical = counts / counts.sum(1, keepdim=True)
+    reported = expected_count / expected_count.sum(1, keepdim=True)
+    tv = 0.5 * (empirical - reported).abs().sum(1)
+    assert float(tv.max()) < 0.06, tv
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_proposal_log_probs_is_a_distribution(name: str) -> None:
+    sampler, queries = _setup(name, per_query=True)
+    if not hasattr(sampler, "proposal_log_probs"):
+        pytest.skip(f"{name} has no proposal_log_probs")
+    log_p = sampler.proposal_log_probs(queries)
+    assert log_p.shape == (BATCH, N_ITEMS + 1)
+    assert torch.all(log_p[:, 0] == -math.inf)
+    torch.testing.assert_close(
+        torch.logsumexp(log_p.double(), dim=1),
+        torch.zeros(BATCH, dtype=torch.float64),
+        atol=1e-4,
+        rtol=0,
+    )
+
+
+def test_uniform_log_q_is_log_m_over_n() -> None:
+    sampler, queries = _setup("uniform", per_query=False)
+    neg = sampler.sample(queries, _positives(), NUM)
+    torch.testing.assert_close(neg.log_q, torch.full((NUM,), math.log(NUM / N_ITEMS)))
+
+
+def test_popularity_log_q_hand_worked() -> None:
+    counts = torch.tensor([0.0, 0.0, 3.0, 8.0])  # weights (c + 1)^0.5 = 1, 2, 3
+    ctx = SamplerContext(num_items=3, item_counts=counts)
+    cfg = SamplerConfig(name="popularity", popularity_alpha=0.5, popularity_floor=1.0)
+    neg = build_sampler(cfg, ctx).sample(torch.zeros(2, 4), torch.tensor([1, 2]), 10)
+    expected = torch.log(10 * torch.tensor([0.0, 1.0, 2.0, 3.0]) / 6.0)[neg.ids]
+    torch.testing.assert_close(neg.log_q, expected.float())
+
+
+def test_in_batch_returns_positives_with_popularity_log_q() -> None:
+    counts = torch.tensor([0.0, 1.0, 3.0])  # p = 1/4, 3/4
+    ctx = SamplerContext(num_items=2, item_counts=counts)
+    sampler = build_sampler(SamplerConfig(name="in-batch"), ctx)
+    pos = torch.tensor([2, 1, 2, 2])
+    neg = sampler.sample(torch.zeros(4, 3), pos, 999)
+    assert torch.equal(neg.ids, pos)
+    torch.testing.assert_close(neg.log_q, torch.log(torch.tensor([3.0, 1.0, 3.0, 3.0])))
+
+
+def test_exact_sampler_follows_update() -> None:
+    sampler, queries = _setup("exact", per_query=True)
+    q0 = queries[:1]
+    table_row = q0.clone()
+    sampler.update(torch.tensor([7]), table_row)  # item 7 now equals the query
+    sampler.temperature = 0.02  # softmax nearly one-hot on item 7
+    neg = sampler.sample(q0, torch.tensor([1]), 200)
+    assert (neg.ids == 7).float().mean() > 0.95
+
+
+def test_build_sampler_unknown_name_lists_known() -> None:
+    ctx = SamplerContext(num_items=3, item_counts=torch.ones(4))
+    with pytest.raises(RecsysInputError, match="uniform"):
+        build_sampler(SamplerConfig(name="nope"), ctx)
