@@ -29,6 +29,8 @@ def _message(err: dict[str, Any]) -> str:
         return f"malformed JSON ({err.get('ctx', {}).get('error', 'cannot parse')})"
     if kind == "missing" and tuple(err.get("loc", ())) == ("body",):
         return "a JSON body is required"
+    if tuple(err.get("loc", ())) == ("body",) and kind in ("model_attributes_type", "dict_type"):
+        return "must be a JSON object (send Content-Type: application/json)"
     if kind == "extra_forbidden":
         return "unknown field"
     return str(err.get("msg", "invalid"))

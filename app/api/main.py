@@ -62,6 +62,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
         summary="Two-tower next-item recommendations served from a faiss index.",
         version="0.1.0",
         lifespan=lifespan,
+        strict_content_type=False,  # `curl -d '{...}'` without a JSON content type still works
     )
     app.state.settings = settings
     app.state.service = svc

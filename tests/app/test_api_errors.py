@@ -1,0 +1,134 @@
+"""Bad input against the real server: 422 naming the field, 413 for big bodies, never a 5xx."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from data.workspace import Workspace
+from tests.serving.bundles import make_bundle
+from tests.serving.server import running_server
+
+LIMIT = 20_000
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    home = tmp_path_factory.mktemp("api-errors") / "home"
+    make_bundle(Workspace(home).models_dir, "v1")
+    env = {"RECSYS_MAX_BODY_BYTES": str(LIMIT)}
+    with running_server(home, env) as url, httpx.Client(base_url=url, timeout=10) as client:
+        yield client
+
+
+def check_422(resp: httpx.Response, field: str) -> None:
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert field in [e["field"] for e in body["errors"]], body
+    assert body["detail"].startswith(field) or f"; {field}" in body["detail"]
+
+
+@pytest.mark.parametrize("k", ["0", "1001", "-3", "abc", "2.5", ""])
+def test_get_recommend_bad_k(api: httpx.Client, k: str) -> None:
+    check_422(api.get("/recommend", params={"user_id": "u", "k": k}), "k")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"k": 0}, "k"),
+        ({"k": 1001}, "k"),
+        ({"k": "10"}, "k"),  # strict: JSON types only
+        ({"k": 2.5}, "k"),
+        ({"k": True}, "k"),
+        ({"items": "i1"}, "items"),
+        ({"items": ["i1", 7]}, "items.1"),
+        ({"items": [""]}, "items.0"),
+        ({"items": ["i1"] * 1001}, "items"),  # longer than the history limit
+        ({"user_id": 123}, "user_id"),
+        ({"user_id": ""}, "user_id"),
+        ({"user_id": "x" * 300}, "user_id"),
+        ({"exclude_seen": "yes"}, "exclude_seen"),
+        ({"item": ["i1"]}, "item"),  # unknown field (a typo) is not silently ignored
+        ([1, 2], "body"),
+        (None, "body"),
+        ("text", "body"),
+    ],
+)
+def test_post_recommend_bad_body(api: httpx.Client, body: object, field: str) -> None:
+    check_422(api.post("/recommend", content=json.dumps(body)), field)
+
+
+@pytest.mark.parametrize("raw", [b'{"k": ', b"{'k': 1}", b"\xff\xfe\x00garbage", b"{}}"])
+def test_malformed_json(api: httpx.Client, raw: bytes) -> None:
+    resp = api.post("/recommend", content=raw, headers={"content-type": "application/json"})
+    check_422(resp, "body")
+    assert "malformed JSON" in resp.json()["detail"]
+
+
+def test_empty_body(api: httpx.Client) -> None:
+    resp = api.post("/recommend", content=b"", headers={"content-type": "application/json"})
+    check_422(resp, "body")
+    assert resp.json()["detail"] == "body: a JSON body is required"
+    check_422(api.post("/recommend/batch"), "body")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"requests": []}, "requests"),
+        ({"requests": [{"k": 1}] * 1001}, "requests"),
+        ({"requests": [{"k": 1}, {"k": 0}]}, "requests.1.k"),
+        ({"requests": {"k": 1}}, "requests"),
+        ({}, "requests"),
+    ],
+)
+def test_batch_bad_body(api: httpx.Client, body: object, field: str) -> None:
+    check_422(api.post("/recommend/batch", json=body), field)
+
+
+@pytest.mark.parametrize("k", ["0", "1001", "x"])
+def test_similar_bad_k(api: httpx.Client, k: str) -> None:
+    check_422(api.get("/similar/i1", params={"k": k}), "k")
+
+
+def test_oversized_body_by_content_length(api: httpx.Client) -> None:
+    big = json.dumps({"items": ["i1"] * 5000}).encode()
+    assert len(big) > LIMIT
+    resp = api.post("/recommend", content=big, headers={"content-type": "application/json"})
+    assert resp.status_code == 413
+    assert resp.json() == {"detail": f"request body larger than {LIMIT} bytes"}
+
+
+def test_oversized_body_streamed_without_length(api: httpx.Client) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"items": ['
+        for _ in range(5000):  # 30 kB in all
+            yield b'"i1", '
+        yield b'"i1"]}'
+
+    resp = api.post("/recommend", content=chunks(), headers={"content-type": "application/json"})
+    assert "content-length" not in resp.request.headers
+    assert resp.status_code == 413
+
+
+def test_wrong_method_and_path_are_4xx(api: httpx.Client) -> None:
+    assert api.delete("/recommend").status_code == 405
+    assert api.get("/nowhere").status_code == 404
+    assert api.get("/recommend/batch").status_code == 405
+
+
+def test_admin_disabled_without_token(api: httpx.Client) -> None:
+    resp = api.post("/admin/reload", headers={"Authorization": "Bearer anything"})
+    assert resp.status_code == 404
+    assert "disabled" in resp.json()["detail"]
+
+
+def test_server_still_healthy_and_no_5xx_counted(api: httpx.Client) -> None:
+    assert api.get("/recommend", params={"k": 1}).status_code == 200
+    metrics = api.get("/metrics").text
+    assert 'status="5' not in metrics
+    assert 'status="422"' in metrics and 'status="413"' in metrics
