@@ -1,0 +1,148 @@
+"""Full-ranking evaluation over ALL items (never sampled metrics), chunked over the catalogue.
+
+Protocol (documented choices):
+- Rank of a target = number of items in 1..n, other than the target and not excluded,
+  whose score is strictly higher, plus those that tie with it (ties are counted
+  pessimistically, so a constant-score model ranks every target last, not first).
+  Rank 0 is the top.
+- `exclude` (the user's history, as in the S3-Rec protocol behind the published Beauty
+  numbers) removes items from the competition, but never the target itself: when the
+  target is also in the history (a repeat) it is still ranked.
+- `full_ce` is the cross-entropy of the full softmax over items 1..n (nothing masked), at
+  the model's temperature, computed with a running logsumexp over item chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+Exclude = Tensor | Sequence[Tensor] | None
+
+
+def _pad_exclude(exclude: Exclude, num_rows: int, device: torch.device) -> Tensor:
+    """`[U, L]` int64 item_idx to exclude (0 = pad) from a list or a padded tensor."""
+    if exclude is None:
+        return torch.zeros(num_rows, 0, dtype=torch.int64, device=device)
+    if isinstance(exclude, Tensor):
+        return exclude.to(device=device, dtype=torch.int64).reshape(num_rows, -1)
+    if len(exclude) != num_rows:
+        raise ValueError(f"exclude has {len(exclude)} rows, expected {num_rows}")
+    width = max((int(e.numel()) for e in exclude), default=0)
+    out = torch.zeros(num_rows, width, dtype=torch.int64, device=device)
+    for row, items in enumerate(exclude):
+        out[row, : items.numel()] = items.reshape(-1).to(device=device, dtype=torch.int64)
+    return out
+
+
+def _chunk_mask(excl: Tensor, targets: Tensor, start: int, stop: int) -> Tensor:
+    """Bool `[U, stop - start]`: excluded items (or the target) within item range [start, stop)."""
+    mask = torch.zeros(excl.shape[0], stop - start, dtype=torch.bool, device=excl.device)
+    rows = torch.arange(excl.shape[0], device=excl.device)
+    in_range = (excl >= start) & (excl < stop) & (excl != 0)
+    r, c = rows.unsqueeze(1).expand_as(excl)[in_range], excl[in_range] - start
+    mask[r, c] = True
+    own = (targets >= start) & (targets < stop)
+    mask[rows[own], targets[own] - start] = True
+    return mask
+
+
+@torch.no_grad()
+def rank_targets(
+    queries: Tensor,
+    item_emb: Tensor,
+    targets: Tensor,
+    temperature: float = 1.0,
+    exclude: Exclude = None,
+    item_chunk: int = 65536,
+) -> tuple[Tensor, Tensor]:
+    """Full-catalogue rank and log-softmax of each target, chunk by chunk over items.
+
+    Args:
+        queries: `[U, d]` query embeddings.
+        item_emb: `[n + 1, d]` item table; row 0 is padding and never ranked.
+        targets: `[U]` int64 item_idx in 1..n.
+        temperature: logit = h . c / temperature (affects `log_p` only, not ranks).
+        exclude: per-user item_idx never counted above the target: a list of `[L_u]`
+            tensors, a padded `[U, L]` tensor (0 = pad), or None. The target is never excluded.
+        item_chunk: items scored at once; memory is O(U * item_chunk).
+
+    Returns:
+        `(ranks [U] int64, log_p [U] float32)`: pessimistic 0-based rank among the
+        non-excluded items, and the log-softmax of the target over all items 1..n.
+
+    """
+    queries = queries.to(torch.float32)
+    targets = targets.to(device=queries.device, dtype=torch.int64)
+    excl = _pad_exclude(exclude, queries.shape[0], queries.device)
+    target_score = (queries * item_emb[targets].to(queries)).sum(1)  # [U]
+    above = torch.zeros_like(targets)
+    run_max = torch.full_like(target_score, -torch.inf)
+    run_sum = torch.zeros_like(target_score)
+    n = item_emb.shape[0] - 1
+    for start in range(1, n + 1, item_chunk):
+        stop = min(start + item_chunk, n + 1)
+        scores = queries @ item_emb[start:stop].to(queries).T  # [U, c]
+        skip = _chunk_mask(excl, targets, start, stop)
+        above += ((scores >= target_score.unsqueeze(1)) & ~skip).sum(1)
+        logits = scores / temperature
+        new_max = torch.maximum(run_max, logits.max(1).values)
+        run_sum = run_sum * torch.exp(run_max - new_max) + torch.exp(
+            logits - new_max.unsqueeze(1)
+        ).sum(1)
+        run_max = new_max
+    log_p = target_score / temperature - (run_max + torch.log(run_sum))
+    return above, log_p
+
+
+def ranking_metrics(
+    ranks: Tensor, log_p: Tensor, ks: Sequence[int] = (10, 20, 100)
+) -> dict[str, float]:
+    """Recall@K, NDCG@K, MRR@K (one relevant item per user) and the full cross-entropy.
+
+    Args:
+        ranks: `[U]` 0-based ranks from `rank_targets`.
+        log_p: `[U]` log-softmax of the targets.
+        ks: cut-offs.
+
+    Returns:
+        `{"recall@K", "ndcg@K", "mrr@K" for each K, "full_ce"}`, means over users.
+
+    """
+    r = ranks.to(torch.float64)
+    out: dict[str, float] = {}
+    for k in ks:
+        hit = r < k
+        out[f"recall@{k}"] = float(hit.double().mean())
+        out[f"ndcg@{k}"] = float(torch.where(hit, 1.0 / torch.log2(r + 2.0), 0.0).mean())
+        out[f"mrr@{k}"] = float(torch.where(hit, 1.0 / (r + 1.0), 0.0).mean())
+    out["full_ce"] = float(-log_p.to(torch.float64).mean())
+    return out
+
+
+def popularity_baseline(
+    item_counts: Tensor,
+    targets: Tensor,
+    exclude: Exclude = None,
+    ks: Sequence[int] = (10, 20, 100),
+) -> dict[str, float]:
+    """Ranking metrics of recommending by training popularity (the bar a model must beat).
+
+    Args:
+        item_counts: `[n + 1]` interaction counts (index 0 ignored).
+        targets: `[U]` item_idx.
+        exclude: as in `rank_targets`.
+        ks: cut-offs.
+
+    Returns:
+        `recall@K`, `ndcg@K`, `mrr@K` (no `full_ce`: popularity is not a softmax model).
+
+    """
+    scores = item_counts.to(torch.float32).reshape(-1, 1)
+    queries = torch.ones(targets.shape[0], 1)
+    ranks, log_p = rank_targets(queries, scores, targets, 1.0, exclude)
+    metrics = ranking_metrics(ranks, log_p, ks)
+    metrics.pop("full_ce")
+    return metrics
