@@ -1,0 +1,261 @@
+"""The LightningModule: one `_step` for sampled or full softmax, sampler sync, full-ranking eval.
+
+Model, sampler and loss come from outside (`training.pipeline` builds them). Optimisation is
+manual because sparse item tables need a second optimiser (`SparseAdam`) beside the dense one,
+and because the sampler must hear about the rows that changed right after each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+
+from training.config import RecsysConfig
+from training.model import TwoTowerModel
+from training.samplers import NegativeSampler
+
+try:  # written by the kernel-sampler engineer; optional
+    from training.diagnostics import proposal_kl
+except ImportError:  # pragma: no cover - absent in early trees
+    proposal_kl = None  # type: ignore[assignment]
+
+SampledLoss = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+FullLoss = Callable[[Tensor, Tensor], Tensor]
+
+
+@torch.no_grad()
+def rank_batch(
+    query_tower: torch.nn.Module,
+    item_emb: Tensor,
+    batch: dict[str, Tensor],
+    temperature: float,
+    exclude_seen: bool,
+    item_chunk: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Full-ranking ranks of one eval batch.
+
+    Args:
+        query_tower: Has `encode(history [B, L]) -> [B, d]`.
+        item_emb: `[n + 1, d]` normalised item table (row 0 zeros), on the batch's device.
+        batch: history `[B, L]`, target `[B]`, seen `[B, H]` from `EvalExamples`.
+        temperature: Softmax temperature.
+        exclude_seen: Mask the user's history items when ranking.
+        item_chunk: Items scored at once.
+
+    Returns:
+        (ranks `[B]`, log_p `[B]`, queries `[B, d]`).
+
+    """
+    from training.metrics import rank_targets
+
+    queries = query_tower.encode(batch["history"])
+    exclude = batch["seen"] if exclude_seen else None
+    ranks, log_p = rank_targets(
+        queries, item_emb, batch["target"], temperature, exclude=exclude, item_chunk=item_chunk
+    )
+    return ranks, log_p, queries
+
+
+@torch.no_grad()
+def evaluate_loader(
+    query_tower: torch.nn.Module,
+    item_emb: Tensor,
+    loader: Iterable[dict[str, Tensor]],
+    temperature: float,
+    cfg: RecsysConfig,
+    device: torch.device | str = "cpu",
+) -> dict[str, float]:
+    """Full-ranking metrics (recall/ndcg/mrr@K, full_ce) of a tower over an eval loader."""
+    from training.metrics import ranking_metrics
+
+    query_tower = query_tower.to(device).eval()
+    item_emb = item_emb.to(device)
+    ranks, log_ps = [], []
+    for batch in loader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        r, lp, _ = rank_batch(
+            query_tower, item_emb, batch, temperature, cfg.eval.exclude_seen, cfg.eval.item_chunk
+        )
+        ranks.append(r.cpu())
+        log_ps.append(lp.cpu())
+    metrics = ranking_metrics(torch.cat(ranks), torch.cat(log_ps), cfg.eval.ks)
+    return {k: float(v) for k, v in metrics.items()}
+
+
+class RetrievalModule(pl.LightningModule):
+    """Trains a `TwoTowerModel` with sampled softmax (a sampler) or full softmax (None)."""
+
+    def __init__(
+        self,
+        model: TwoTowerModel,
+        cfg: RecsysConfig,
+        sampler: NegativeSampler | None,
+        sampled_loss: SampledLoss | None = None,
+        full_loss: FullLoss | None = None,
+    ) -> None:
+        super().__init__()
+        if sampler is not None and sampled_loss is None:
+            raise ValueError("a sampler needs a sampled loss")
+        if sampler is None and full_loss is None:
+            raise ValueError("full softmax needs full_loss")
+        self.model = model
+        self.cfg = cfg
+        self.sampler = sampler
+        self.sampled_loss = sampled_loss
+        self.full_loss = full_loss
+        self.temperature = cfg.model.temperature
+        self.automatic_optimization = False
+        self.opt_steps = 0
+        self._val: dict[str, Any] = {}
+
+    # ---- training -------------------------------------------------------------------------
+
+    def _step(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor | None]:
+        """Loss of one batch of windows and the item rows it touched.
+
+        Args:
+            batch: inputs `[B, L]`, targets `[B, L]` (0 = no target).
+
+        Returns:
+            (scalar loss, touched item_idx `[k]` or None for full softmax).
+
+        """
+        inputs, targets = batch
+        keep = targets != 0
+        queries = self.model.query_tower(inputs)[keep]  # [N, d]
+        positives = targets[keep]  # [N]
+        tau = self.temperature
+        if self.sampler is None:
+            logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
+            logits[:, 0] = torch.finfo(logits.dtype).min  # padding is never a candidate
+            return self.full_loss(logits, positives), None  # type: ignore[misc]
+        neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
+        ids = neg.ids.to(queries.device)
+        log_q = neg.log_q.to(queries.device, queries.dtype)
+        pos_logits = (queries * self.model.item_tower(positives)).sum(-1) / tau  # [N]
+        neg_emb = self.model.item_tower(ids)  # [m, d] or [N, m, d]
+        if ids.dim() == 1:
+            neg_logits = queries @ neg_emb.T / tau  # [N, m]
+        else:
+            neg_logits = torch.einsum("nd,nmd->nm", queries, neg_emb) / tau
+        loss = self.sampled_loss(pos_logits, neg_logits, ids, log_q, positives)  # type: ignore[misc]
+        touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
+        return loss, touched
+
+    def _optimizers(self) -> list[Any]:
+        opts = self.optimizers()
+        return list(opts) if isinstance(opts, list | tuple) else [opts]
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        """One optimiser step (manual), then the sampler update."""
+        opts = self._optimizers()
+        for opt in opts:
+            opt.zero_grad()
+        loss, touched = self._step(batch)
+        self.manual_backward(loss)
+        for opt in opts:
+            opt.step()
+        self._sync_sampler(touched)
+        self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch[0].shape[0])
+        return loss.detach()
+
+    @torch.no_grad()
+    def _sync_sampler(self, touched: Tensor | None) -> None:
+        """Keep stateful samplers in step with the item table after an optimiser step.
+
+        Sparse optimisers change only the touched rows, so updates suffice. Dense Adam moves
+        every row a little (momentum), so a periodic full refresh bounds the drift.
+        """
+        self.opt_steps += 1
+        if self.sampler is None or touched is None:
+            return
+        every = self.cfg.sampler.refresh_every
+        if not self.cfg.train.sparse_embeddings and self.opt_steps % every == 0:
+            self.sampler.refresh(self.model.item_tower.all_embeddings())
+        else:
+            self.sampler.update(touched, self.model.item_tower(touched))
+
+    def on_train_start(self) -> None:
+        """Build the sampler's state from the initial table."""
+        if self.sampler is not None:
+            with torch.no_grad():
+                self.sampler.refresh(self.model.item_tower.all_embeddings())
+
+    def configure_optimizers(self) -> Any:
+        """Adam on everything, or Adam on dense parameters + SparseAdam on the id tables."""
+        train = self.cfg.train
+        if not train.sparse_embeddings:
+            return torch.optim.Adam(
+                self.model.parameters(), lr=train.lr, weight_decay=train.weight_decay
+            )
+        dense = torch.optim.Adam(
+            self.model.dense_parameters(), lr=train.lr, weight_decay=train.weight_decay
+        )
+        return [dense, torch.optim.SparseAdam(self.model.embedding_parameters(), lr=train.lr)]
+
+    # ---- evaluation -----------------------------------------------------------------------
+
+    def _eval_start(self) -> None:
+        with torch.no_grad():
+            item_emb = self.model.item_tower.all_embeddings()
+        self._val = {"item_emb": item_emb, "ranks": [], "log_p": [], "queries": None}
+
+    def _eval_step(self, batch: dict[str, Tensor]) -> None:
+        ev = self.cfg.eval
+        ranks, log_p, queries = rank_batch(
+            self.model.query_tower,
+            self._val["item_emb"],
+            batch,
+            self.temperature,
+            ev.exclude_seen,
+            ev.item_chunk,
+        )
+        self._val["ranks"].append(ranks)
+        self._val["log_p"].append(log_p)
+        if self._val["queries"] is None:
+            self._val["queries"] = queries
+
+    def _eval_end(self, prefix: str) -> None:
+        from training.metrics import ranking_metrics
+
+        if not self._val.get("ranks"):
+            return
+        ranks, log_p = torch.cat(self._val["ranks"]), torch.cat(self._val["log_p"])
+        metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
+        for name, value in metrics.items():
+            self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
+        if prefix == "val" and self.sampler is not None and proposal_kl is not None:
+            kl = proposal_kl(
+                self.sampler, self._val["queries"], self._val["item_emb"], self.temperature
+            )
+            if kl is not None:
+                self.log("val/proposal_kl", float(kl))
+        self._val = {}
+
+    def on_validation_epoch_start(self) -> None:
+        """Normalise the item table once per validation round."""
+        self._eval_start()
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Rank one batch of validation targets against all items."""
+        self._eval_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        """Log `val/recall@K`, `val/ndcg@K`, `val/mrr@K`, `val/full_ce`, `val/proposal_kl`."""
+        self._eval_end("val")
+
+    def on_test_epoch_start(self) -> None:
+        """Normalise the item table once for the test round."""
+        self._eval_start()
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Rank one batch of test targets against all items."""
+        self._eval_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        """Log the `test/...` metrics."""
+        self._eval_end("test")
