@@ -119,18 +119,35 @@ def scan_file(path: Path, fmt: str) -> pl.LazyFrame:
     return pl.scan_ndjson(path, infer_schema_length=None)
 
 
-def _timestamp_from_text(col: pl.Expr) -> pl.Expr:
-    """Integers (Unix seconds) or ISO-8601 text -> Int64 seconds; null where neither parses."""
+def _int_from_text(col: pl.Expr) -> pl.Expr:
+    """Integer text (Unix seconds) -> Int64; null for anything else (ISO-8601 is done later)."""
     text = col.str.strip_chars()
-    as_int = pl.when(text.str.contains(r"^[+-]?\d{1,18}$")).then(text.cast(pl.Int64, strict=False))
-    iso = text.str.replace(r"[zZ]$", "+00:00").str.replace(r"^(\d{4}-\d\d-\d\d) ", "${1}T")
+    return pl.when(text.str.contains(r"^[+-]?\d{1,18}$")).then(text.cast(pl.Int64, strict=False))
+
+
+def _iso_from_text(col: pl.Expr) -> pl.Expr:
+    """ISO-8601 text -> Int64 Unix seconds (naive times are UTC); null where no format fits."""
+    iso = (
+        col.str.strip_chars()
+        .str.replace(r"[zZ]$", "+00:00")
+        .str.replace(r"^(\d{4}-\d\d-\d\d) ", "${1}T")
+    )
     parsed = [
         iso.str.to_datetime(f, strict=False, time_unit="us", time_zone="UTC" if tz else None)
         .dt.epoch("s")
         .cast(pl.Int64)
         for f, tz in _ISO_FORMATS
     ]
-    return pl.coalesce(as_int, *parsed)
+    return pl.coalesce(*parsed)
+
+
+def _fill_iso(frame: pl.DataFrame) -> pl.DataFrame:
+    """Parse ISO-8601 only on the rows the integer parse left null: integer logs stay fast."""
+    need = (frame["timestamp"].is_null() & frame["ts_raw"].is_not_null()).arg_true()
+    if need.len() == 0:
+        return frame
+    parsed = frame[need].select(_iso_from_text(pl.col("ts_raw"))).to_series()
+    return frame.with_columns(frame["timestamp"].scatter(need, parsed))
 
 
 def _timestamp_expr(name: str, dtype: pl.DataType) -> pl.Expr:
@@ -143,7 +160,7 @@ def _timestamp_expr(name: str, dtype: pl.DataType) -> pl.Expr:
         return pl.when(ok).then(col.cast(pl.Int64, strict=False))
     if isinstance(dtype, pl.Datetime | pl.Date):
         return col.dt.epoch("s").cast(pl.Int64)
-    return _timestamp_from_text(col.cast(pl.String, strict=False))
+    return _int_from_text(col.cast(pl.String, strict=False))
 
 
 def read_raw(
@@ -182,7 +199,7 @@ def read_raw(
             _timestamp_expr(time_col, schema[time_col]).alias("timestamp"),
             pl.col(time_col).cast(pl.String).alias("ts_raw"),
         )
-        return out.collect()
+        return _fill_iso(out.collect())
     except RecsysInputError:
         raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:

@@ -112,9 +112,10 @@ def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) ->
     frames = []
     for no, path in enumerate(paths):
         kind = detect_format(path, fmt)
-        log.info("reading %s (%s)", path, kind)
+        log.debug("reading %s (%s)", path, kind)
         frame = read_raw(path, kind, *cols, file_no=no)
-        log.info("read %d rows from %s", frame.height, path)
+        # Logged only once the file is read: an unreadable file gives exactly one stderr line.
+        log.info("read %d rows from %s (%s)", frame.height, path, kind)
         frames.append(frame)
     return pl.concat(frames).with_row_index("_i")
 

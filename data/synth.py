@@ -20,7 +20,7 @@ Generating process (all draws from `numpy.random.default_rng(seed)`, so a seed f
    So the best next-item predictor given the last item i is `succ[i]` (right about
    P_SUCC + a little of the time), while popularity alone is right far less often.
 5. Timestamps. Each user starts at a uniform time in [T0, T0 + 180 days] (T0 = 2020-09-13);
-   gaps between a user's events are 1 + Exponential(mean 1 hour) seconds, so a user's events
+   gaps between a user's events are 1 + Exponential(mean 1 day) seconds, so a user's events
    are strictly increasing in time and no two of them share a timestamp.
 
 The output is sorted by timestamp (like a real log): `user_id` "u<n>", `item_id` "i<n>" (n from
@@ -43,7 +43,7 @@ P_STAY = 0.3
 P_NEXT = 0.6
 T0 = 1_600_000_000
 START_SPAN = 180 * 86_400
-MEAN_GAP = 3_600.0
+MEAN_GAP = 86_400.0
 
 
 @dataclass(frozen=True)

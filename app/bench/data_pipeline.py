@@ -1,9 +1,108 @@
-"""`recsys bench`: the data pipeline benchmark."""
+"""`recsys bench data-pipeline`: time synth, ingest and split on a synthetic log.
+
+Steps, each timed on its own in a fresh temporary workspace:
+1. `synth`: generate N events (N/20 users, N/10 items) and write them as CSV;
+2. `ingest`: ingest that CSV (parse, validate, duplicate check, write part and vocabularies);
+3. `reingest`: ingest the same CSV again, so every row is a duplicate of a stored event
+   (the anti-join against the whole store at full size);
+4. `split_loo` and `split_time`: leave-one-out and a time cut at the median timestamp.
+The result (seconds per step, events per second, peak RSS, machine) goes to a JSON file.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import polars as pl
 import typer
+
+from data.ingest import ingest_files
+from data.split import build_splits
+from data.store import read_events
+from data.synth import generate_events
+from data.workspace import Workspace
+
+DEFAULT_RESULT = Path(__file__).resolve().parents[2] / "benchmarks/results/data_pipeline.json"
+T = TypeVar("T")
+
+
+def _timed(steps: dict[str, float], name: str, fn: Callable[[], T]) -> T:
+    started = time.perf_counter()
+    out = fn()
+    steps[name] = round(time.perf_counter() - started, 3)
+    sys.stderr.write(f"{name}: {steps[name]:.2f} s\n")
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def run_benchmark(events: int, seed: int = 0) -> dict[str, Any]:
+    """Run the steps of the module docstring on `events` synthetic events; return the result."""
+    users, items = max(1, events // 20), max(10, events // 10)
+    steps: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:
+        csv = Path(tmp) / "events.csv"
+        ws = Workspace(Path(tmp) / "home")
+        frame = _timed(steps, "synth", lambda: generate_events(users, items, events, seed))
+        _timed(steps, "write_csv", lambda: frame.write_csv(csv))
+        csv_mb = round(csv.stat().st_size / 2**20, 1)
+        frame = frame.clear()  # free the log before ingest measures its own memory
+        first = _timed(steps, "ingest", lambda: ingest_files(ws, [csv]))
+        again = _timed(steps, "reingest", lambda: ingest_files(ws, [csv]))
+        loo = _timed(steps, "split_loo", lambda: build_splits(ws, "loo"))
+        cutoff = int(read_events(ws).select(pl.col("timestamp").median()).collect().item())
+        cut = _timed(steps, "split_time", lambda: build_splits(ws, "time", cutoff=cutoff))
+    return {
+        "benchmark": "data_pipeline",
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "events": events,
+        "users": users,
+        "items": items,
+        "seed": seed,
+        "csv_mb": csv_mb,
+        "seconds": steps,
+        "ingest_plus_split_loo_s": round(steps["ingest"] + steps["split_loo"], 3),
+        "ingest_events_per_s": round(events / max(steps["ingest"], 1e-9)),
+        "accepted": first.accepted,
+        "reingest_rejected": again.rejected,
+        "loo": {"train_users": loo.train.height, "val": loo.val.height, "test": loo.test.height},
+        "time_cut": {"cutoff": cutoff, "val": cut.val.height, "test": cut.test.height},
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "machine": _machine(),
+    }
+
+
+def data_pipeline(
+    events: Annotated[int, typer.Option("--events", min=1, help="Synthetic events.")] = 1_000_000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    json_path: Annotated[
+        Path, typer.Option("--json", help="Where to write the result JSON.")
+    ] = DEFAULT_RESULT,
+) -> None:
+    """Time synth, ingest (+ duplicate re-ingest) and splits on a synthetic log."""
+    result = run_benchmark(events, seed)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    sys.stdout.write(json.dumps(result["seconds"]) + f"\nwrote {json_path}\n")
 
 
 def register(bench_app: typer.Typer) -> None:
     """Attach this benchmark's subcommand."""
+    bench_app.command("data-pipeline")(data_pipeline)

@@ -1,9 +1,113 @@
-"""`recsys ingest` and `recsys synth` (owned by the data layer work)."""
+"""`recsys ingest`, `recsys ingest-items` and `recsys synth`: getting events into the workspace."""
 
 from __future__ import annotations
 
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
 import typer
+
+from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from data.errors import RecsysInputError
+from data.formats import FORMATS, detect_format, scan_file
+from data.ingest import ingest_files
+from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
+from data.vocab import save_item_titles
+
+log = logging.getLogger("recsys.data")
+
+FormatOption = Annotated[
+    str | None,
+    typer.Option("--format", help=f"{'|'.join(FORMATS)}; default: from each file's extension."),
+]
+
+
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Event log files (csv, parquet, ndjson).")],
+    home: HomeOption = None,
+    fmt: FormatOption = None,
+    user_col: Annotated[str, typer.Option("--user-col", help="User id column.")] = "user_id",
+    item_col: Annotated[str, typer.Option("--item-col", help="Item id column.")] = "item_id",
+    time_col: Annotated[
+        str, typer.Option("--time-col", help="Timestamp column: Unix seconds or ISO-8601.")
+    ] = "timestamp",
+    as_json: JsonOption = False,
+) -> None:
+    """Validate event logs and append the good rows to the event store (bad rows to rejects/)."""
+    ws = workspace(home)
+    report = ingest_files(ws, paths, fmt, user_col, item_col, time_col)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    rejects = f" (see {report.rejects_path})" if report.rejects_path else ""
+    sys.stdout.write(
+        f"ingest {report.ingest_id}: {report.accepted} accepted, {report.rejected} rejected"
+        f"{rejects}; store: {report.events_total} events, {report.users_total} users, "
+        f"{report.items_total} items\n"
+    )
+
+
+def ingest_items(
+    path: Annotated[Path, typer.Argument(help="Item metadata file (csv, parquet, ndjson).")],
+    home: HomeOption = None,
+    fmt: FormatOption = None,
+    id_col: Annotated[str, typer.Option("--id-col", help="Item id column.")] = "item_id",
+    title_col: Annotated[str, typer.Option("--title-col", help="Title column.")] = "title",
+    as_json: JsonOption = False,
+) -> None:
+    """Store item titles (vocab/item_meta.parquet) for display in recommendations."""
+    ws = workspace(home)
+    lf = scan_file(path, detect_format(path, fmt))
+    try:
+        names = lf.collect_schema().names()
+        for col in (id_col, title_col):
+            if col not in names:
+                raise RecsysInputError(f"{path}: no column {col!r} (columns found: {names[:10]})")
+        titles = lf.select(
+            pl.col(id_col).cast(pl.String).str.strip_chars().alias("item_id"),
+            pl.col(title_col).cast(pl.String).alias("title"),
+        ).collect()
+    except pl.exceptions.PolarsError as err:
+        raise RecsysInputError(f"{path}: cannot read: {str(err).splitlines()[0]}") from None
+    titles = titles.filter(pl.col("item_id").is_not_null() & (pl.col("item_id") != ""))
+    total = save_item_titles(ws, titles)
+    if as_json:
+        emit_json({"read": titles.height, "titles_total": total})
+    else:
+        sys.stdout.write(f"stored {titles.height} titles; {total} items have a title\n")
+
+
+def synth(
+    out: Annotated[Path, typer.Option("--out", help="Output file: .csv or .parquet.")],
+    users: Annotated[int, typer.Option("--users", min=1)] = DEFAULT_SYNTHETIC["users"],
+    items: Annotated[int, typer.Option("--items", min=1)] = DEFAULT_SYNTHETIC["items"],
+    events: Annotated[int, typer.Option("--events", min=0)] = DEFAULT_SYNTHETIC["events"],
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """Write a synthetic log with planted sequential structure (see docs/data.md)."""
+    if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise RecsysInputError(f"{out}: --out must end in .csv or .parquet")
+    if out.parent and not out.parent.is_dir():
+        raise RecsysInputError(f"{out}: directory {out.parent} does not exist")
+    started = time.perf_counter()
+    frame = generate_events(users, items, events, seed)
+    write_events(frame, str(out))
+    seconds = round(time.perf_counter() - started, 3)
+    log.info("wrote %d events to %s in %.1f s", frame.height, out, seconds)
+    payload = {"path": str(out), "users": users, "items": items, "events": frame.height}
+    if as_json:
+        emit_json({**payload, "seed": seed, "seconds": seconds})
+    else:
+        sys.stdout.write(f"wrote {frame.height} events ({users} users, {items} items) to {out}\n")
 
 
 def register(app: typer.Typer) -> None:
     """Attach the data commands."""
+    app.command("ingest")(ingest)
+    app.command("ingest-items")(ingest_items)
+    app.command("synth")(synth)
