@@ -183,7 +183,7 @@ def _load_tower(path: Path, manifest: dict[str, Any]) -> Any:
 
     try:
         tower = load_query_tower(path, manifest)
-    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as err:
+    except Exception as err:  # torch/pickle raise many types for a corrupt or mismatched file
         raise BundleError(
             f"{path / 'query_tower.pt'}: cannot load the query tower ({err})"
         ) from None

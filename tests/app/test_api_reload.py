@@ -1,0 +1,105 @@
+"""Model lifecycle on the real server: not ready before a model, hot reload under load."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from data.workspace import Workspace
+from tests.serving.bundles import PLANTED_HISTORY, make_bundle
+from tests.serving.server import running_server
+
+TARGETS = {"v1": "i40", "v2": "i41", "v3": "i42"}  # each version's planted top-1 item
+
+
+def wait_for(check: object, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_not_ready_until_a_model_is_published(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with running_server(home, wait_ready=False) as url, httpx.Client(base_url=url) as api:
+        assert api.get("/health").status_code == 200
+        ready = api.get("/ready")
+        assert ready.status_code == 503 and ready.json()["status"] == "not ready"
+        assert "no model is published" in ready.json()["detail"]
+        rec = api.get("/recommend", params={"user_id": "u"})
+        assert rec.status_code == 503 and "no model loaded" in rec.json()["detail"]
+        assert "recsys_model_loaded 0.0" in api.get("/metrics").text
+        make_bundle(Workspace(home).models_dir, "v1")  # the poller finds it
+        wait_for(lambda: api.get("/ready").status_code == 200)
+        assert api.get("/ready").json()["model_version"] == "v1"
+
+
+class Load:
+    """Client threads sending the planted query until stopped (bounded to `max_requests`)."""
+
+    def __init__(self, url: str, threads: int = 2, max_requests: int = 20_000) -> None:
+        self.url, self.max_requests = url, max_requests
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.seen: list[tuple[float, str, str]] = []  # (time, model_version, top item)
+        self.failures: list[str] = []
+        self.threads = [threading.Thread(target=self.run) for _ in range(threads)]
+
+    def run(self) -> None:
+        body = {"items": PLANTED_HISTORY, "k": 3}
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            while not self.stop.is_set() and len(self.seen) < self.max_requests:
+                try:
+                    resp = client.post("/recommend", json=body)
+                    data = resp.json()
+                    with self.lock:
+                        self.seen.append(
+                            (time.monotonic(), data["model_version"], data["items"][0]["item_id"])
+                        )
+                    if resp.status_code != 200:
+                        self.failures.append(f"{resp.status_code}: {resp.text}")
+                except (httpx.HTTPError, KeyError, ValueError) as err:
+                    self.failures.append(repr(err))
+
+    def latest(self) -> str:
+        with self.lock:
+            return self.seen[-1][1] if self.seen else ""
+
+
+def test_reload_under_load_fails_no_request(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=3000)
+    env = {"RECSYS_ADMIN_TOKEN": "tok"}
+    with running_server(ws.root, env) as url, httpx.Client(base_url=url) as admin:
+        load = Load(url)
+        for t in load.threads:
+            t.start()
+        try:
+            wait_for(lambda: len(load.seen) > 20)
+            # v2 arrives through the CURRENT poller...
+            make_bundle(ws.models_dir, "v2", num_items=3000, target=41, seed=1)
+            wait_for(lambda: load.latest() == "v2")
+            # ...v3 through the admin endpoint
+            make_bundle(ws.models_dir, "v3", num_items=3000, target=42, seed=2)
+            resp = admin.post("/admin/reload", headers={"Authorization": "Bearer tok"})
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["model_version"] == "v3"
+            n_before = len(load.seen)
+            wait_for(lambda: len(load.seen) > n_before + 20)
+        finally:
+            load.stop.set()
+            for t in load.threads:
+                t.join(timeout=15)
+    assert load.failures == []
+    versions = [v for _, v, _ in sorted(load.seen)]
+    assert versions[0] == "v1" and versions[-1] == "v3" and "v2" in versions
+    # every answer is consistent with the version it names (no half-swapped model)
+    assert all(top == TARGETS[v] for _, v, top in load.seen)
+    # once a version is served, an older one never comes back (allowing in-flight overlap)
+    first_v3 = min(t for t, v, _ in load.seen if v == "v3")
+    assert all(v == "v3" for t, v, _ in load.seen if t > first_v3 + 1.0)

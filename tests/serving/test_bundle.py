@@ -1,0 +1,69 @@
+"""ModelBundle.load: a good bundle round-trips; every broken part is named in the error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from serving.bundle import BundleError, ModelBundle
+from tests.serving.bundles import make_bundle
+
+
+@pytest.fixture
+def bundle_dir(tmp_path: Path) -> Path:
+    return make_bundle(tmp_path / "models", "v1", num_items=20, target=7)
+
+
+def test_load_good_bundle(bundle_dir: Path) -> None:
+    b = ModelBundle.load(bundle_dir)
+    assert (b.version, b.num_items, b.dim, b.max_len) == ("v1", 20, 16, 8)
+    assert b.item_embeddings.shape == (21, 16) and b.item_ids[3] == "i3"
+    assert b.id_to_idx["i20"] == 20 and "" not in b.id_to_idx
+    assert b.titles[2] == "Title 2" and b.titles[3] is None
+    assert b.popularity[7] == 10_000 and b.popularity[0] == 0
+
+
+def edit_manifest(bundle_dir: Path, **changes: object) -> None:
+    path = bundle_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("break_it", "message"),
+    [
+        (lambda d: (d / "query_tower.pt").unlink(), "query_tower.pt is missing"),
+        (lambda d: (d / "manifest.json").write_text("{oops"), "not valid JSON"),
+        (lambda d: edit_manifest(d, format_version=9), "format_version 9 is not supported"),
+        (lambda d: edit_manifest(d, num_items=21), "does not match the manifest"),
+        (lambda d: edit_manifest(d, dim=0), "dim must be a positive integer"),
+        (lambda d: np.save(d / "item_embeddings.npy", np.zeros((21, 16))), "dtype float64"),
+        (lambda d: (d / "items.parquet").write_bytes(b"junk"), "items.parquet: unreadable"),
+        (
+            lambda d: (
+                pl.read_parquet(d / "items.parquet").head(5).write_parquet(d / "items.parquet")
+            ),
+            "item_idx must be exactly 1..20",
+        ),
+        (lambda d: (d / "query_tower.pt").write_bytes(b"junk"), "cannot load the query tower"),
+    ],
+)
+def test_broken_bundle_is_named(bundle_dir: Path, break_it: object, message: str) -> None:
+    break_it(bundle_dir)  # type: ignore[operator]
+    with pytest.raises(BundleError, match=message):
+        ModelBundle.load(bundle_dir)
+
+
+def test_missing_manifest_key_and_missing_dir(bundle_dir: Path, tmp_path: Path) -> None:
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    del manifest["model"]
+    (bundle_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="missing key\\(s\\) model"):
+        ModelBundle.load(bundle_dir)
+    with pytest.raises(BundleError, match="directory not found"):
+        ModelBundle.load(tmp_path / "nope")
