@@ -39,6 +39,10 @@ class FeatureMap(Protocol):
         """sum_b coef_b K(h_b, c_j): `h [B, d]`, `coef [B]`, `c [k, d]` -> `[k]`."""
         ...
 
+    def bucket_sums(self, x: Tensor, weight: Tensor) -> Tensor:
+        """sum_j weight_j phi(x_j) per group: `x [G, b, d]`, `weight [G, b]` -> `[G, F]`."""
+        ...
+
 
 class QuadraticFeatures:
     """K(h, c) = alpha (h . c)^2 + 1 with its exact map of F = d^2 + 1 features."""
@@ -69,6 +73,11 @@ class QuadraticFeatures:
         """Quadratic form c^T M c with M = alpha sum_b coef_b h_b h_b^T: O(k d^2), not O(k B d)."""
         m = (h * coef.unsqueeze(-1)).transpose(0, 1) @ h * self.alpha  # [d, d]
         return ((c @ m) * c).sum(-1) + coef.sum()
+
+    def bucket_sums(self, x: Tensor, weight: Tensor) -> Tensor:
+        """Weighted outer-product sums X^T diag(w) X per group, without d^2 rows per item."""
+        outer = torch.einsum("gbi,gbj->gij", x * weight.unsqueeze(-1), x) * math.sqrt(self.alpha)
+        return torch.cat([outer.flatten(1), weight.sum(1, keepdim=True)], dim=1)
 
 
 def _orthogonal_frequencies(num: int, dim: int, gen: torch.Generator) -> Tensor:
@@ -127,3 +136,7 @@ class RandomFourierFeatures:
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product."""
         return coef @ self.kernel(h @ c.T)
+
+    def bucket_sums(self, x: Tensor, weight: Tensor) -> Tensor:
+        """sum_j weight_j phi(x_j) per group: `x [G, b, d]`, `weight [G, b]` -> `[G, 2D]`."""
+        return torch.einsum("gbf,gb->gf", self.features(x), weight)

@@ -91,8 +91,7 @@ class KernelTree:
         for first in range(0, leaves, per_chunk):
             last = min(leaves, first + per_chunk)
             rows, ok = self._bucket_rows(torch.arange(first, last, device=self.items.device))
-            phi = self.fmap.features(self.items[rows]) * ok.unsqueeze(-1)
-            out.append(phi.sum(1))
+            out.append(self.fmap.bucket_sums(self.items[rows], ok.to(self.items.dtype)))
         return torch.cat(out)
 
     def _bucket_rows(self, leaf: Tensor) -> tuple[Tensor, Tensor]:
@@ -120,10 +119,19 @@ class KernelTree:
             rows, new = idx[first : first + step], emb[first : first + step]
             delta = self.fmap.features(new) - self.fmap.features(self.items[rows])
             self.items[rows] = new
-            node = (rows - 1) // self.b
-            for level in reversed(self.z):
-                level.index_add_(0, node, delta)
-                node = node // 2
+            self._add_along_paths((rows - 1) // self.b, delta)
+
+    def _add_along_paths(self, node: Tensor, delta: Tensor) -> None:
+        """Add `delta [k, F]` to buckets `node [k]` and their ancestors, merging shared nodes.
+
+        Deltas are summed per distinct node before each level's index_add, so the work above
+        the buckets shrinks with the number of distinct ancestors, not k.
+        """
+        for level in reversed(self.z):
+            node, inverse = torch.unique(node, return_inverse=True)
+            delta = delta.new_zeros(node.numel(), delta.shape[1]).index_add_(0, inverse, delta)
+            level.index_add_(0, node, delta)
+            node = node // 2
 
     def _query_vectors(self, h: Tensor, shared: bool) -> tuple[Tensor, Tensor]:
         """Normalised query vectors p `[Q, F]` (Q = 1 if shared) and mixture weights `[B]`.
@@ -230,7 +238,12 @@ class KernelTree:
             log_node = log_node[:, parent] + log_branch
         items = self.items[1:]
         if shared:
-            weights = self.fmap.mixture_kernel(h, coef, items).unsqueeze(0)
+            step = max(1, _CHUNK // h.shape[0])
+            parts = [
+                self.fmap.mixture_kernel(h, coef, items[i : i + step])
+                for i in range(0, items.shape[0], step)
+            ]
+            weights = torch.cat(parts).unsqueeze(0)
         else:
             weights = self.fmap.kernel(h @ items.T)
         weights = weights.clamp_min(_TINY)

@@ -1,0 +1,45 @@
+"""Sampler diagnostics: how far a sampler's proposal is from the model's softmax (its bias).
+
+`proposal_kl` is what the LightningModule logs as `val/proposal_kl` on a validation batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+_CHUNK = 1 << 23  # floats of one [queries, n] block
+
+
+@torch.no_grad()
+def proposal_kl(
+    sampler: object, queries: Tensor, item_emb: Tensor, temperature: float
+) -> float | None:
+    """Mean over queries of KL(model softmax || sampler proposal) over items 1..n.
+
+    Args:
+        sampler: Any sampler; only those with `proposal_log_probs(queries) -> [N, n + 1]`
+            can be measured.
+        queries: `[N, d]` query embeddings.
+        item_emb: `[n + 1, d]` item embeddings (row 0 is padding and is left out).
+        temperature: The model's softmax temperature (logit = h . c / temperature).
+
+    Returns:
+        The mean KL in nats (inf where the proposal gives 0 to an item the model does not),
+        or None when the sampler exposes no proposal.
+
+    """
+    proposal = getattr(sampler, "proposal_log_probs", None)
+    if proposal is None:
+        return None
+    items = item_emb[1:].to(queries)
+    step = max(1, _CHUNK // max(1, items.shape[0]))
+    total = 0.0
+    for first in range(0, queries.shape[0], step):
+        q = queries[first : first + step]
+        log_p = torch.log_softmax(q @ items.T / temperature, dim=-1)
+        log_q = proposal(q)[:, 1:].to(log_p)
+        terms = log_p.exp() * (log_p - log_q)
+        terms = torch.where(log_p.exp() > 0, terms, torch.zeros_like(terms))
+        total += float(terms.sum())
+    return total / queries.shape[0]

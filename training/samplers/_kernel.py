@@ -1,0 +1,90 @@
+"""Shared machinery of the kernel-tree samplers (`quadratic`, `rff`): tree sync and draws."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from training.config import SamplerConfig
+from training.feature_maps import FeatureMap
+from training.kernel_tree import KernelTree
+from training.samplers.base import Negatives, SamplerContext
+
+_PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_probs
+
+
+class KernelTreeSampler:
+    """Draws negatives from a kernel distribution through a `KernelTree` kept in sync.
+
+    The feature map is built at the first `refresh`, when the embedding size d is known. The
+    leaf bucket size is max(cfg.leaf_size, ceil(F / d)) as Blanc & Rendle suggest, which keeps
+    the node sums at O(n d) floats however large F is.
+    """
+
+    def __init__(
+        self,
+        cfg: SamplerConfig,
+        ctx: SamplerContext,
+        make_map: Callable[[int], FeatureMap],
+    ) -> None:
+        """Remember the config; nothing is built until `refresh`."""
+        self.cfg = cfg
+        self.num_items = ctx.num_items
+        self.temperature = ctx.temperature
+        self.per_query = cfg.per_query
+        self.refresh_every = cfg.refresh_every
+        self._make_map = make_map
+        self.tree: KernelTree | None = None
+
+    def _built(self) -> KernelTree:
+        if self.tree is None:
+            raise RuntimeError("kernel sampler used before refresh(item_emb)")
+        return self.tree
+
+    @torch.no_grad()
+    def refresh(self, item_emb: Tensor) -> None:
+        """Rebuild the tree from `item_emb [n + 1, d]` (row 0 is padding)."""
+        if item_emb.shape[0] != self.num_items + 1:
+            raise ValueError(
+                f"item_emb has {item_emb.shape[0]} rows, expected n + 1 = {self.num_items + 1}"
+            )
+        if self.tree is None:
+            dim = int(item_emb.shape[1])
+            fmap = self._make_map(dim)
+            leaf_size = max(self.cfg.leaf_size, math.ceil(fmap.dim / dim))
+            self.tree = KernelTree(fmap, leaf_size, self.cfg.score_floor)
+        to = getattr(self.tree.fmap, "to", None)
+        if to is not None:
+            to(item_emb.device)
+        self.tree.rebuild(item_emb)
+
+    @torch.no_grad()
+    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
+        """Rows `item_idx [k]` now hold `item_emb [k, d]`: O(k F log n) path updates."""
+        self._built().update(item_idx, item_emb)
+
+    @torch.no_grad()
+    def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
+        """Shared `[m]` draws from the batch mixture, or `[N, m]` per query (cfg.per_query).
+
+        log_q = log(m q_i) with q_i the probability under the tree as it is now.
+        """
+        ids, log_p = self._built().sample(queries, num, shared=not self.per_query)
+        return Negatives(ids=ids, log_q=log_p + math.log(num))
+
+    @torch.no_grad()
+    def proposal_log_probs(self, queries: Tensor) -> Tensor:
+        """Brute force O(n F): log q of one draw for each query, `[N, n + 1]`, column 0 -inf.
+
+        Per query (cfg.per_query) each row is that query's own tree distribution; shared, every
+        row is the batch mixture the shared draws come from (as the exact sampler reports).
+        """
+        tree = self._built()
+        if not self.per_query:
+            return tree.log_prob_all(queries, shared=True).expand(queries.shape[0], -1)
+        step = max(1, _PROPOSAL_CHUNK // max(1, tree.num_items))
+        parts = [tree.log_prob_all(queries[i : i + step]) for i in range(0, len(queries), step)]
+        return torch.cat(parts)
