@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from data import store, vocab
+from data.errors import RecsysInputError
 from data.formats import detect_format, read_raw
 from data.workspace import Workspace
 
@@ -109,14 +110,16 @@ def _row_reason() -> pl.Expr:
 
 
 def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) -> pl.DataFrame:
-    frames = []
+    if not paths:
+        raise RecsysInputError("no input files given")
+    frames, kinds = [], []
     for no, path in enumerate(paths):
-        kind = detect_format(path, fmt)
-        log.debug("reading %s (%s)", path, kind)
-        frame = read_raw(path, kind, *cols, file_no=no)
-        # Logged only once the file is read: an unreadable file gives exactly one stderr line.
+        kinds.append(detect_format(path, fmt))
+        log.debug("reading %s (%s)", path, kinds[-1])
+        frames.append(read_raw(path, kinds[-1], *cols, file_no=no))
+    # Logged only once every file is read: an unreadable file gives exactly one stderr line.
+    for path, kind, frame in zip(paths, kinds, frames, strict=True):
         log.info("read %d rows from %s (%s)", frame.height, path, kind)
-        frames.append(frame)
     return pl.concat(frames).with_row_index("_i")
 
 

@@ -1,0 +1,181 @@
+"""The data commands through the real CLI in a subprocess: output, exit codes, unreadable files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from data.ingest import ingest_files
+from data.store import read_events
+from data.vocab import load_item_titles
+from data.workspace import Workspace
+from tests.conftest import SHARED_DATASETS, shared_dataset
+
+GOOD = "user_id,item_id,timestamp\nu1,a,1\nu1,b,2\nu2,a,3\n"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def store_snapshot(ws: Workspace) -> dict[str, bytes]:
+    if not ws.root.exists():
+        return {}
+    return {str(p): p.read_bytes() for p in sorted(ws.root.rglob("*")) if p.is_file()}
+
+
+def test_ingest_json_and_text(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "log.csv"
+    path.write_text(GOOD + ",a,4\n")
+    out = run_cli("ingest", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert set(payload) == {"ingest_id", "accepted", "rejected", "rejects_path", "events_total"}
+    assert (payload["accepted"], payload["rejected"], payload["events_total"]) == (3, 1, 3)
+    assert pl.read_parquet(payload["rejects_path"])["reason"].to_list() == ["empty user_id"]
+    assert "read 4 rows" in out.stderr  # progress goes to stderr, never stdout
+    again = run_cli("ingest", str(path))
+    assert again.returncode == 0
+    assert again.stdout.count("\n") == 1
+    assert "0 accepted, 4 rejected" in again.stdout
+    assert "3 events, 2 users, 2 items" in again.stdout
+
+
+def test_column_options(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "log.tsv"
+    path.write_text("who\twhat\twhen\nann\tx\t2024-01-01T00:00:00Z\n")
+    out = run_cli(
+        "ingest", str(path), "--user-col", "who", "--item-col", "what", "--time-col", "when"
+    )
+    assert out.returncode == 0, out.stderr
+    assert read_events(ws).collect().row(0) == ("ann", "x", 1704067200, 0)
+
+
+def _unreadable(tmp_path: Path, case: str) -> tuple[list[str], str]:
+    """Write the broken input of `case`; return the CLI args and a bit of the expected message."""
+    good_parquet = tmp_path / "good.parquet"
+    pl.DataFrame({"user_id": ["u"], "item_id": ["i"], "timestamp": [1]}).write_parquet(good_parquet)
+    path = tmp_path / {"truncated-parquet": "t.parquet", "not-parquet": "x.parquet"}.get(
+        case, "x.csv"
+    )
+    if case == "missing":
+        return [str(tmp_path / "nope.csv")], "no such file"
+    contents: dict[str, bytes] = {
+        "empty": b"",
+        "blank": b"\n\n  \n",
+        "no-user-column": b"item_id,timestamp\ni,1\n",
+        "no-time-column": b"user_id,item_id\nu,i\n",
+        "binary": bytes(range(256)) * 4,
+        "latin1": "user_id,item_id,timestamp\nJosé,i,1\n".encode("latin-1"),
+        "not-parquet": GOOD.encode(),
+        "truncated-parquet": good_parquet.read_bytes()[:-20],
+    }
+    expected = {
+        "empty": "empty file",
+        "blank": "empty file",
+        "no-user-column": "no column 'user_id'",
+        "no-time-column": "no column 'timestamp'",
+        "binary": "binary content",
+        "latin1": "not UTF-8",
+        "not-parquet": "not a parquet file",
+        "truncated-parquet": "truncated",
+    }
+    path.write_bytes(contents[case])
+    return [str(good_parquet), str(path)], expected[case]
+
+
+UNREADABLE = [
+    "missing",
+    "empty",
+    "blank",
+    "no-user-column",
+    "no-time-column",
+    "binary",
+    "latin1",
+    "not-parquet",
+    "truncated-parquet",
+]
+
+
+@pytest.mark.parametrize("case", UNREADABLE)
+def test_unreadable_file_exit_2_one_line_store_unchanged(
+    ws: Workspace, tmp_path: Path, case: str
+) -> None:
+    seed = tmp_path / "seed.csv"
+    seed.write_text(GOOD)
+    ingest_files(ws, [seed])
+    before = store_snapshot(ws)
+    args, message = _unreadable(tmp_path, case)
+    out = run_cli("ingest", *args)
+    assert out.returncode == 2
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: ") and message in lines[0]
+    assert args[-1] in lines[0]  # names the file
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert store_snapshot(ws) == before
+
+
+def test_garbage_ndjson_and_unknown_format(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "x.ndjson"
+    path.write_text('{"user_id": "u", "item_id": "i", "timestamp": 1}\n{not json\n')
+    out = run_cli("ingest", str(path))
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert str(path) in out.stderr
+    assert run_cli("ingest", str(path), "--format", "xml").returncode == 2
+    assert not ws.root.exists()
+
+
+def test_synth_cli_is_deterministic(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.csv", tmp_path / "b.parquet"
+    args = ["--users", "50", "--items", "40", "--events", "500", "--seed", "7"]
+    assert run_cli("synth", *args, "--out", str(a)).returncode == 0
+    out = run_cli("synth", *args, "--out", str(b), "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["events"] == 500
+    assert pl.read_csv(a, schema_overrides={"timestamp": pl.Int64}).equals(pl.read_parquet(b))
+    bad = run_cli("synth", *args, "--out", str(tmp_path / "a.txt"))
+    assert bad.returncode == 2 and "csv or .parquet" in bad.stderr
+
+
+def test_ingest_items_titles(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "items.csv"
+    path.write_text('item_id,name\n1,"Toy Story (1995)"\n2,Heat\n')
+    out = run_cli("ingest-items", str(path), "--title-col", "name", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"read": 2, "titles_total": 2}
+    path.write_text("item_id,name\n2,Heat (1995)\n3,Up\n")
+    assert run_cli("ingest-items", str(path), "--title-col", "name").returncode == 0
+    assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
+    assert run_cli("ingest-items", str(path)).returncode == 2  # no 'title' column
+
+
+def test_amazon_beauty_cli_prints_counts(ws: Workspace) -> None:
+    out = run_cli("ingest", str(shared_dataset("amazon-beauty")))
+    assert out.returncode == 0, out.stderr
+    assert "198502 accepted, 0 rejected" in out.stdout
+    assert "198502 events, 22363 users, 12101 items" in out.stdout
+
+
+def test_ml100k_titles(ws: Workspace) -> None:
+    path = SHARED_DATASETS / "ml-100k" / "items.csv"
+    if not path.exists():
+        pytest.skip("ml-100k not available")
+    assert run_cli("ingest-items", str(path)).returncode == 0
+    assert load_item_titles(ws)["1"] == "Toy Story"
+
+
+def test_bench_data_pipeline_small(tmp_path: Path) -> None:
+    result = tmp_path / "bench.json"
+    out = run_cli("bench", "data-pipeline", "--events", "3000", "--json", str(result))
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(result.read_text())
+    assert payload["accepted"] == 3000 and payload["reingest_rejected"] == 3000
+    assert set(payload["seconds"]) >= {"synth", "ingest", "reingest", "split_loo", "split_time"}
