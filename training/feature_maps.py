@@ -82,13 +82,11 @@ class QuadraticFeatures:
 
 def _orthogonal_frequencies(num: int, dim: int, gen: torch.Generator) -> Tensor:
     """`[num, dim]` rows in blocks of `dim` orthogonal directions with chi(dim) lengths."""
-    blocks = []
-    for _ in range(math.ceil(num / dim)):
-        q, r = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
-        q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)  # Haar-uniform rotation
-        lengths = torch.randn(dim, dim, generator=gen, dtype=torch.float64).norm(dim=1)
-        blocks.append(lengths.unsqueeze(1) * q.T)
-    return torch.cat(blocks)[:num]
+    blocks = math.ceil(num / dim)
+    q, r = torch.linalg.qr(torch.randn(blocks, dim, dim, generator=gen, dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)  # Haar-uniform
+    lengths = torch.randn(blocks, dim, dim, generator=gen, dtype=torch.float64).norm(dim=-1)
+    return (lengths.unsqueeze(-1) * q.transpose(-2, -1)).reshape(-1, dim)[:num]
 
 
 class RandomFourierFeatures:
