@@ -25,6 +25,7 @@ class MixedSampler:
 
     def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
         self.per_query = cfg.per_query
+        self.num_negatives = cfg.num_negatives
         self.table = CategoricalTable(popularity_weights(cfg, ctx))
         self.data_p = data_log_probs(ctx).exp()  # [n + 1] float64, 0 at padding
 
@@ -44,13 +45,14 @@ class MixedSampler:
             ids = torch.cat([pos, self.table.draw((num,), queries.device)])
         return Negatives(ids=ids, log_q=self._log_expected(ids, n, num))
 
-    def proposal_log_probs(self, queries: Tensor, num: int = 0) -> Tensor:
+    def proposal_log_probs(self, queries: Tensor, num: int | None = None) -> Tensor:
         """`[N, n + 1]` log q of one slot of the combined draw, N = `queries.shape[0]`.
 
         One slot picked at random from the N + m slots holds item i with probability
-        `(N p_i + m q_i) / (N + m)`; with `num = 0` this is the in-batch part alone.
+        `(N p_i + m q_i) / (N + m)`; m is `num`, by default `cfg.num_negatives`.
         """
         n = queries.shape[0]
+        num = self.num_negatives if num is None else num
         mix = (n * self.data_p + num * self.table.probs) / (n + num)
         row = torch.log(mix).to(device=queries.device, dtype=torch.float32)
         return row.unsqueeze(0).expand(n, -1).clone()
