@@ -1,9 +1,137 @@
-"""`recsys train and recsys evaluate`."""
+"""`recsys train` and `recsys evaluate`: thin wrappers over `training.pipeline`.
+
+Config precedence: defaults < `configs/samplers/<sampler>.yaml` (when `--sampler` names one)
+< each `--config FILE` < each `--set k=v` < the explicit flags (`--num-negatives`, ...).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from data.errors import RecsysInputError
+from training.config import RecsysConfig, load_config
+
+CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def build_config(
+    sampler: str | None,
+    num_negatives: int | None,
+    max_epochs: int | None,
+    config_files: list[Path],
+    overrides: list[str],
+) -> RecsysConfig:
+    """The run config from files, `--set` overrides and flags (see the module docstring)."""
+    files: list[Path] = []
+    if sampler is not None and (CONFIGS_DIR / "samplers" / f"{sampler}.yaml").is_file():
+        files.append(CONFIGS_DIR / "samplers" / f"{sampler}.yaml")
+    files += config_files
+    flags = list(overrides)
+    if sampler is not None:
+        flags.append(f"sampler.name={sampler}")
+    if num_negatives is not None:
+        if num_negatives < 1:
+            raise RecsysInputError("--num-negatives must be >= 1")
+        flags.append(f"sampler.num_negatives={num_negatives}")
+    if max_epochs is not None:
+        if max_epochs < 1:
+            raise RecsysInputError("--max-epochs must be >= 1")
+        flags.append(f"train.max_epochs={max_epochs}")
+    cfg = load_config(files, flags)
+    _check_names(cfg)
+    return cfg
+
+
+def _check_names(cfg: RecsysConfig) -> None:
+    """Fail before any data work on an unknown sampler or loss."""
+    from training.losses import SAMPLED_LOSSES
+    from training.samplers import SAMPLERS
+
+    if cfg.sampler.name != "full" and cfg.sampler.name not in SAMPLERS:
+        known = ", ".join(["full", *sorted(SAMPLERS)])
+        raise RecsysInputError(f"unknown sampler {cfg.sampler.name!r}; known: {known}")
+    if cfg.loss.name not in SAMPLED_LOSSES:
+        known = ", ".join(sorted(SAMPLED_LOSSES))
+        raise RecsysInputError(f"unknown loss {cfg.loss.name!r}; known: {known}")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """With --json, stdout carries only the JSON: route progress bars and prints to stderr."""
+    if not active:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def train_command(
+    home: HomeOption = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="Log file or folder to ingest first, or 'synthetic'."),
+    ] = None,
+    sampler: Annotated[
+        str | None, typer.Option(help="Negative sampler name, or 'full' for full softmax.")
+    ] = None,
+    num_negatives: Annotated[int | None, typer.Option(help="Negatives per batch, m.")] = None,
+    max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
+    config: Annotated[
+        list[Path] | None, typer.Option("--config", help="YAML config file (repeatable).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override section.key=value (repeatable).")
+    ] = None,
+    version: Annotated[str | None, typer.Option(help="Bundle version name.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Train a model, evaluate it on val and test, export and publish the bundle."""
+    from training.pipeline import train
+
+    cfg = build_config(sampler, num_negatives, max_epochs, config or [], set_ or [])
+    ws = workspace(home)
+    with _stdout_to_stderr(json_out):
+        result = train(ws, cfg, dataset=dataset, version=version)
+    payload = result.to_json()
+    if json_out:
+        emit_json(payload)
+        return
+    test = payload["metrics"]["test"]
+    typer.echo(
+        f"model {result.version} published ({result.dataset}, sampler {result.sampler}, "
+        f"{result.epochs} epochs, {result.train_seconds:.0f} s): test recall@10 "
+        f"{test['recall@10']:.4f}, ndcg@10 {test['ndcg@10']:.4f}, full CE {test['full_ce']:.3f}"
+    )
+
+
+def evaluate_command(
+    home: HomeOption = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Bundle version (default: CURRENT).")
+    ] = None,
+    split: Annotated[str, typer.Option(help="val or test.")] = "test",
+    json_out: JsonOption = False,
+) -> None:
+    """Recompute full-ranking metrics of a bundle on the home's split."""
+    from training.pipeline import evaluate
+
+    result = evaluate(workspace(home), model, split)
+    if json_out:
+        emit_json(result)
+        return
+    typer.echo(f"model {result['version']}, {split} ({result['examples']} users):")
+    for name, value in result["metrics"].items():
+        typer.echo(f"  {name:<12} {value:.4f}")
 
 
 def register(app: typer.Typer) -> None:
-    """Attach the commands of this module."""
+    """Attach `train` and `evaluate`."""
+    app.command("train")(train_command)
+    app.command("evaluate")(evaluate_command)

@@ -1,0 +1,147 @@
+"""LightningModule: learns planted synthetic structure, keeps samplers in sync, all paths run."""
+
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from data.ingest import ingest_files
+from data.split import Splits, build_splits
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.config import RecsysConfig, load_config
+from training.datamodule import SequenceDataModule, item_counts
+from training.lit_module import RetrievalModule, evaluate_loader
+from training.losses import get_loss
+from training.metrics import popularity_baseline
+from training.model import build_model
+from training.pipeline import build_module
+from training.samplers import SamplerContext, build_sampler
+
+TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # On a shared 2-core machine two OpenMP threads contend and run ~10x slower than one.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory: pytest.TempPathFactory) -> Splits:
+    home = tmp_path_factory.mktemp("home")
+    ws = Workspace(home)
+    log = home / "log.csv"
+    generate_events(500, 600, 12000, seed=1).write_csv(log)
+    ingest_files(ws, [log])
+    return build_splits(ws)
+
+
+def _fit(cfg: RecsysConfig, splits: Splits, module: RetrievalModule, epochs: int, **kw) -> None:
+    pl.seed_everything(0, verbose=False)
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
+    trainer = pl.Trainer(
+        max_epochs=epochs, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        accelerator="cpu", **kw,
+    )  # fmt: skip
+    trainer.fit(module, datamodule=dm)
+
+
+def _test_metrics(cfg: RecsysConfig, splits: Splits, module: RetrievalModule) -> dict:
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
+    emb = module.model.item_tower.all_embeddings().detach()
+    return evaluate_loader(module.model.query_tower, emb, dm.test_dataloader(), 0.05, cfg)
+
+
+def test_short_run_beats_popularity_clearly(splits: Splits) -> None:
+    cfg = load_config(
+        overrides=[*TINY, "sampler.name=uniform", "sampler.num_negatives=64", "train.lr=0.005"]
+    )
+    torch.manual_seed(0)
+    module = build_module(cfg, splits)
+    _fit(cfg, splits, module, epochs=8, limit_val_batches=0)
+    got = _test_metrics(cfg, splits, module)
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
+    batch = dm.test_set[list(range(len(dm.test_set)))]
+    base = popularity_baseline(item_counts(splits), batch["target"], batch["seen"], ks=(10,))
+    assert got["recall@10"] > 2 * base["recall@10"] + 0.05, (got, base)
+
+
+class RecordingSampler:
+    """Delegates to a real sampler and records what the module tells it."""
+
+    def __init__(self, inner, num_items: int) -> None:
+        self.inner = inner
+        self.num_items = num_items
+        self.updates: list[torch.Tensor] = []
+        self.refreshes = 0
+        self.last_batch: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def sample(self, queries, positives, num):
+        neg = self.inner.sample(queries, positives, num)
+        self.last_batch = (positives, neg.ids)
+        return neg
+
+    def update(self, item_idx, item_emb) -> None:
+        assert item_emb.shape == (len(item_idx), 32)
+        self.updates.append(item_idx)
+        positives, ids = self.last_batch
+        assert set(positives.tolist()) | set(ids.tolist()) <= set(item_idx.tolist())
+
+    def refresh(self, item_emb) -> None:
+        assert item_emb.shape[0] == self.num_items + 1 and torch.all(item_emb[0] == 0)
+        self.refreshes += 1
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
+    cfg = load_config(
+        overrides=[*TINY, "sampler.refresh_every=3", f"train.sparse_embeddings={sparse}"]
+    )
+    model = build_model(cfg.model, splits.num_items, sparse=sparse)
+    ctx = SamplerContext(splits.num_items, item_counts(splits), 0.05)
+    spy = RecordingSampler(build_sampler(cfg.sampler, ctx), splits.num_items)
+    module = RetrievalModule(model, cfg, spy, sampled_loss=get_loss("sampled_softmax"))
+    before = model.item_embedding_weight.detach().clone()
+    _fit(cfg, splits, module, epochs=1, limit_train_batches=7, limit_val_batches=0)
+    assert module.opt_steps == 7
+    if sparse:  # updates suffice: refresh only at the start
+        assert spy.refreshes == 1 and len(spy.updates) == 7
+    else:  # start + steps 3 and 6
+        assert spy.refreshes == 3 and len(spy.updates) == 5
+    assert not torch.equal(before, model.item_embedding_weight.detach())
+
+
+def test_full_softmax_and_per_query_paths_train(splits: Splits) -> None:
+    for extra in (["sampler.name=full"], ["sampler.per_query=true", "sampler.num_negatives=8"]):
+        cfg = load_config(overrides=[*TINY, *extra])
+        module = build_module(cfg, splits)
+        batch = next(iter(SequenceDataModule(splits, 20, 16).train_dataloader()))
+        loss, touched = module._step(batch)
+        assert loss.ndim == 0 and torch.isfinite(loss)
+        loss.backward()
+        assert module.model.item_embedding_weight.grad is not None
+        assert (touched is None) == (extra[0] == "sampler.name=full")
+
+
+def test_validation_logs_full_ranking_metrics(splits: Splits, tmp_path: Path) -> None:
+    cfg = load_config(overrides=[*TINY, "sampler.name=popularity"])
+    module = build_module(cfg, splits)
+    pl.seed_everything(0, verbose=False)
+    dm = SequenceDataModule(splits, 20, 64)
+    trainer = pl.Trainer(
+        max_epochs=1, limit_train_batches=2, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+        num_sanity_val_steps=0, default_root_dir=tmp_path,
+    )  # fmt: skip
+    trainer.fit(module, datamodule=dm)
+    logged = trainer.callback_metrics
+    for key in ("val/ndcg@10", "val/recall@10", "val/mrr@10", "val/recall@100", "val/full_ce"):
+        assert key in logged
+    assert 0.0 <= float(logged["val/recall@10"]) <= float(logged["val/recall@100"]) <= 1.0
+    assert "val/proposal_kl" in logged and float(logged["val/proposal_kl"]) >= 0.0
