@@ -1,0 +1,94 @@
+"""train() / evaluate(): ingest once, fit, export, publish; the bundle reproduces the metrics."""
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+from data import store
+from data.errors import RecsysInputError
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.config import load_config
+from training.export import current_version, read_manifest
+from training.pipeline import evaluate, train
+
+TINY = [
+    "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
+    "sampler.num_negatives=32", "train.max_epochs=2", "eval.ks=[10,20]",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # two contending OpenMP threads on 2 shared cores are ~10x slower
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def log_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("logs") / "tiny.csv"
+    generate_events(200, 120, 3000, seed=2).write_csv(path)
+    return path
+
+
+def _train(ws: Workspace, dataset: str | None, *extra: str, version: str | None = None):
+    cfg = load_config(overrides=[*TINY, *extra])
+    return train(ws, cfg, dataset=dataset, version=version, enable_progress_bar=False)
+
+
+def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file: Path) -> None:
+    result = _train(ws, str(log_file), version="v1")
+    payload = result.to_json()
+    assert payload["version"] == "v1" and payload["dataset"] == "tiny"
+    assert payload["sampler"] == "uniform" and payload["num_negatives"] == 32
+    assert payload["epochs"] == 2 and payload["train_seconds"] > 0
+    for split in ("val", "test"):
+        assert set(payload["metrics"][split]) >= {"recall@10", "ndcg@10", "mrr@10", "full_ce"}
+    json.dumps(payload)  # JSON-ready
+    assert current_version(ws.models_dir) == "v1"
+    bundle = ws.models_dir / "v1"
+    manifest = read_manifest(bundle)
+    assert manifest["metrics"]["test"] == payload["metrics"]["test"]
+    assert manifest["model"]["dim"] == 16 and manifest["temperature"] == 0.05
+    items = pl.read_parquet(bundle / "items.parquet")
+    assert items["popularity"].sum() > 0 and items["item_id"].str.starts_with("i").all()
+    assert (ws.runs_dir / "v1" / "checkpoints" / "best.ckpt").is_file()
+    assert (ws.runs_dir / "v1" / "metrics.csv").is_file()
+    # The bundle alone (no checkpoint) reproduces the in-memory model's full-ranking metrics.
+    for split in ("val", "test"):
+        again = evaluate(ws, None, split)
+        assert again["version"] == "v1"
+        for key, value in payload["metrics"][split].items():
+            assert again["metrics"][key] == pytest.approx(value, abs=1e-5), key
+
+
+def test_same_dataset_is_not_ingested_twice(ws: Workspace, log_file: Path) -> None:
+    _train(ws, str(log_file), "train.max_epochs=1", version="a")
+    events = store.count_events(ws)
+    result = _train(ws, str(log_file), "train.max_epochs=1", "sampler.name=full", version="b")
+    assert store.count_events(ws) == events
+    assert result.num_negatives is None and result.sampler == "full"
+    assert current_version(ws.models_dir) == "b"
+    assert evaluate(ws, "a", "val")["version"] == "a"
+
+
+def test_no_events_no_dataset_trains_on_synthetic(ws: Workspace) -> None:
+    cfg = load_config(overrides=[*TINY, "train.max_epochs=1"])
+    result = train(ws, cfg, enable_progress_bar=False, limit_train_batches=2)
+    assert result.dataset == "synthetic"
+    assert store.count_events(ws) > 10_000
+    assert current_version(ws.models_dir) == result.version
+
+
+def test_bad_inputs(ws: Workspace, tmp_path: Path) -> None:
+    with pytest.raises(RecsysInputError, match="no such file"):
+        _train(ws, str(tmp_path / "missing.csv"))
+    with pytest.raises(RecsysInputError, match="no published model"):
+        evaluate(ws)
+    with pytest.raises(RecsysInputError, match="val or test"):
+        evaluate(ws, None, "train")
