@@ -1,0 +1,98 @@
+"""`recsys train` / `recsys evaluate` end to end in a subprocess; the shipped configs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from data.synth import generate_events
+from training.config import RecsysConfig, load_config
+from training.samplers import SAMPLERS
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
+    "--set", "train.batch_size=64",
+]  # fmt: skip
+
+
+def _main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str):
+    """The real CLI entry point in-process (no interpreter start): (exit code, stdout, stderr)."""
+    from app.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["recsys", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    out = capsys.readouterr()
+    return exit_info.value.code, out.out, out.err
+
+
+def _recsys(*args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RECSYS_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_train_json_then_evaluate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    log = tmp_path / "tiny.csv"
+    generate_events(150, 80, 2000, seed=3).write_csv(log)
+    home = tmp_path / "home"
+    args = ["train", "--dataset", str(log), "--sampler", "popularity", "--num-negatives", "16"]
+    done = _recsys(*args, "--max-epochs", "1", *TINY, "--version", "v1", "--json", home=home)
+    assert done.returncode == 0, done.stderr[-2000:]
+    payload = json.loads(done.stdout)  # stdout holds exactly one JSON object
+    assert payload["version"] == "v1" and payload["sampler"] == "popularity"
+    assert payload["num_negatives"] == 16 and payload["epochs"] == 1
+    assert {"recall@10", "ndcg@10", "mrr@10", "full_ce"} <= set(payload["metrics"]["test"])
+    assert (home / "models" / "CURRENT").read_text().strip() == "v1"
+    monkeypatch.setenv("RECSYS_HOME", str(home))
+    code, out, err = _main(monkeypatch, capsys, "evaluate", "--split", "test", "--json")
+    assert code in (0, None), err
+    again = json.loads(out)
+    assert again["metrics"]["ndcg@10"] == pytest.approx(payload["metrics"]["test"]["ndcg@10"])
+    code, out, err = _main(monkeypatch, capsys, "evaluate", "--model", "nope")
+    assert code == 2 and "nope" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sampler", "nope"], "unknown sampler"),
+        (["--num-negatives", "0"], "num-negatives"),
+        (["--set", "model.dim=-3"], "model.dim"),
+        (["--dataset", "/no/such/dir"], "no such file"),
+    ],
+)
+def test_bad_options_exit_2(
+    ws,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    args: list[str],
+    message: str,
+) -> None:
+    code, out, err = _main(monkeypatch, capsys, "train", *args)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1
+
+
+def test_default_yaml_documents_the_defaults() -> None:
+    path = REPO / "configs" / "default.yaml"
+    assert load_config([path]) == RecsysConfig()
+    raw = yaml.safe_load(path.read_text())
+    assert raw == RecsysConfig().model_dump()  # every key present, nothing extra
+
+
+def test_one_config_per_sampler() -> None:
+    names = {p.stem for p in (REPO / "configs" / "samplers").glob("*.yaml")}
+    assert names >= set(SAMPLERS) | {"full"}
+    for name in names:
+        cfg = load_config([REPO / "configs" / "samplers" / f"{name}.yaml"])
+        assert cfg.sampler.name == name
