@@ -1,9 +1,183 @@
-"""`recsys bench`: the model quality benchmark."""
+"""`recsys bench quality`: model quality per (sampler, number of negatives), as JSON and a plot.
+
+Every combination trains with the same config and seed on the same home (the dataset is
+ingested once); `full` (full softmax) runs once. Results are written after each run, and runs
+already in the JSON file are skipped, so an interrupted sweep resumes where it stopped.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from data.errors import RecsysInputError
+from data.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def _csv(text: str, what: str) -> list[str]:
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise RecsysInputError(f"--{what} needs at least one value")
+    return items
+
+
+def combos(samplers: list[str], negatives: list[int]) -> list[tuple[str, int | None]]:
+    """(sampler, m) pairs to run; `full` once with m None."""
+    out: list[tuple[str, int | None]] = []
+    for name in samplers:
+        if name == "full":
+            out.append(("full", None))
+        else:
+            out.extend((name, m) for m in negatives)
+    return out
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {"results": []}
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RecsysInputError(f"{path}: not a results JSON ({err})") from None
+    data.setdefault("results", [])
+    return data
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _row(result: Any) -> dict[str, Any]:
+    test = result.metrics["test"]
+    return {
+        "sampler": result.sampler,
+        "num_negatives": result.num_negatives,
+        "recall@10": test["recall@10"],
+        "ndcg@10": test["ndcg@10"],
+        "full_ce": test["full_ce"],
+        "val_ndcg@10": result.metrics["val"]["ndcg@10"],
+        "seconds_per_epoch": result.seconds_per_epoch,
+        "epochs": result.epochs,
+        "train_seconds": result.train_seconds,
+        "device": result.device,
+        "metrics": result.metrics,
+    }
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    """NDCG@10, full CE and seconds per epoch against m, one line per sampler."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (
+        ("ndcg@10", "test NDCG@10"),
+        ("full_ce", "test full CE"),
+        ("seconds_per_epoch", "s / epoch"),
+    )
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.2))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for name in sorted({r["sampler"] for r in results}):
+            rows = sorted(
+                (r for r in results if r["sampler"] == name), key=lambda r: r["num_negatives"] or 0
+            )
+            if name == "full":
+                ax.axhline(rows[0][key], color="black", linestyle="--", label="full softmax")
+                continue
+            ax.plot(
+                [r["num_negatives"] for r in rows], [r[key] for r in rows], marker="o", label=name
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("negatives m")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_quality(
+    dataset: str,
+    samplers: list[str],
+    negatives: list[int],
+    json_path: Path,
+    plot_path: Path | None,
+    home: Path,
+    max_epochs: int | None = None,
+    overrides: list[str] | None = None,
+    **trainer_overrides: Any,
+) -> dict[str, Any]:
+    """Run the missing combinations, saving after each; returns the results document."""
+    from app.commands.train_cmds import build_config
+    from training.pipeline import train
+
+    configs = {
+        c: build_config(c[0], c[1], max_epochs, [], overrides or [])
+        for c in combos(samplers, negatives)
+    }
+    data = _load(json_path)
+    data.update({"dataset": dataset, "max_epochs": max_epochs, "overrides": overrides or []})
+    done = {(r["sampler"], r["num_negatives"]) for r in data["results"]}
+    ws = Workspace(home)
+    for (name, m), cfg in configs.items():
+        if (name, m) in done:
+            log.info("bench quality: %s m=%s already in %s, skipped", name, m, json_path)
+            continue
+        log.info("bench quality: training %s m=%s", name, m)
+        result = train(ws, cfg, dataset=dataset, publish=False, **trainer_overrides)
+        data["results"].append(_row(result))
+        _save(json_path, data)
+    if plot_path is not None and data["results"]:
+        plot(data["results"], plot_path)
+    return data
+
+
+def quality_command(
+    dataset: Annotated[str, typer.Option(help="Log file or folder, or 'synthetic'.")],
+    samplers: Annotated[str, typer.Option(help="Comma-separated sampler names; 'full' too.")],
+    json_file: Annotated[Path, typer.Option("--json", help="Results JSON (resumed if present).")],
+    num_negatives: Annotated[str, typer.Option(help="Comma-separated m values.")] = "64,256",
+    max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="section.key=value.")] = None,
+    plot_file: Annotated[Path | None, typer.Option("--plot", help="PNG plot path.")] = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(help="Scratch home for the runs (default: a temporary folder)."),
+    ] = None,
+) -> None:
+    """Train every (sampler, m) with the same config and seed; write a table and a plot."""
+    try:
+        negatives = [int(m) for m in _csv(num_negatives, "num-negatives")]
+    except ValueError:
+        raise RecsysInputError(f"--num-negatives must be integers, got {num_negatives!r}") from None
+    names = _csv(samplers, "samplers")
+    with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:
+        chosen = home if home is not None else Path(tmp)
+        data = run_quality(
+            dataset, names, negatives, json_file, plot_file, chosen, max_epochs, set_ or []
+        )
+    for row in data["results"]:
+        typer.echo(
+            f"{row['sampler']:<12} m={row['num_negatives']!s:<6} recall@10 {row['recall@10']:.4f} "
+            f"ndcg@10 {row['ndcg@10']:.4f} full_ce {row['full_ce']:.3f} "
+            f"{row['seconds_per_epoch']:.1f} s/epoch x {row['epochs']} ({row['device']})"
+        )
 
 
 def register(bench_app: typer.Typer) -> None:
-    """Attach this benchmark's subcommand."""
+    """Attach `recsys bench quality`."""
+    bench_app.command("quality")(quality_command)

@@ -96,3 +96,24 @@ def test_one_config_per_sampler() -> None:
     for name in names:
         cfg = load_config([REPO / "configs" / "samplers" / f"{name}.yaml"])
         assert cfg.sampler.name == name
+
+
+def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
+    from app.bench.quality import run_quality
+
+    log = tmp_path / "tiny.csv"
+    generate_events(150, 80, 2000, seed=4).write_csv(log)
+    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
+    out, png, home = tmp_path / "q.json", tmp_path / "q.png", tmp_path / "home"
+    kw = {"enable_progress_bar": False}
+    run_quality(str(log), ["full", "uniform"], [8], out, png, home, 1, sets, **kw)
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["sampler"], r["num_negatives"]) for r in rows] == [("full", None), ("uniform", 8)]
+    for row in rows:
+        assert 0 <= row["ndcg@10"] <= row["recall@10"] <= 1 and row["full_ce"] > 0
+        assert row["epochs"] == 1 and row["seconds_per_epoch"] > 0 and row["device"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    first = out.read_text()
+    data = run_quality(str(log), ["full", "uniform"], [8, 16], out, None, home, 1, sets, **kw)
+    assert len(data["results"]) == 3 and data["results"][2]["num_negatives"] == 16
+    assert json.loads(first)["results"] == data["results"][:2]  # earlier runs kept, not redone
