@@ -20,12 +20,16 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 
 
 class SplitsLike(Protocol):
-    """What the DataModule reads from `data.split.Splits`."""
+    """What the DataModule reads from `data.split.Splits` (read-only attributes)."""
 
-    train: pl.DataFrame
-    val: pl.DataFrame
-    test: pl.DataFrame
-    num_items: int
+    @property
+    def train(self) -> pl.DataFrame: ...  # noqa: D102
+    @property
+    def val(self) -> pl.DataFrame: ...  # noqa: D102
+    @property
+    def test(self) -> pl.DataFrame: ...  # noqa: D102
+    @property
+    def num_items(self) -> int: ...  # noqa: D102
 
 
 def _flatten(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:

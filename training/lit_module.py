@@ -52,7 +52,8 @@ def rank_batch(
     """
     from training.metrics import rank_targets
 
-    queries = query_tower.encode(batch["history"])
+    encode: Callable[[Tensor], Tensor] = getattr(query_tower, "encode")  # noqa: B009
+    queries = encode(batch["history"])
     exclude = batch["seen"] if exclude_seen else None
     ranks, log_p = rank_targets(
         queries, item_emb, batch["target"], temperature, exclude=exclude, item_chunk=item_chunk

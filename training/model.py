@@ -200,17 +200,19 @@ class TwoTowerModel(nn.Module):
         self.item_tower = item_tower
 
     @property
-    def item_embedding_weight(self) -> nn.Parameter:
+    def item_embedding_weight(self) -> Tensor:
         """The raw (unnormalised) item tower table `[n + 1, d]`."""
         return self.item_tower.embedding.weight
 
-    def embedding_parameters(self) -> list[nn.Parameter]:
+    def embedding_parameters(self) -> list[Tensor]:
         """Parameters of the id tables (the sparse-optimiser group), without duplicates."""
-        tables = {id(self.item_tower.embedding.weight): self.item_tower.embedding.weight}
+        tables: dict[int, Tensor] = {
+            id(self.item_tower.embedding.weight): self.item_tower.embedding.weight
+        }
         tables[id(self.query_tower.item_embedding.weight)] = self.query_tower.item_embedding.weight
         return list(tables.values())
 
-    def dense_parameters(self) -> list[nn.Parameter]:
+    def dense_parameters(self) -> list[Tensor]:
         """Every parameter that is not an id table."""
         skip = {id(p) for p in self.embedding_parameters()}
         return [p for p in self.parameters() if id(p) not in skip]
