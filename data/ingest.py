@@ -123,27 +123,37 @@ def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) ->
     return pl.concat(frames).with_row_index("_i")
 
 
+def _key_hash() -> pl.Expr:
+    # A 64-bit hash of the key narrows both duplicate checks to candidate rows cheaply; the
+    # candidates are then compared on the real key, so a hash collision never rejects a row.
+    return pl.struct(KEYS).hash().alias("_h")
+
+
+def _input_duplicates(valid: pl.DataFrame) -> pl.Series:
+    """`_i` of rows whose key already appeared earlier in this ingest."""
+    shared = valid.filter(pl.col("_h").is_duplicated())
+    return shared.filter(~pl.struct(KEYS).is_first_distinct())["_i"]
+
+
+def _stored_duplicates(ws: Workspace, fresh: pl.DataFrame) -> pl.Series:
+    """`_i` of rows whose key is already in the store (semi-joins in polars, no Python loop)."""
+    stored = store.read_events(ws).select(KEYS).with_columns(_key_hash())
+    candidates = fresh.lazy().join(stored.select("_h"), on="_h", how="semi").collect()
+    if candidates.height == 0:
+        return pl.Series("_i", [], dtype=pl.UInt32)
+    same_hash = stored.join(candidates.lazy().select("_h"), on="_h", how="semi").select(KEYS)
+    return candidates.lazy().join(same_hash, on=KEYS, how="semi").select("_i").collect()["_i"]
+
+
 def _classify(ws: Workspace, raw: pl.DataFrame) -> pl.DataFrame:
-    """`raw` with a final `reason` column (duplicates included)."""
+    """`raw` with a final `reason` column (duplicates included); `_i` is the row position."""
     df = raw.with_columns(_row_reason())
-    valid = df.filter(pl.col("reason").is_null()).select("_i", *KEYS)
-    first = pl.struct(KEYS).is_first_distinct()
-    dup_input = valid.filter(~first)["_i"]
-    dup_stored = (
-        valid.filter(first)
-        .lazy()
-        .join(store.read_events(ws).select(KEYS), on=KEYS, how="semi")
-        .select("_i")
-        .collect()["_i"]
-    )
-    return df.with_columns(
-        pl.when(pl.col("_i").is_in(dup_input.implode()))
-        .then(pl.lit(DUP_INPUT))
-        .when(pl.col("_i").is_in(dup_stored.implode()))
-        .then(pl.lit(DUP_STORED))
-        .otherwise(pl.col("reason"))
-        .alias("reason")
-    )
+    valid = df.filter(pl.col("reason").is_null()).select("_i", *KEYS, _key_hash())
+    dup_input = _input_duplicates(valid)
+    fresh = valid.filter(~pl.col("_i").is_in(dup_input.implode()))
+    reason = df["reason"].scatter(dup_input, DUP_INPUT)
+    reason = reason.scatter(_stored_duplicates(ws, fresh), DUP_STORED)
+    return df.with_columns(reason)
 
 
 def ingest_files(

@@ -86,11 +86,9 @@ def kcore_filter(events: pl.DataFrame, k: int) -> pl.DataFrame:
 
 def sequences(events: pl.DataFrame) -> pl.DataFrame:
     """`user_idx, items: list[i64]` ordered by (timestamp, event_seq) within each user."""
-    return (
-        events.sort("user_idx", "timestamp", "event_seq")
-        .group_by("user_idx", maintain_order=True)
-        .agg(pl.col("item_idx").alias("items"))
-    )
+    # Sorting inside each group is much cheaper than one global sort of all events.
+    ordered = pl.col("item_idx").sort_by("timestamp", "event_seq")
+    return events.group_by("user_idx").agg(ordered.alias("items")).sort("user_idx")
 
 
 def _eval_rows(seqs: pl.DataFrame, history: pl.Expr, target: pl.Expr) -> pl.DataFrame:
@@ -120,9 +118,8 @@ def time_split(
     before = sequences(events.filter(pl.col("timestamp") < cutoff))
     first_after = (
         events.filter(pl.col("timestamp") >= cutoff)
-        .sort("user_idx", "timestamp", "event_seq")
-        .group_by("user_idx", maintain_order=True)
-        .agg(pl.col("item_idx").first().alias("target"))
+        .group_by("user_idx")
+        .agg(pl.col("item_idx").sort_by("timestamp", "event_seq").first().alias("target"))
     )
     n = pl.col("items").list.len()
     items = pl.col("items")

@@ -50,6 +50,7 @@ def _machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "polars": pl.__version__,
         "platform": platform.platform(),
+        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }
 
 
