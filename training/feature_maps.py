@@ -132,8 +132,9 @@ class RandomFourierFeatures:
         return torch.exp(self.nu * (dots - 1.0))
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
-        """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product."""
-        return coef @ self.kernel(h @ c.T)
+        """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product, exp in place."""
+        shift = torch.full((1, 1), -self.nu, dtype=h.dtype, device=h.device)
+        return coef @ torch.addmm(shift, h, c.T, alpha=self.nu).exp_()
 
     def bucket_sums(self, x: Tensor, weight: Tensor) -> Tensor:
         """sum_j weight_j phi(x_j) per group: `x [G, b, d]`, `weight [G, b]` -> `[G, 2D]`."""

@@ -117,9 +117,32 @@ class KernelTree:
         step = max(1, _CHUNK // self.fmap.dim)
         for first in range(0, idx.numel(), step):
             rows, new = idx[first : first + step], emb[first : first + step]
-            delta = self.fmap.features(new) - self.fmap.features(self.items[rows])
+            leaf, old_rows, new_rows, weight = self._group_by_bucket(rows, new)
+            delta = self.fmap.bucket_sums(new_rows, weight)
+            delta -= self.fmap.bucket_sums(old_rows, weight)
             self.items[rows] = new
-            self._add_along_paths((rows - 1) // self.b, delta)
+            self._add_along_paths(leaf, delta)
+
+    def _group_by_bucket(self, rows: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Pack changed rows by bucket: buckets `[U]`, old and new `[U, c, d]`, mask `[U, c]`.
+
+        c is the most changed rows in one bucket, so per-bucket feature sums (an outer-product
+        sum for the quadratic map) replace one F-sized feature row per changed item.
+        """
+        order = torch.argsort((rows - 1) // self.b)
+        rows, new = rows[order], new[order]
+        leaf, inverse, counts = torch.unique_consecutive(
+            (rows - 1) // self.b, return_inverse=True, return_counts=True
+        )
+        starts = torch.cumsum(counts, 0) - counts
+        slot = torch.arange(rows.numel(), device=rows.device) - starts[inverse]
+        shape = (leaf.numel(), int(counts.max()), new.shape[1])
+        old_rows, new_rows = new.new_zeros(shape), new.new_zeros(shape)
+        old_rows[inverse, slot] = self.items[rows]
+        new_rows[inverse, slot] = new
+        weight = new.new_zeros(shape[:2])
+        weight[inverse, slot] = 1.0
+        return leaf, old_rows, new_rows, weight
 
     def _add_along_paths(self, node: Tensor, delta: Tensor) -> None:
         """Add `delta [k, F]` to buckets `node [k]` and their ancestors, merging shared nodes.
@@ -159,9 +182,11 @@ class KernelTree:
                 s = self._scores(p @ level.T, valid).view(q, -1, 2)
                 pair = torch.gather(s, 1, node.unsqueeze(-1).expand(-1, -1, 2))
             else:  # gather the two children of each draw's node: O(m F)
-                kids = level.view(-1, 2, level.shape[1])[node]  # [Q, m, 2, F]
-                raw = torch.einsum("qmcf,qf->qmc", kids, p)
-                pair = self._scores(raw, valid.view(-1, 2)[node])
+                flat = node.flatten()
+                kids = level.view(-1, 2 * level.shape[1]).index_select(0, flat)
+                raw = torch.bmm(kids.view(q, -1, level.shape[1]), p.unsqueeze(-1))
+                ok = valid.view(-1, 2).index_select(0, flat)
+                pair = self._scores(raw.view(q, num, 2), ok.view(q, num, 2))
             total = pair.sum(-1)
             go_right = torch.rand(q, num, device=p.device) * total >= pair[..., 0]
             chosen = torch.where(go_right, pair[..., 1], pair[..., 0])
@@ -205,7 +230,8 @@ class KernelTree:
         leaf, log_p = self._descend(p, num)
         uniq, inverse = torch.unique(leaf[0], return_inverse=True)
         rows, ok = self._bucket_rows(uniq)  # [U, b]
-        weights = self.fmap.mixture_kernel(h, coef, self.items[rows.flatten()]).view_as(rows)
+        bucket_items = self.items.index_select(0, rows.flatten())
+        weights = self.fmap.mixture_kernel(h, coef, bucket_items).view_as(rows)
         slot, log_w = self._pick_in_bucket(weights[inverse], ok[inverse])
         ids = rows[inverse, slot]
         return ids, log_p[0] + log_w
