@@ -76,6 +76,10 @@ class TrainConfig(_Section):
     accelerator: str = "auto"
     num_workers: int = Field(0, ge=0)
     eval_batch_size: int = Field(512, ge=1)
+    bucket_by_length: bool = Field(
+        True,
+        description="Batch training windows of similar length and trim their common padding.",
+    )
 
 
 class EvalConfig(_Section):

@@ -16,7 +16,16 @@ import polars as pl
 import pytorch_lightning as pl_lightning
 import torch
 from torch import Tensor
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
+
+BUCKET_SPAN = 50  # batches drawn together, sorted by length, then cut and shuffled
 
 
 class SplitsLike(Protocol):
@@ -73,11 +82,59 @@ def make_windows(sequences: pl.Series, max_len: int) -> np.ndarray:
     return _gather_left_padded(flat, offsets[user], ends, max_len + 1)
 
 
+def trim_left(*seqs: Tensor) -> tuple[Tensor, ...]:
+    """Drop the leading columns that are padding in every row of `seqs[0]` (`[B, L] -> [B, L']`).
+
+    Safe for the towers: positions count from the end of the window, so an encoding does not
+    depend on how much padding sits in front of the items.
+    """
+    real = (seqs[0] != 0).any(dim=0)
+    first = int(real.int().argmax()) if bool(real.any()) else seqs[0].shape[1] - 1
+    return tuple(s[:, first:] for s in seqs)
+
+
+class LengthBucketBatches(Sampler[list[int]]):
+    """Random batches of windows of similar length, so trimming their padding saves compute.
+
+    Each epoch: shuffle all rows, take `BUCKET_SPAN` batches' worth at a time, sort that span by
+    length, cut it into batches, then shuffle the order of all batches. Most windows of short
+    sequences are mostly padding; batching them together avoids attending over it.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int = 0) -> None:
+        self.lengths = lengths
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]  # noqa: D105
+        rng = np.random.default_rng((self.seed, self.epoch))
+        self.epoch += 1
+        order = rng.permutation(len(self.lengths))
+        span = self.batch_size * BUCKET_SPAN
+        batches: list[np.ndarray] = []
+        for start in range(0, len(order), span):
+            chunk = order[start : start + span]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            batches.extend(np.array_split(chunk, -(-len(chunk) // self.batch_size)))
+        for pick in rng.permutation(len(batches)):
+            yield batches[pick].tolist()
+
+
 class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
     """Training windows; indexing with a list of rows returns a whole batch at once."""
 
-    def __init__(self, windows: np.ndarray) -> None:
+    def __init__(self, windows: np.ndarray, trim: bool = False) -> None:
         self.windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
+        self.trim = trim
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Non-padding items of each window's input: `[W]`."""
+        return (self.windows[:, :-1] != 0).sum(dim=1).numpy()
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -90,7 +147,10 @@ class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
         batch = self.windows[torch.as_tensor(rows)]
         inputs = batch[:, :-1]
         # The first item of a sequence has no history to predict it from.
-        return inputs, batch[:, 1:] * (inputs != 0)
+        targets = batch[:, 1:] * (inputs != 0)
+        if self.trim:
+            inputs, targets = trim_left(inputs, targets)
+        return inputs, targets
 
 
 class EvalExamples(Dataset[dict[str, Tensor]]):
@@ -105,12 +165,13 @@ class EvalExamples(Dataset[dict[str, Tensor]]):
         return len(self.targets)
 
     def __getitem__(self, rows: Any) -> dict[str, Tensor]:
-        """`rows [B]` -> history `[B, L]`, target `[B]`, seen `[B, H]` (0-padded)."""
+        """`rows [B]` -> history `[B, L']` (common padding trimmed), target `[B]`, seen `[B, H]`."""
         rows = np.asarray(rows, dtype=np.int64)
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         longest = max(int((ends - starts).max(initial=0)), 1)
+        history = torch.from_numpy(_gather_left_padded(self.flat, starts, ends, self.max_len))
         return {
-            "history": torch.from_numpy(_gather_left_padded(self.flat, starts, ends, self.max_len)),
+            "history": trim_left(history)[0],
             "target": self.targets[torch.from_numpy(rows)],
             "seen": torch.from_numpy(_gather_left_padded(self.flat, starts, ends, longest)),
         }
@@ -146,14 +207,19 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         batch_size: int,
         eval_batch_size: int = 512,
         num_workers: int = 0,
+        bucket_by_length: bool = False,
+        seed: int = 0,
     ) -> None:
         super().__init__()
+        self.bucket_by_length = bucket_by_length
+        self.seed = seed
         self.splits = splits
         self.max_len = max_len
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.num_workers = num_workers
-        self.train_set = TrainWindows(make_windows(splits.train["items"], max_len))
+        windows = make_windows(splits.train["items"], max_len)
+        self.train_set = TrainWindows(windows, trim=bucket_by_length)
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
 
@@ -163,8 +229,17 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         return int(self.splits.num_items)
 
     def train_dataloader(self) -> DataLoader:
-        """Shuffled training windows: (inputs `[B, L]`, targets `[B, L]`)."""
-        return _loader(self.train_set, self.batch_size, True, self.num_workers)
+        """Shuffled training windows: (inputs `[B, L']`, targets `[B, L']`), L' <= L."""
+        if not self.bucket_by_length:
+            return _loader(self.train_set, self.batch_size, True, self.num_workers)
+        batches = LengthBucketBatches(self.train_set.lengths, self.batch_size, self.seed)
+        return DataLoader(
+            self.train_set,
+            sampler=batches,
+            batch_size=None,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
 
     def val_dataloader(self) -> DataLoader:
         """Validation examples in order."""

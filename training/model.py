@@ -51,7 +51,8 @@ class _QueryTowerBase(nn.Module):
 
         Args:
             history: `[B, L]` int64 item_idx, left-padded with 0, most recent item last.
-                Longer histories are cut to their last `max_len` items; shorter ones padded.
+                Longer histories are cut to their last `max_len` items; any width up to
+                `max_len` works (padding in front changes nothing).
 
         Returns:
             `[B, d]` L2-normalised output of the last position.
@@ -62,10 +63,14 @@ class _QueryTowerBase(nn.Module):
 
 
 def _fit_left(seq: Tensor, length: int) -> Tensor:
-    """Cut to the last `length` columns or left-pad with 0 up to `length`: `[B, *] -> [B, L]`."""
-    if seq.shape[1] >= length:
-        return seq[:, seq.shape[1] - length :]
-    return F.pad(seq, (length - seq.shape[1], 0), value=0)
+    """Keep the last `length` columns: `[B, *] -> [B, <= L]` (at least one column).
+
+    Shorter input is left as it is: positions count from the end, so left padding changes
+    nothing but the cost.
+    """
+    if seq.shape[1] == 0:
+        return F.pad(seq, (1, 0), value=0)
+    return seq[:, max(seq.shape[1] - length, 0) :]
 
 
 class _Block(nn.Module):

@@ -242,7 +242,7 @@ def train(
     pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
     dm = SequenceDataModule(
         splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
-        cfg.train.num_workers,
+        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed,
     )  # fmt: skip
     module = build_module(cfg, splits)
     run_dir = ws.runs_dir / version

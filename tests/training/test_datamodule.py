@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from training.datamodule import SequenceDataModule, item_counts, make_windows
+from training.datamodule import SequenceDataModule, item_counts, make_windows, trim_left
 
 
 def _lists(rows: list[list[int]]) -> pl.Series:
@@ -63,7 +63,7 @@ def test_batches_and_eval_examples() -> None:
     assert first["target"].tolist() == [7, 4]
     assert first["seen"].tolist() == [[1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 2, 3]]
     last = list(dm.test_dataloader())[-1]
-    assert last["history"].tolist() == [[0, 0, 4]]
+    assert last["history"].tolist() == [[4]]  # common left padding trimmed
     assert last["seen"].tolist() == [[4]]
 
 
@@ -71,3 +71,47 @@ def test_item_counts_from_train() -> None:
     counts = item_counts(_splits())
     assert counts.dtype == torch.float32
     assert np.allclose(counts.numpy(), [0, 1, 2, 2, 2, 1, 1, 0, 0])
+
+
+def test_trim_left_drops_only_common_padding() -> None:
+    inputs = torch.tensor([[0, 0, 0, 5], [0, 0, 2, 3]])
+    targets = torch.tensor([[0, 0, 0, 9], [0, 0, 3, 4]])
+    a, b = trim_left(inputs, targets)
+    assert a.tolist() == [[0, 5], [2, 3]] and b.tolist() == [[0, 9], [3, 4]]
+    assert trim_left(torch.zeros(2, 3, dtype=torch.long))[0].shape == (2, 1)
+
+
+def test_length_buckets_cover_every_window_once_and_trim() -> None:
+    rng = np.random.default_rng(0)
+    rows = [list(rng.integers(1, 50, size=int(k))) for k in rng.integers(2, 30, size=300)]
+    train = pl.DataFrame(
+        {"user_idx": range(300), "items": rows},
+        schema={"user_idx": pl.Int64, "items": pl.List(pl.Int64)},
+    )
+    ev = pl.DataFrame(
+        schema={"user_idx": pl.Int64, "history": pl.List(pl.Int64), "target": pl.Int64}
+    )
+    splits = SimpleNamespace(train=train, val=ev, test=ev, num_items=50)
+    plain = SequenceDataModule(splits, max_len=20, batch_size=16)
+    bucketed = SequenceDataModule(splits, max_len=20, batch_size=16, bucket_by_length=True)
+
+    def pairs(dm: SequenceDataModule) -> tuple[list, list]:
+        seen, widths = [], []
+        for inputs, targets in dm.train_dataloader():
+            widths.append(inputs.shape[1])
+            keep = targets != 0
+            prev = torch.nn.functional.pad(inputs, (1, 0))[:, :-1]  # item before each input
+            seen += list(
+                zip(prev[keep].tolist(), inputs[keep].tolist(), targets[keep].tolist(), strict=True)
+            )
+        return sorted(seen), widths
+
+    plain_pairs, plain_widths = pairs(plain)
+    bucket_pairs, bucket_widths = pairs(bucketed)
+    assert bucket_pairs == plain_pairs  # the same training signal, every window once
+    assert set(plain_widths) == {20}
+    assert np.mean(bucket_widths) < 0.75 * 20  # short windows batched together, padding cut
+    loader = bucketed.train_dataloader()  # Lightning iterates one loader per epoch
+    epoch1 = [b[0].shape for b in loader]
+    epoch2 = [b[0].shape for b in loader]
+    assert len(epoch1) == len(plain_widths) and epoch1 != epoch2  # reshuffled per epoch
