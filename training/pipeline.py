@@ -162,6 +162,10 @@ class EpochTimer(Callback):
 def build_module(cfg: RecsysConfig, splits: Splits) -> RetrievalModule:
     """Model, sampler (None for `sampler.name == "full"`) and loss, wired into the module."""
     n = splits.num_items
+    if cfg.sampler.name == FULL and cfg.train.sparse_embeddings:
+        raise RecsysInputError(
+            "full softmax touches every item row: use train.sparse_embeddings=false"
+        )
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     if cfg.sampler.name == FULL:
         return RetrievalModule(model, cfg, None, full_loss=full_softmax)
@@ -234,6 +238,8 @@ def train(
         **trainer_overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
 
     """
+    if 10 not in cfg.eval.ks:
+        raise RecsysInputError("eval.ks must include 10: checkpoints are chosen on val/ndcg@10")
     label = prepare_dataset(ws, dataset)
     version = version or export.new_version_name()
     if publish and (ws.models_dir / version).exists():

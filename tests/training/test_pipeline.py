@@ -88,6 +88,10 @@ def test_no_events_no_dataset_trains_on_synthetic(ws: Workspace) -> None:
 def test_bad_inputs(ws: Workspace, tmp_path: Path) -> None:
     with pytest.raises(RecsysInputError, match="no such file"):
         _train(ws, str(tmp_path / "missing.csv"))
+    with pytest.raises(RecsysInputError, match="must include 10"):
+        _train(ws, "synthetic", "eval.ks=[20]")
+    with pytest.raises(RecsysInputError, match="sparse_embeddings"):
+        _train(ws, "synthetic", "sampler.name=full", "train.sparse_embeddings=true")
     with pytest.raises(RecsysInputError, match="no published model"):
         evaluate(ws)
     with pytest.raises(RecsysInputError, match="val or test"):
