@@ -9,6 +9,7 @@ Evaluation: history left-padded to `[L]` (most recent last), one target, and the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -110,7 +111,7 @@ class LengthBucketBatches(Sampler[list[int]]):
     def __len__(self) -> int:
         return -(-len(self.lengths) // self.batch_size)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]  # noqa: D105
+    def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
         rng = np.random.default_rng((self.seed, self.epoch))
         self.epoch += 1
         order = rng.permutation(len(self.lengths))

@@ -205,6 +205,24 @@ def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> Non
         module.load_state_dict(state["state_dict"])
 
 
+def _fit(
+    cfg: RecsysConfig, splits: Splits, run_dir: Path, overrides: dict[str, Any]
+) -> tuple[RetrievalModule, SequenceDataModule, pl_lightning.Trainer, float]:
+    """Seed, build, fit, and restore the best checkpoint; returns the fit's wall seconds."""
+    pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
+    dm = SequenceDataModule(
+        splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
+        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed,
+    )  # fmt: skip
+    module = build_module(cfg, splits)
+    trainer = _trainer(cfg, run_dir, **overrides)
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=dm)
+    seconds = time.perf_counter() - start
+    _restore_best(trainer, module)
+    return module, dm, trainer, seconds
+
+
 def _items_frame(ws: Workspace, splits: Splits) -> pl.DataFrame:
     counts = item_counts(splits).to(torch.int64).numpy()
     titles = vocab.load_item_titles(ws)
@@ -245,18 +263,8 @@ def train(
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
-    pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
-    dm = SequenceDataModule(
-        splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
-        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed,
-    )  # fmt: skip
-    module = build_module(cfg, splits)
     run_dir = ws.runs_dir / version
-    trainer = _trainer(cfg, run_dir, **trainer_overrides)
-    start = time.perf_counter()
-    trainer.fit(module, datamodule=dm)
-    train_seconds = time.perf_counter() - start
-    _restore_best(trainer, module)
+    module, dm, trainer, seconds = _fit(cfg, splits, run_dir, trainer_overrides)
     metrics = {
         split: evaluate_loader(
             module.model.query_tower, module.model.item_tower.all_embeddings().detach(),
@@ -265,14 +273,13 @@ def train(
         for split in ("val", "test")
     }  # fmt: skip
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
-    sampled = cfg.sampler.name != FULL
     result = TrainResult(
         version=version,
         dataset=label,
         sampler=cfg.sampler.name,
-        num_negatives=cfg.sampler.num_negatives if sampled else None,
+        num_negatives=cfg.sampler.num_negatives if cfg.sampler.name != FULL else None,
         metrics=metrics,
-        train_seconds=round(train_seconds, 3),
+        train_seconds=round(seconds, 3),
         epochs=len(timer.seconds),
         seconds_per_epoch=round(sum(timer.seconds) / max(len(timer.seconds), 1), 3),
         device=str(module.device),
