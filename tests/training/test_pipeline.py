@@ -96,3 +96,13 @@ def test_bad_inputs(ws: Workspace, tmp_path: Path) -> None:
         evaluate(ws)
     with pytest.raises(RecsysInputError, match="val or test"):
         evaluate(ws, None, "train")
+
+
+def test_same_seed_same_model(tmp_path: Path, log_file: Path) -> None:
+    runs = [
+        _train(Workspace(tmp_path / name), str(log_file), "train.max_epochs=1", version="v")
+        for name in ("a", "b")
+    ]
+    assert runs[0].metrics == runs[1].metrics
+    other = _train(Workspace(tmp_path / "c"), str(log_file), "train.max_epochs=1", "train.seed=7")
+    assert other.metrics != runs[0].metrics
