@@ -102,11 +102,9 @@ def _row_reason() -> pl.Expr:
         ),
         (pl.col("timestamp").is_null(), "unparseable timestamp"),
     ]
-    cond, label = checks[0]
-    expr = pl.when(cond).then(pl.lit(label))
-    for cond, label in checks[1:]:
-        expr = expr.when(cond).then(pl.lit(label))
-    return expr.otherwise(pl.lit(None, dtype=pl.String)).alias("reason")
+    # coalesce keeps the first non-null label: the first failing check in list order.
+    labels = [pl.when(cond).then(pl.lit(label, dtype=pl.String)) for cond, label in checks]
+    return pl.coalesce(labels).alias("reason")
 
 
 def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) -> pl.DataFrame:
