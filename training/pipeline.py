@@ -216,6 +216,8 @@ def _fit(
     )  # fmt: skip
     module = build_module(cfg, splits)
     trainer = _trainer(cfg, run_dir, **overrides)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(cfg.model_dump())
     start = time.perf_counter()
     trainer.fit(module, datamodule=dm)
     seconds = time.perf_counter() - start
