@@ -17,7 +17,7 @@ from training.losses import get_loss
 from training.metrics import popularity_baseline
 from training.model import build_model
 from training.pipeline import build_module
-from training.samplers import SamplerContext, build_sampler
+from training.samplers import SAMPLERS, SamplerContext, build_sampler
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
 
@@ -145,3 +145,17 @@ def test_validation_logs_full_ranking_metrics(splits: Splits, tmp_path: Path) ->
         assert key in logged
     assert 0.0 <= float(logged["val/recall@10"]) <= float(logged["val/recall@100"]) <= 1.0
     assert "val/proposal_kl" in logged and float(logged["val/proposal_kl"]) >= 0.0
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_every_registered_sampler_trains_and_validates(splits: Splits, name: str) -> None:
+    extra = ["loss.name=absolute_softmax"] if name == "quadratic" else []
+    cfg = load_config(
+        overrides=[*TINY, f"sampler.name={name}", "sampler.num_negatives=16",
+                   "sampler.refresh_every=2", *extra]
+    )  # fmt: skip
+    module = build_module(cfg, splits)
+    before = module.model.item_embedding_weight.detach().clone()
+    _fit(cfg, splits, module, epochs=1, limit_train_batches=3, limit_val_batches=1)
+    assert module.opt_steps == 3
+    assert not torch.equal(before, module.model.item_embedding_weight.detach())
