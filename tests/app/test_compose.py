@@ -1,0 +1,116 @@
+"""docker-compose.yml and the Dockerfile: every command is a valid `recsys` invocation, wired up.
+
+Docker cannot run here, so the compose file is parsed and each service's command is resolved
+through the real CLI (the same typer app the other tests run), with compose's `${VAR:-default}`
+interpolation applied first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer._click.exceptions import UsageError
+from typer.main import get_command
+
+from app.cli import app
+from training.samplers import SAMPLERS
+
+ROOT = Path(__file__).resolve().parents[2]
+VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's `${VAR}` / `${VAR:-default}` substitution."""
+    return VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), value)
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def command(service: str, env: dict[str, str] | None = None) -> list[str]:
+    raw = compose()["services"][service]["command"]
+    assert isinstance(raw, list), "use the exec (list) form: no shell in between"
+    return [interpolate(str(part), env or {}) for part in raw]
+
+
+def resolve(argv: list[str]) -> tuple[str, dict[str, Any]]:
+    """Parse argv with the real `recsys` CLI (no execution): (subcommand, its parameters)."""
+    assert argv[0] == "recsys"
+    group = get_command(app)
+    ctx = group.make_context("recsys", [], resilient_parsing=True)
+    name = argv[1]
+    cmd = group.get_command(ctx, name)  # type: ignore[attr-defined]
+    if cmd is None:
+        raise UsageError(f"no such command {name!r}")
+    sub = cmd.make_context(name, argv[2:], parent=ctx)  # parses and type-checks every option
+    return name, sub.params
+
+
+def test_trainer_runs_recsys_train_with_dataset_and_sampler_from_env() -> None:
+    name, params = resolve(command("trainer"))
+    assert name == "train"
+    assert (params["dataset"], params["sampler"]) == ("synthetic", "uniform")
+    env = {"RECSYS_DATASET": "/data/logs.csv", "RECSYS_SAMPLER": "rff"}
+    name, params = resolve(command("trainer", env))
+    assert (params["dataset"], params["sampler"]) == ("/data/logs.csv", "rff")
+    assert "rff" in SAMPLERS and "uniform" in SAMPLERS
+
+
+def test_api_runs_recsys_serve_on_8000_after_the_trainer() -> None:
+    name, params = resolve(command("api"))
+    assert name == "serve" and params["port"] == 8000 and params["host"] == "0.0.0.0"
+    api = compose()["services"]["api"]
+    assert api["depends_on"]["trainer"]["condition"] == "service_completed_successfully"
+    assert "8000:8000" in api["ports"]
+    assert any("/ready" in part for part in api["healthcheck"]["test"])
+
+
+def test_a_bad_command_would_be_caught() -> None:
+    with pytest.raises(UsageError):
+        resolve(["recsys", "serve", "--prot", "8000"])
+    with pytest.raises(UsageError):
+        resolve(["recsys", "trian"])
+
+
+def test_services_share_the_workspace_volume() -> None:
+    spec = compose()
+    assert "workspace" in spec["volumes"]
+    for name in ("trainer", "api"):
+        service = spec["services"][name]
+        home = service["environment"]["RECSYS_HOME"]
+        assert f"workspace:{home}" in service["volumes"]
+
+
+def test_dockerfile_is_slim_nonroot_cpu_with_healthcheck() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim", text, re.M)
+    assert "download.pytorch.org/whl/cpu" in text and "-c constraints.txt" in text
+    user = re.findall(r"^USER (\S+)", text, re.M)
+    assert user and user[-1] not in ("root", "0")
+    assert re.search(r"^HEALTHCHECK .*\n?.*/health", text, re.M)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and "workspace" in ignored
+
+
+def test_up_script_is_valid_bash_and_uses_recsys_commands() -> None:
+    script = ROOT / "scripts" / "up.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "recsys train" in text and "exec recsys serve --port" in text
+    assert os.access(script, os.X_OK)
+
+
+@pytest.mark.slow
+def test_trainer_command_really_trains(tmp_path: Path) -> None:
+    argv = command("trainer")
+    env = {**os.environ, "RECSYS_HOME": str(tmp_path / "home")}
+    subprocess.run([sys.executable, "-m", "app", *argv[1:]], env=env, check=True, timeout=900)
+    assert (tmp_path / "home" / "models" / "CURRENT").read_text().strip()

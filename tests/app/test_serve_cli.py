@@ -1,0 +1,75 @@
+"""`recsys models list|show|rollback` and `recsys serve` option errors, via the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli import app
+from data.workspace import Workspace
+from tests.serving.bundles import make_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def recsys_inproc(*args: str) -> str:
+    """Run a command that must succeed in-process (fast: no interpreter start); its stdout."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def recsys(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_models_list_show_rollback(ws: Workspace) -> None:
+    make_bundle(ws.models_dir, "20260101-000000-aaaa")
+    make_bundle(ws.models_dir, "20260102-000000-bbbb", target=41)
+    home = str(ws.root)
+
+    listed = json.loads(recsys_inproc("models", "list", "--home", home, "--json"))
+    assert listed["current"] == "20260102-000000-bbbb"
+    assert [m["version"] for m in listed["models"]] == [
+        "20260101-000000-aaaa",
+        "20260102-000000-bbbb",
+    ]
+    assert [m["current"] for m in listed["models"]] == [False, True]
+    assert listed["models"][0]["dataset"] == "planted" and listed["models"][0]["num_items"] == 60
+
+    text = recsys_inproc("models", "list", "--home", home).splitlines()
+    assert text[1].startswith("* 20260102-000000-bbbb") and text[0].startswith("  2026")
+    assert "ndcg@10=0.5000" in text[0]
+
+    shown = json.loads(recsys_inproc("models", "show", "20260101-000000-aaaa", "--home", home))
+    assert shown["version"] == "20260101-000000-aaaa" and shown["current"] is False
+
+    back = recsys_inproc("models", "rollback", "20260101-000000-aaaa", "--home", home, "--json")
+    assert json.loads(back) == {
+        "current": "20260101-000000-aaaa",
+        "previous": "20260102-000000-bbbb",
+    }
+    assert ws.current_model_path.read_text().strip() == "20260101-000000-aaaa"
+
+
+def test_rollback_refuses_unknown_or_broken_versions(ws: Workspace) -> None:
+    make_bundle(ws.models_dir, "good")
+    broken = make_bundle(ws.models_dir, "broken", publish_it=False)
+    (broken / "items.parquet").unlink()
+    for version, message in [("nope", "no model version 'nope'"), ("broken", "items.parquet")]:
+        result = recsys("models", "rollback", version, "--home", str(ws.root))
+        assert result.returncode == 2
+        assert message in result.stderr and result.stderr.count("\n") == 1
+    assert ws.current_model_path.read_text().strip() == "good"
+
+
+def test_models_list_empty_and_serve_bad_option(ws: Workspace) -> None:
+    assert "no models" in recsys_inproc("models", "list", "--home", str(ws.root))
+    bad = recsys("serve", "--home", str(ws.root), "--index", "annoy", "--port", "0")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: setting index")
