@@ -180,16 +180,37 @@ def ingest_files(
 
     """
     raw = _read_all([Path(p) for p in paths], fmt, (user_col, item_col, time_col))
-    df = _classify(ws, raw)
-    ingest_id = new_ingest_id()
-    start = store.count_events(ws)
-    old_vocab = {"item": vocab.load_item_vocab(ws), "user": vocab.load_user_vocab(ws)}
-    accepted = df.filter(pl.col("reason").is_null()).select(
-        *KEYS, (pl.int_range(pl.len(), dtype=pl.Int64) + start).alias("event_seq")
+    with store.writer_lock(ws):  # one writer at a time: event_seq and vocab need a stable base
+        df = _classify(ws, raw)
+        start = store.count_events(ws)
+        old_vocab = {"item": vocab.load_item_vocab(ws), "user": vocab.load_user_vocab(ws)}
+        accepted = df.filter(pl.col("reason").is_null()).select(
+            *KEYS, (pl.int_range(pl.len(), dtype=pl.Int64) + start).alias("event_seq")
+        )
+        rejected = _rejects(df, paths)
+        assert accepted.height + rejected.height == raw.height  # every row is accounted for
+        _log_reasons(rejected)
+        ingest_id = new_ingest_id()
+        rejects_path = _commit(ws, ingest_id, accepted, rejected, old_vocab)
+    return IngestReport(
+        ingest_id,
+        accepted.height,
+        rejected.height,
+        rejects_path,
+        start + accepted.height,
+        users_total=vocab.load_user_vocab(ws).height,
+        items_total=vocab.load_item_vocab(ws).height,
     )
-    rejected = _rejects(df, paths)
-    assert accepted.height + rejected.height == raw.height  # every row read is accounted for
-    _log_reasons(rejected)
+
+
+def _commit(
+    ws: Workspace,
+    ingest_id: str,
+    accepted: pl.DataFrame,
+    rejected: pl.DataFrame,
+    old_vocab: dict[str, pl.DataFrame],
+) -> Path | None:
+    """Stage rejects and part, rename the part (the commit), then rejects, then the vocabs."""
     rejects_path = ws.rejects_dir / f"{ingest_id}.parquet" if rejected.height else None
     staged_rejects = store.stage_parquet(rejected, rejects_path) if rejects_path else None
     if accepted.height:
@@ -200,16 +221,7 @@ def ingest_files(
         store.commit(staged_rejects, rejects_path)
     if accepted.height:
         vocab.update_vocabs(ws, old_vocab, accepted)
-    items, users = vocab.load_item_vocab(ws).height, vocab.load_user_vocab(ws).height
-    return IngestReport(
-        ingest_id,
-        accepted.height,
-        rejected.height,
-        rejects_path,
-        start + accepted.height,
-        users_total=users,
-        items_total=items,
-    )
+    return rejects_path
 
 
 def _rejects(df: pl.DataFrame, paths: list[Path]) -> pl.DataFrame:

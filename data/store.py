@@ -9,9 +9,11 @@ into place, so a reader never sees half a part and a crash leaves the store as i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -92,3 +94,18 @@ def commit(tmp: Path, path: Path) -> None:
 def part_path(ws: Workspace, ingest_id: str) -> Path:
     """Where the part of one ingest lives."""
     return ws.events_dir / f"part-{ingest_id}.parquet"
+
+
+@contextmanager
+def writer_lock(ws: Workspace) -> Iterator[None]:
+    """Hold an exclusive lock on the workspace's store while writing (waits for other writers).
+
+    Readers never take it: they only see committed (renamed) files.
+    """
+    ws.root.mkdir(parents=True, exist_ok=True)
+    with (ws.root / ".ingest.lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
