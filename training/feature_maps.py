@@ -26,6 +26,7 @@ class FeatureMap(Protocol):
     """A kernel with an explicit (exact or random) feature map."""
 
     dim: int  # F, the number of features
+    grouped_sums: bool  # bucket_sums is cheaper than one F-sized feature row per item
 
     def features(self, x: Tensor) -> Tensor:
         """Map `[..., d]` vectors to `[..., F]` features."""
@@ -58,6 +59,7 @@ class QuadraticFeatures:
         self.d = dim
         self.alpha = float(alpha)
         self.dim = dim * dim + 1
+        self.grouped_sums = True
 
     def features(self, x: Tensor) -> Tensor:
         """`[..., d]` -> `[..., d^2 + 1]`: [sqrt(alpha) vec(x x^T), 1]."""
@@ -115,6 +117,7 @@ class RandomFourierFeatures:
         self.nu = float(nu)
         self.num_frequencies = num_frequencies
         self.dim = 2 * num_frequencies
+        self.grouped_sums = False
 
     def to(self, device: torch.device) -> RandomFourierFeatures:
         """Move the frequencies to `device` (in place; returns self)."""

@@ -117,9 +117,13 @@ class KernelTree:
         step = max(1, _CHUNK // self.fmap.dim)
         for first in range(0, idx.numel(), step):
             rows, new = idx[first : first + step], emb[first : first + step]
-            leaf, old_rows, new_rows, weight = self._group_by_bucket(rows, new)
-            delta = self.fmap.bucket_sums(new_rows, weight)
-            delta -= self.fmap.bucket_sums(old_rows, weight)
+            if self.fmap.grouped_sums:
+                leaf, old_rows, new_rows, weight = self._group_by_bucket(rows, new)
+                delta = self.fmap.bucket_sums(new_rows, weight)
+                delta -= self.fmap.bucket_sums(old_rows, weight)
+            else:
+                leaf = (rows - 1) // self.b
+                delta = self.fmap.features(new) - self.fmap.features(self.items[rows])
             self.items[rows] = new
             self._add_along_paths(leaf, delta)
 
