@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 FULL = "full"
 MONITOR = "val/ndcg@10"
 LOG_SUFFIXES = (".csv", ".parquet", ".pq", ".ndjson", ".jsonl")
+DATASETS_ENV_VAR = "RECSYS_DATASETS"
 INGESTED = "ingested.json"  # fingerprints of files `recsys train --dataset` already ingested
 
 
@@ -107,13 +109,33 @@ def _ingest_titles(ws: Workspace, folder: Path) -> None:
             vocab.save_item_titles(ws, titles.select("item_id", "title"))
 
 
+def datasets_root() -> Path:
+    """Where dataset names are looked up: `$RECSYS_DATASETS`, else `../shared/datasets`."""
+    default = Path(__file__).resolve().parents[2] / "shared" / "datasets"  # beside the repo
+    return Path(os.environ.get(DATASETS_ENV_VAR) or default)
+
+
+def _dataset_path(dataset: str) -> Path:
+    """A log file or folder given by path, or by name under `datasets_root()`."""
+    path = Path(dataset).expanduser()
+    if path.exists():
+        return path
+    named = datasets_root() / dataset
+    if "/" not in dataset and named.exists():
+        return named
+    raise RecsysInputError(
+        f"--dataset {dataset}: no such file or folder (nor a dataset name in {datasets_root()})"
+    )
+
+
 def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
     """Make sure the home has events; return the dataset's name for the manifest.
 
     Args:
         ws: The home.
         dataset: None (the home's events, else the default synthetic set), "synthetic",
-            or a log file / folder (ingested once; a folder's `items.csv` gives titles).
+            a log file / folder, or a folder's name under `datasets_root()` (ingested
+            once; a folder's `items.csv` gives titles).
 
     Raises:
         RecsysInputError: the path does not exist or holds no logs.
@@ -134,9 +156,7 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
             write_events(frame, str(synth))
         _ingest_once(ws, [synth])
         return "synthetic"
-    path = Path(dataset).expanduser()
-    if not path.exists():
-        raise RecsysInputError(f"--dataset {dataset}: no such file or folder")
+    path = _dataset_path(dataset)
     _ingest_once(ws, _dataset_files(path))
     if path.is_dir():
         _ingest_titles(ws, path)

@@ -67,8 +67,11 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
             assert again["metrics"][key] == pytest.approx(value, abs=1e-5), key
 
 
-def test_same_dataset_is_not_ingested_twice(ws: Workspace, log_file: Path) -> None:
-    _train(ws, str(log_file), "train.max_epochs=1", version="a")
+def test_same_dataset_is_not_ingested_twice(
+    ws: Workspace, log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RECSYS_DATASETS", str(log_file.parent))
+    _train(ws, log_file.name, "train.max_epochs=1", version="a")  # by name
     events = store.count_events(ws)
     result = _train(ws, str(log_file), "train.max_epochs=1", "sampler.name=full", version="b")
     assert store.count_events(ws) == events
