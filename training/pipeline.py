@@ -285,6 +285,8 @@ def train(
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    if splits.val.height == 0 or splits.test.height == 0:
+        raise RecsysInputError("no validation or test examples: users need at least 3 events")
     run_dir = ws.runs_dir / version
     module, dm, trainer, seconds = _fit(cfg, splits, run_dir, trainer_overrides)
     metrics = {

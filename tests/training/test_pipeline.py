@@ -95,6 +95,10 @@ def test_bad_inputs(ws: Workspace, tmp_path: Path) -> None:
         _train(ws, "synthetic", "eval.ks=[20]")
     with pytest.raises(RecsysInputError, match="sparse_embeddings"):
         _train(ws, "synthetic", "sampler.name=full", "train.sparse_embeddings=true")
+    few = tmp_path / "few.csv"
+    few.write_text("user_id,item_id,timestamp\nu1,a,1\nu1,b,2\nu2,a,3\n")
+    with pytest.raises(RecsysInputError, match="at least 3 events"):
+        _train(Workspace(tmp_path / "few-home"), str(few))
     with pytest.raises(RecsysInputError, match="no published model"):
         evaluate(ws)
     with pytest.raises(RecsysInputError, match="val or test"):
