@@ -7,14 +7,19 @@ so it is never returned: faiss position p holds item_idx p + 1.
 
 from __future__ import annotations
 
+import logging
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
 
 from data.errors import RecsysInputError
+
+log = logging.getLogger(__name__)
 
 FLAT_MAX_ITEMS = 200_000
 INDEX_KINDS = ("auto", "flat", "hnsw", "ivf")
@@ -54,14 +59,31 @@ class ItemIndex(ABC):
 
     kind = "base"
 
-    def __init__(self, embeddings: np.ndarray, params: IndexParams) -> None:
-        """Build the index from the full table [n + 1, d] (row 0 = padding, skipped)."""
+    def __init__(self, embeddings: np.ndarray, params: IndexParams, prebuilt: Any = None) -> None:
+        """Build the index from the full table [n + 1, d] (row 0 = padding, skipped).
+
+        Args:
+            embeddings: float32 [n + 1, d].
+            params: Build and search parameters.
+            prebuilt: A faiss index already built from these rows (read from a cache).
+
+        """
         if embeddings.ndim != 2 or embeddings.shape[0] < 2:
             raise RecsysInputError("the index needs an embedding table [n + 1, d] with n >= 1")
         self.size = int(embeddings.shape[0] - 1)
         self.dim = int(embeddings.shape[1])
         self.params = params
-        self._faiss = self._build(np.ascontiguousarray(embeddings[1:], dtype=np.float32))
+        if prebuilt is not None and prebuilt.ntotal == self.size and prebuilt.d == self.dim:
+            self._faiss = prebuilt
+            self.nlist = getattr(prebuilt, "nlist", 0)
+        else:
+            self._faiss = self._build(np.ascontiguousarray(embeddings[1:], dtype=np.float32))
+
+    def save(self, path: Path) -> None:
+        """Write the faiss index to `path` atomically (temp file, then rename)."""
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        faiss.write_index(self._faiss, str(tmp))
+        os.replace(tmp, path)
 
     @abstractmethod
     def _build(self, vectors: np.ndarray) -> Any:
@@ -166,22 +188,61 @@ class IVFIndex(ItemIndex):
         return super().describe() | {"nlist": self.nlist, "nprobe": self.params.ivf_nprobe}
 
 
-def build_index(embeddings: np.ndarray, params: IndexParams | None = None) -> ItemIndex:
+def resolve_kind(num_items: int, params: IndexParams) -> str:
+    """The concrete kind ("auto": flat up to FLAT_MAX_ITEMS items, else hnsw)."""
+    kind = params.kind
+    if kind == "auto":
+        kind = "flat" if num_items <= FLAT_MAX_ITEMS else "hnsw"
+    if kind not in _CLASSES:
+        raise RecsysInputError(f"index kind {kind!r} unknown; choose one of {INDEX_KINDS}")
+    return kind
+
+
+def cache_name(num_items: int, params: IndexParams) -> str | None:
+    """File name of a cached build of an approximate index (None for flat: nothing to save)."""
+    kind = resolve_kind(num_items, params)
+    if kind == "hnsw":
+        return f"index-hnsw-M{params.hnsw_m}-efc{params.hnsw_ef_construction}.faiss"
+    if kind == "ivf":
+        return f"index-ivf-nlist{params.ivf_nlist}.faiss"
+    return None
+
+
+def build_index(
+    embeddings: np.ndarray, params: IndexParams | None = None, cache_dir: Path | None = None
+) -> ItemIndex:
     """Build the index `params.kind` names ("auto": flat up to FLAT_MAX_ITEMS, else HNSW).
 
     Args:
         embeddings: float32 [n + 1, d], row 0 = padding.
         params: Kind and parameters; defaults to IndexParams().
+        cache_dir: The bundle directory: an approximate index is read from a cached build
+            there when present, else built and saved there (bundles never change, so a cache
+            named by its build parameters cannot go stale; a read-only bundle is fine).
 
     Raises:
         RecsysInputError: an unknown kind.
 
     """
     params = params or IndexParams()
-    kind = params.kind
-    if kind == "auto":
-        kind = "flat" if embeddings.shape[0] - 1 <= FLAT_MAX_ITEMS else "hnsw"
-    classes: dict[str, type[ItemIndex]] = {"flat": FlatIndex, "hnsw": HNSWIndex, "ivf": IVFIndex}
-    if kind not in classes:
-        raise RecsysInputError(f"index kind {kind!r} unknown; choose one of {INDEX_KINDS}")
-    return classes[kind](embeddings, params)
+    n = embeddings.shape[0] - 1
+    cls = _CLASSES[resolve_kind(n, params)]
+    name = cache_name(n, params)
+    path = cache_dir / name if cache_dir is not None and name else None
+    if path is not None and path.is_file():
+        try:
+            return cls(
+                embeddings, params, prebuilt=faiss.downcast_index(faiss.read_index(str(path)))
+            )
+        except RuntimeError as err:
+            log.warning("ignoring unreadable index cache %s: %s", path, err)
+    index = cls(embeddings, params)
+    if path is not None:
+        try:
+            index.save(path)
+        except (OSError, RuntimeError) as err:
+            log.info("index cache not written (%s): %s", path, err)
+    return index
+
+
+_CLASSES: dict[str, type[ItemIndex]] = {"flat": FlatIndex, "hnsw": HNSWIndex, "ivf": IVFIndex}

@@ -90,7 +90,7 @@ class ModelService:
 
     def _build(self, version: str) -> Recommender:
         bundle = ModelBundle.load(self.ws.models_dir / version)
-        index = build_index(bundle.item_embeddings, self.params)
+        index = build_index(bundle.item_embeddings, self.params, cache_dir=bundle.path)
         return Recommender(bundle, index, self.histories.get)
 
     def _refresh_histories(self) -> None:
