@@ -53,7 +53,9 @@ def _times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
 
 
 def _configs(features: list[int], leaf_size: int) -> list[tuple[SamplerConfig, int | None]]:
-    configs = [(SamplerConfig(name=name, leaf_size=leaf_size), None) for name in BASELINES]
+    configs: list[tuple[SamplerConfig, int | None]] = [
+        (SamplerConfig(name=name, leaf_size=leaf_size), None) for name in BASELINES
+    ]
     configs += [
         (SamplerConfig(name="rff", rff_features=f, leaf_size=leaf_size), f) for f in features
     ]
