@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from app.cli import main
 from data.ingest import ingest_files
 from data.store import read_events
 from data.vocab import load_item_titles
@@ -25,34 +26,56 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_inproc(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The real entry point (`app.cli.main`) in this process: same exit codes and streams.
+
+    Used where a subprocess adds nothing but start-up time; the unreadable-file cases keep
+    the subprocess.
+    """
+    capsys.readouterr()
+    saved = sys.argv
+    sys.argv = ["recsys", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        sys.argv = saved
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+
 def store_snapshot(ws: Workspace) -> dict[str, bytes]:
     if not ws.root.exists():
         return {}
     return {str(p): p.read_bytes() for p in sorted(ws.root.rglob("*")) if p.is_file()}
 
 
-def test_ingest_json_and_text(ws: Workspace, tmp_path: Path) -> None:
+def test_ingest_json_and_text(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "log.csv"
     path.write_text(GOOD + ",a,4\n")
-    out = run_cli("ingest", str(path), "--json")
+    out = run_inproc(capsys, "ingest", str(path), "--json")
     assert out.returncode == 0, out.stderr
     payload = json.loads(out.stdout)
     assert set(payload) == {"ingest_id", "accepted", "rejected", "rejects_path", "events_total"}
     assert (payload["accepted"], payload["rejected"], payload["events_total"]) == (3, 1, 3)
     assert pl.read_parquet(payload["rejects_path"])["reason"].to_list() == ["empty user_id"]
     assert "read 4 rows" in out.stderr  # progress goes to stderr, never stdout
-    again = run_cli("ingest", str(path))
+    again = run_inproc(capsys, "ingest", str(path))
     assert again.returncode == 0
     assert again.stdout.count("\n") == 1
     assert "0 accepted, 4 rejected" in again.stdout
     assert "3 events, 2 users, 2 items" in again.stdout
 
 
-def test_column_options(ws: Workspace, tmp_path: Path) -> None:
+def test_column_options(ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "log.tsv"
     path.write_text("who\twhat\twhen\nann\tx\t2024-01-01T00:00:00Z\n")
-    out = run_cli(
-        "ingest", str(path), "--user-col", "who", "--item-col", "what", "--time-col", "when"
+    out = run_inproc(
+        capsys, "ingest", str(path), "--user-col", "who", "--item-col", "what", "--time-col", "when"
     )
     assert out.returncode == 0, out.stderr
     assert read_events(ws).collect().row(0) == ("ann", "x", 1704067200, 0)
@@ -123,38 +146,42 @@ def test_unreadable_file_exit_2_one_line_store_unchanged(
     assert store_snapshot(ws) == before
 
 
-def test_garbage_ndjson_and_unknown_format(ws: Workspace, tmp_path: Path) -> None:
+def test_garbage_ndjson_and_unknown_format(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "x.ndjson"
     path.write_text('{"user_id": "u", "item_id": "i", "timestamp": 1}\n{not json\n')
     out = run_cli("ingest", str(path))
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
     assert str(path) in out.stderr
-    assert run_cli("ingest", str(path), "--format", "xml").returncode == 2
+    assert run_inproc(capsys, "ingest", str(path), "--format", "xml").returncode == 2
     assert not ws.root.exists()
 
 
-def test_synth_cli_is_deterministic(tmp_path: Path) -> None:
+def test_synth_cli_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = tmp_path / "a.csv", tmp_path / "b.parquet"
     args = ["--users", "50", "--items", "40", "--events", "500", "--seed", "7"]
-    assert run_cli("synth", *args, "--out", str(a)).returncode == 0
-    out = run_cli("synth", *args, "--out", str(b), "--json")
+    assert run_inproc(capsys, "synth", *args, "--out", str(a)).returncode == 0
+    out = run_inproc(capsys, "synth", *args, "--out", str(b), "--json")
     assert out.returncode == 0
     assert json.loads(out.stdout)["events"] == 500
     assert pl.read_csv(a, schema_overrides={"timestamp": pl.Int64}).equals(pl.read_parquet(b))
-    bad = run_cli("synth", *args, "--out", str(tmp_path / "a.txt"))
+    bad = run_inproc(capsys, "synth", *args, "--out", str(tmp_path / "a.txt"))
     assert bad.returncode == 2 and "csv or .parquet" in bad.stderr
 
 
-def test_ingest_items_titles(ws: Workspace, tmp_path: Path) -> None:
+def test_ingest_items_titles(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "items.csv"
     path.write_text('item_id,name\n1,"Toy Story (1995)"\n2,Heat\n')
-    out = run_cli("ingest-items", str(path), "--title-col", "name", "--json")
+    out = run_inproc(capsys, "ingest-items", str(path), "--title-col", "name", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"read": 2, "titles_total": 2}
     path.write_text("item_id,name\n2,Heat (1995)\n3,Up\n")
-    assert run_cli("ingest-items", str(path), "--title-col", "name").returncode == 0
+    assert run_inproc(capsys, "ingest-items", str(path), "--title-col", "name").returncode == 0
     assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
-    assert run_cli("ingest-items", str(path)).returncode == 2  # no 'title' column
+    assert run_inproc(capsys, "ingest-items", str(path)).returncode == 2  # no 'title' column
 
 
 def test_amazon_beauty_cli_prints_counts(ws: Workspace) -> None:
@@ -164,17 +191,17 @@ def test_amazon_beauty_cli_prints_counts(ws: Workspace) -> None:
     assert "198502 events, 22363 users, 12101 items" in out.stdout
 
 
-def test_ml100k_titles(ws: Workspace) -> None:
+def test_ml100k_titles(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     path = SHARED_DATASETS / "ml-100k" / "items.csv"
     if not path.exists():
         pytest.skip("ml-100k not available")
-    assert run_cli("ingest-items", str(path)).returncode == 0
+    assert run_inproc(capsys, "ingest-items", str(path)).returncode == 0
     assert load_item_titles(ws)["1"] == "Toy Story"
 
 
-def test_bench_data_pipeline_small(tmp_path: Path) -> None:
+def test_bench_data_pipeline_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = tmp_path / "bench.json"
-    out = run_cli("bench", "data-pipeline", "--events", "3000", "--json", str(result))
+    out = run_inproc(capsys, "bench", "data-pipeline", "--events", "3000", "--json", str(result))
     assert out.returncode == 0, out.stderr
     payload = json.loads(result.read_text())
     assert payload["accepted"] == 3000 and payload["reingest_rejected"] == 3000
