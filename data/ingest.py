@@ -210,15 +210,27 @@ def _commit(
     rejected: pl.DataFrame,
     old_vocab: dict[str, pl.DataFrame],
 ) -> Path | None:
-    """Stage rejects and part, rename the part (the commit), then rejects, then the vocabs."""
+    """Stage rejects and part, rename the part (the commit), then rejects, then the vocabs.
+
+    A failure before the part's rename removes the staged files and leaves the store as it was.
+    """
     rejects_path = ws.rejects_dir / f"{ingest_id}.parquet" if rejected.height else None
-    staged_rejects = store.stage_parquet(rejected, rejects_path) if rejects_path else None
-    if accepted.height:
-        part = store.part_path(ws, ingest_id)
-        store.commit(store.stage_parquet(accepted, part), part)
-        log.info("committed %d events as %s", accepted.height, part)
-    if staged_rejects is not None and rejects_path is not None:
-        store.commit(staged_rejects, rejects_path)
+    part = store.part_path(ws, ingest_id)
+    staged: dict[Path, Path] = {}
+    try:
+        if rejects_path is not None:
+            staged[rejects_path] = store.stage_parquet(rejected, rejects_path)
+        if accepted.height:
+            staged[part] = store.stage_parquet(accepted, part)
+            store.commit(staged[part], part)
+            del staged[part]
+            log.info("committed %d events as %s", accepted.height, part)
+        if rejects_path is not None:
+            store.commit(staged[rejects_path], rejects_path)
+            del staged[rejects_path]
+    finally:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
     if accepted.height:
         vocab.update_vocabs(ws, old_vocab, accepted)
     return rejects_path

@@ -106,6 +106,15 @@ def writer_lock(ws: Workspace) -> Iterator[None]:
     with (ws.root / ".ingest.lock").open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
+            _remove_stale_temps(ws)
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _remove_stale_temps(ws: Workspace) -> None:
+    """Delete temporary files a crashed writer left (safe: we hold the writer lock)."""
+    for folder in (ws.events_dir, ws.rejects_dir, ws.vocab_dir):
+        if folder.is_dir():
+            for tmp in folder.glob(f"{TMP_PREFIX}*"):
+                tmp.unlink(missing_ok=True)

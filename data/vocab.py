@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from data.store import count_events, read_events, write_parquet_atomic
+from data.store import count_events, read_events, write_parquet_atomic, writer_lock
 from data.workspace import Workspace
 
 _KINDS = {"item": "items_vocab_path", "user": "users_vocab_path"}
@@ -150,9 +150,10 @@ def load_item_titles(ws: Workspace) -> dict[str, str]:
 def save_item_titles(ws: Workspace, titles: pl.DataFrame) -> int:
     """Merge `item_id, title` rows into the stored metadata (new titles win); return the total."""
     path = item_meta_path(ws)
-    if path.exists():
-        old = pl.read_parquet(path).join(titles.select("item_id"), on="item_id", how="anti")
-        titles = pl.concat([old, titles])
-    titles = titles.unique("item_id", keep="last", maintain_order=True).sort("item_id")
-    write_parquet_atomic(titles, path)
+    with writer_lock(ws):
+        if path.exists():
+            old = pl.read_parquet(path).join(titles.select("item_id"), on="item_id", how="anti")
+            titles = pl.concat([old, titles])
+        titles = titles.unique("item_id", keep="last", maintain_order=True).sort("item_id")
+        write_parquet_atomic(titles, path)
     return titles.height

@@ -195,3 +195,39 @@ def test_unreadable_file_stores_nothing(ws: Workspace, tmp_path: Path) -> None:
     with pytest.raises(RecsysInputError, match="bad.csv: empty file"):
         ingest_files(ws, [good, bad])
     assert not ws.root.exists() or not any(ws.root.rglob("*.parquet"))
+
+
+def test_crash_before_commit_leaves_store_unchanged(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from data import store
+
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text("user_id,item_id,timestamp\nu,i,1\n")
+    second.write_text("user_id,item_id,timestamp\nu,j,2\n,k,3\n")
+    ingest_files(ws, [first])
+    before = {p: p.read_bytes() for p in ws.root.rglob("*.parquet")}
+
+    def power_cut(tmp: Path, path: Path) -> None:  # the rename never happens
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(store, "commit", power_cut)
+    with pytest.raises(OSError, match="disk gone"):
+        ingest_files(ws, [second])
+    after = {p: p.read_bytes() for p in ws.root.rglob("*.parquet")}
+    assert after == before  # no part, no rejects, no temp file left behind
+    monkeypatch.undo()
+    assert ingest_files(ws, [second]).events_total == 2
+
+
+def test_stale_temp_files_are_ignored_and_cleaned(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("user_id,item_id,timestamp\nu,i,1\n")
+    ingest_files(ws, [path])
+    stale = ws.events_dir / ".tmp-dead-part-x.parquet"
+    stale.write_bytes(b"half a part")
+    assert read_events(ws).collect().height == 1  # readers never see temp names
+    path.write_text("user_id,item_id,timestamp\nu,i,2\n")
+    ingest_files(ws, [path])
+    assert not stale.exists()
+    assert count_events(ws) == 2
