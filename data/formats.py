@@ -61,7 +61,8 @@ def detect_format(path: Path, fmt: str | None) -> str:
     return found
 
 
-def _check_file(path: Path) -> None:
+def check_file(path: Path) -> None:
+    """Refuse a path that is missing, not a regular file, or empty."""
     if not path.exists():
         raise RecsysInputError(f"{path}: no such file")
     if not path.is_file():
@@ -101,7 +102,7 @@ def _check_parquet(path: Path) -> None:
 
 def scan_file(path: Path, fmt: str) -> pl.LazyFrame:
     """A lazy scan of one file after the cheap checks (exists, non-empty, looks like `fmt`)."""
-    _check_file(path)
+    check_file(path)
     if fmt == "parquet":
         _check_parquet(path)
         return pl.scan_parquet(path)

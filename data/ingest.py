@@ -32,7 +32,7 @@ import polars as pl
 
 from data import store, vocab
 from data.errors import RecsysInputError
-from data.formats import detect_format, read_raw
+from data.formats import check_file, detect_format, read_raw
 from data.workspace import Workspace
 
 log = logging.getLogger("recsys.data.ingest")
@@ -112,6 +112,7 @@ def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) ->
         raise RecsysInputError("no input files given")
     frames, kinds = [], []
     for no, path in enumerate(paths):
+        check_file(path)  # "no such file" says more than "unknown extension"
         kinds.append(detect_format(path, fmt))
         log.debug("reading %s (%s)", path, kinds[-1])
         frames.append(read_raw(path, kinds[-1], *cols, file_no=no))

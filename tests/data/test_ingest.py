@@ -231,3 +231,13 @@ def test_stale_temp_files_are_ignored_and_cleaned(ws: Workspace, tmp_path: Path)
     ingest_files(ws, [path])
     assert not stale.exists()
     assert count_events(ws) == 2
+
+
+def test_directory_and_header_only(ws: Workspace, tmp_path: Path) -> None:
+    with pytest.raises(RecsysInputError, match="not a regular file"):
+        ingest_files(ws, [tmp_path])
+    header = tmp_path / "h.csv"
+    header.write_text("user_id,item_id,timestamp\n")
+    report = ingest_files(ws, [header])
+    assert (report.accepted, report.rejected, report.events_total) == (0, 0, 0)
+    assert not has_events(ws)
