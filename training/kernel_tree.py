@@ -201,8 +201,13 @@ class KernelTree:
     def _pick_in_bucket(self, weights: Tensor, ok: Tensor) -> tuple[Tensor, Tensor]:
         """Draw one slot per row of `weights [R, b]`; returns slots `[R]` and log-probs `[R]`."""
         w = torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
-        slot = torch.multinomial(w, 1).squeeze(-1)
-        log_w = torch.log(w.gather(1, slot.unsqueeze(-1)).squeeze(-1)) - torch.log(w.sum(-1))
+        cdf = torch.cumsum(w, dim=1)
+        total = cdf[:, -1:]
+        # Inverse CDF: the first slot whose cumulative weight reaches u (cheaper than
+        # multinomial's exponentials); the clamp guards against u rounding past the last slot.
+        slot = (cdf < torch.rand_like(total) * total).sum(1)
+        slot = torch.minimum(slot, ok.sum(1) - 1)
+        log_w = torch.log(w.gather(1, slot.unsqueeze(-1)).squeeze(-1)) - torch.log(total[:, 0])
         return slot, log_w
 
     @torch.no_grad()
@@ -244,7 +249,11 @@ class KernelTree:
         """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel."""
         leaf, log_p = self._descend(p, num)
         rows, ok = self._bucket_rows(leaf)  # [Q, m, b]
-        dots = torch.einsum("qmbd,qd->qmb", self.items[rows], h)
+        if self.num_items <= 4 * rows[0].numel():  # small catalogue: score it all, then gather
+            dots = (h @ self.items.T).gather(1, rows.flatten(1)).view_as(rows)
+        else:
+            bucket_items = self.items.index_select(0, rows.flatten()).view(*rows.shape, -1)
+            dots = torch.einsum("qmbd,qd->qmb", bucket_items, h)
         weights = self.fmap.kernel(dots).flatten(0, 1)
         slot, log_w = self._pick_in_bucket(weights, ok.flatten(0, 1))
         ids = rows.flatten(0, 1).gather(1, slot.unsqueeze(-1)).view_as(leaf)

@@ -73,7 +73,8 @@ class KernelTreeSampler:
         log_q = log(m q_i) with q_i the probability under the tree as it is now.
         """
         ids, log_p = self._built().sample(queries, num, shared=not self.per_query)
-        return Negatives(ids=ids, log_q=log_p + math.log(num))
+        log_q = log_p + math.log(num)
+        return Negatives(ids=ids.to(queries.device), log_q=log_q.to(queries.device))
 
     @torch.no_grad()
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
