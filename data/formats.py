@@ -200,7 +200,7 @@ def read_raw(
             _timestamp_expr(time_col, schema[time_col]).alias("timestamp"),
             pl.col(time_col).cast(pl.String).alias("ts_raw"),
         )
-        return _fill_iso(out.collect())
+        return _fill_iso(out.collect(engine="streaming"))
     except RecsysInputError:
         raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:

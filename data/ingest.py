@@ -137,11 +137,18 @@ def _input_duplicates(valid: pl.DataFrame) -> pl.Series:
 def _stored_duplicates(ws: Workspace, fresh: pl.DataFrame) -> pl.Series:
     """`_i` of rows whose key is already in the store (semi-joins in polars, no Python loop)."""
     stored = store.read_events(ws).select(KEYS).with_columns(_key_hash())
-    candidates = fresh.lazy().join(stored.select("_h"), on="_h", how="semi").collect()
+    candidates = (
+        fresh.lazy().join(stored.select("_h"), on="_h", how="semi").collect(engine="streaming")
+    )
     if candidates.height == 0:
         return pl.Series("_i", [], dtype=pl.UInt32)
     same_hash = stored.join(candidates.lazy().select("_h"), on="_h", how="semi").select(KEYS)
-    return candidates.lazy().join(same_hash, on=KEYS, how="semi").select("_i").collect()["_i"]
+    return (
+        candidates.lazy()
+        .join(same_hash, on=KEYS, how="semi")
+        .select("_i")
+        .collect(engine="streaming")["_i"]
+    )
 
 
 def _classify(ws: Workspace, raw: pl.DataFrame) -> pl.DataFrame:

@@ -62,7 +62,7 @@ def indexed_events(ws: Workspace) -> pl.DataFrame:
         .join(users, on="user_id")
         .join(items, on="item_id")
         .select("user_idx", "item_idx", "timestamp", "event_seq")
-        .collect()
+        .collect(engine="streaming")
     )
 
 
