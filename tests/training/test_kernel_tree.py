@@ -172,3 +172,15 @@ def test_few_draws_per_query_use_the_gather_path_and_stay_exact() -> None:
     ids = torch.cat([s[0] for s in shared])
     torch.testing.assert_close(torch.cat([s[1] for s in shared]), expected[ids])
     assert chi2_pvalue(ids, expected.exp()) > 1e-3
+
+
+@pytest.mark.slow
+def test_a_million_items_with_256_frequencies_fit_in_bucket_sized_memory() -> None:
+    n, d = 1_000_000, 64
+    tree = KernelTree(RandomFourierFeatures(d, 256, 4.0), 32)
+    tree.rebuild(table(n, d))
+    node_bytes = tree.memory_bytes() - (n + 1) * d * 4
+    assert node_bytes <= 2 * (n // 32 + 1) * 512 * 4 + tree.depth * 512 * 4  # ~2 (n / b) F
+    assert node_bytes < 160 * 2**20
+    ids, log_p = tree.sample(unit(256, d, seed=1), 1024, shared=True)
+    assert ids.shape == (1024,) and torch.isfinite(log_p).all() and (log_p <= 0).all()
