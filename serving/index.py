@@ -231,9 +231,9 @@ def build_index(
     path = cache_dir / name if cache_dir is not None and name else None
     if path is not None and path.is_file():
         try:
-            return cls(
-                embeddings, params, prebuilt=faiss.downcast_index(faiss.read_index(str(path)))
-            )
+            # read_index already returns the concrete class; wrapping it again with
+            # downcast_index would leave a wrapper whose owner is freed (garbage reads)
+            return cls(embeddings, params, prebuilt=faiss.read_index(str(path)))
         except RuntimeError as err:
             log.warning("ignoring unreadable index cache %s: %s", path, err)
     index = cls(embeddings, params)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -93,3 +94,20 @@ def test_approximate_recall_on_real_embeddings(
     print(f"{cls.__name__} recall@10={recall:.3f} build+search {time.perf_counter() - start:.2f}s")
     assert recall >= bound
     assert approx.min() >= 1 and np.all(np.diff(scores, axis=1) <= 1e-6)
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_cached_build_is_reused_and_gives_the_same_answers(tmp_path: Path, kind: str) -> None:
+    emb = table(2000, 16)
+    queries = normalised(np.random.default_rng(3).normal(size=(30, 16)))
+    params = IndexParams(kind=kind)
+    first = build_index(emb, params, cache_dir=tmp_path)
+    cached = list(tmp_path.glob(f"index-{kind}-*.faiss"))
+    assert len(cached) == 1
+    stamp = cached[0].stat().st_mtime_ns
+    again = build_index(emb, params, cache_dir=tmp_path)
+    assert cached[0].stat().st_mtime_ns == stamp  # read, not rebuilt and rewritten
+    for a, b in zip(first.search(queries, 10), again.search(queries, 10), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert build_index(emb, IndexParams(kind="flat"), cache_dir=tmp_path).kind == "flat"
+    assert len(list(tmp_path.iterdir())) == 1  # flat is never cached
