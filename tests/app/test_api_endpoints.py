@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,5 +167,8 @@ def test_openapi_lists_every_endpoint(api: httpx.Client) -> None:
 
 def test_request_log_has_latency(api: httpx.Client, served: tuple[str, Path]) -> None:
     api.get("/items/i9")
-    log = (served[1] / "server.log").read_text()
-    assert re.search(r"GET /items/i9 200 \d+\.\dms", log), log[-500:]
+    pattern = re.compile(r"GET /items/i9 200 \d+\.\dms")
+    deadline = time.monotonic() + 5  # the line is written just after the response is sent
+    while not pattern.search(log := (served[1] / "server.log").read_text()):
+        assert time.monotonic() < deadline, log[-500:]
+        time.sleep(0.05)
