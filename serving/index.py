@@ -146,7 +146,7 @@ class HNSWIndex(ItemIndex):
         return index
 
     def _prepare_search(self, k: int) -> Any:
-        params = faiss.SearchParametersHNSW()
+        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = max(self.params.hnsw_ef_search, k)
         return params
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -108,7 +107,7 @@ class MetricsMiddleware:
                 )
 
 
-def _route_template(scope: dict[str, Any]) -> str:
+def _route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return str(path) if path else "unmatched"

@@ -34,10 +34,10 @@ def serve(
     from app.api.main import create_app
     from app.api.settings import Settings
 
-    given = {"home": home, "host": host, "port": port, "index": index}
+    given: dict[str, object] = {"home": home, "host": host, "port": port, "index": index}
     given["reload_interval"] = reload_interval
     try:
-        settings = Settings(**{k: v for k, v in given.items() if v is not None})
+        settings = Settings.model_validate({k: v for k, v in given.items() if v is not None})
     except ValidationError as err:
         first = err.errors()[0]
         raise RecsysInputError(f"setting {first['loc'][0]}: {first['msg']}") from None
