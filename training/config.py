@@ -69,6 +69,9 @@ class TrainConfig(_Section):
     lr: float = Field(1e-3, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
     max_epochs: int = Field(200, ge=1)
+    max_minutes: float | None = Field(
+        None, gt=0, description="Stop training after this wall time (the best checkpoint is kept)."
+    )
     patience: int = Field(10, ge=1, description="Early stopping, in validation rounds.")
     val_every: int = Field(1, ge=1, description="Validate every N epochs.")
     sparse_embeddings: bool = False

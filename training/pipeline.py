@@ -205,6 +205,7 @@ def _trainer(cfg: RecsysConfig, run_dir: Path, **overrides: Any) -> pl_lightning
     ]
     kwargs: dict[str, Any] = {
         "max_epochs": cfg.train.max_epochs,
+        "max_time": {"minutes": cfg.train.max_minutes} if cfg.train.max_minutes else None,
         "check_val_every_n_epoch": cfg.train.val_every,
         "accelerator": cfg.train.accelerator,
         "devices": 1,
