@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,10 +39,18 @@ def emit_json(payload: dict[str, Any]) -> None:
 
 
 def setup_logging(verbose: bool) -> None:
-    """Log to stderr: INFO by default, DEBUG with --verbose."""
+    """Log to stderr: INFO by default, DEBUG with --verbose.
+
+    Lightning's start-up chatter (accelerator lines, adverts, a deprecation warning from its
+    own internals) is kept to warnings unless --verbose is given.
+    """
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
         force=True,
     )
+    if not verbose:
+        logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
+        logging.getLogger("lightning").setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=DeprecationWarning)
