@@ -21,7 +21,8 @@ COPY training ./training
 COPY serving ./serving
 COPY configs ./configs
 COPY scripts ./scripts
-RUN pip install -c constraints.txt . \
+# Editable, so the YAML override sets under /app/configs are found next to the code.
+RUN pip install -c constraints.txt -e . \
     && mkdir -p /data/workspace \
     && chown -R recsys:recsys /data
 

@@ -37,6 +37,12 @@ for module in (data_cmds, train_cmds, serve_cmds, bench):
     module.register(app)
 
 
+def _first_line(err: Exception) -> str:
+    """The message's first line: errors are one line on stderr, whatever the library wrote."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
 def main() -> None:
     """Run the CLI; bad input exits 2 with one line on stderr, other failures exit 1.
 
@@ -45,12 +51,12 @@ def main() -> None:
     try:
         app()
     except RecsysInputError as err:
-        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.write(f"error: {_first_line(err)}\n")
         sys.exit(2)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
     except Exception as err:  # the one place that turns a crash into exit 1
         log.debug("unhandled error", exc_info=True)
-        sys.stderr.write(f"error: {type(err).__name__}: {err} (run with -v for details)\n")
+        sys.stderr.write(f"error: {type(err).__name__}: {_first_line(err)} (-v for details)\n")
         sys.exit(1)

@@ -109,7 +109,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise RecsysInputError(f"--set expects section.key=value, got {text!r}")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        raise RecsysInputError(f"--set {text!r}: the value is not valid YAML") from None
+    return key.strip().split("."), value
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +131,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         loaded = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise RecsysInputError(f"{path}: config file not found") from None
+    except OSError as err:
+        raise RecsysInputError(f"{path}: cannot read config ({err.strerror})") from None
     except yaml.YAMLError as err:
         raise RecsysInputError(f"{path}: not valid YAML ({err})") from None
     if loaded is None:

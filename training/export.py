@@ -43,6 +43,12 @@ ITEMS_SCHEMA = {
 }
 
 
+def check_version_name(version: str) -> None:
+    """Raise RecsysInputError unless `version` is a plain folder name a bundle may take."""
+    if not version or "/" in version or version.startswith(".") or version == CURRENT:
+        raise RecsysInputError(f"bad model version name {version!r}")
+
+
 def new_version_name() -> str:
     """A sortable, unique-enough version name such as `20261122-143501-ab12` (UTC)."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
@@ -101,8 +107,7 @@ def write_bundle(
         RecsysInputError: the version already exists or the name is not a plain folder name.
 
     """
-    if not version or "/" in version or version.startswith(".") or version == CURRENT:
-        raise RecsysInputError(f"bad model version name {version!r}")
+    check_version_name(version)
     target = models_dir / version
     if target.exists():
         raise RecsysInputError(f"model version {version!r} already exists in {models_dir}")

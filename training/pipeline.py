@@ -281,10 +281,11 @@ def train(
     """
     if 10 not in cfg.eval.ks:
         raise RecsysInputError("eval.ks must include 10: checkpoints are chosen on val/ndcg@10")
-    label = prepare_dataset(ws, dataset)
     version = version or export.new_version_name()
+    export.check_version_name(version)
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
+    label = prepare_dataset(ws, dataset)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     if splits.val.height == 0 or splits.test.height == 0:
         raise RecsysInputError("no validation or test examples: users need at least 3 events")

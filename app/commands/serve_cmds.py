@@ -83,7 +83,7 @@ def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
     if not rows:
         typer.echo(f"no models in {ws.models_dir}; run `recsys train`")
     for row in rows:
-        ndcg = row["metrics"].get("test/ndcg@10", row["metrics"].get("ndcg@10"))
+        ndcg = row["metrics"].get("test", {}).get("ndcg@10")
         extra = f" ndcg@10={ndcg:.4f}" if isinstance(ndcg, int | float) else ""
         mark = "*" if row["current"] else " "
         typer.echo(

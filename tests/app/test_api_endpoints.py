@@ -145,6 +145,9 @@ def test_admin_reload_requires_the_token(api: httpx.Client) -> None:
     assert api.post("/admin/reload").status_code == 401
     wrong = api.post("/admin/reload", headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
+    non_ascii = {"Authorization": "Bearer caf\xe9".encode("latin-1")}
+    latin1 = api.post("/admin/reload", headers=non_ascii)
+    assert latin1.status_code == 401
     ok = api.post("/admin/reload", headers={"Authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 200
     assert ok.json()["changed"] is False and ok.json()["model_version"] == "v1"

@@ -76,7 +76,7 @@ def make_bundle(
             "temperature": 0.05,
             "sampler": "none",
             "config": {},
-            "metrics": {"test/ndcg@10": 0.5},
+            "metrics": {"test": {"ndcg@10": 0.5}},
         },
     )
     if publish_it:

@@ -38,3 +38,13 @@ def test_malformed_override() -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(RecsysInputError, match="not found"):
         load_config([tmp_path / "absent.yaml"])
+
+
+def test_override_value_that_is_not_yaml() -> None:
+    with pytest.raises(RecsysInputError, match="not valid YAML"):
+        load_config(overrides=["train.lr=["])
+
+
+def test_directory_as_config_file(tmp_path: Path) -> None:
+    with pytest.raises(RecsysInputError, match="cannot read config"):
+        load_config([tmp_path])

@@ -20,7 +20,9 @@ def _check_token(request: Request, authorization: str | None) -> None:
     if not token:
         raise HTTPException(404, "admin routes are disabled (no RECSYS_ADMIN_TOKEN set)")
     scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+    # Bytes, not str: compare_digest refuses non-ASCII str, and a header may carry any byte.
+    matches = hmac.compare_digest(given.strip().encode(), token.encode())
+    if scheme.lower() != "bearer" or not matches:
         raise HTTPException(
             401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
         )
