@@ -34,7 +34,7 @@ class ModelConfig(_Section):
     max_len: int = Field(50, ge=1, description="Query history length L.")
     num_layers: int = Field(2, ge=1)
     num_heads: int = Field(1, ge=1)
-    dropout: float = Field(0.3, ge=0.0, lt=1.0)
+    dropout: float = Field(0.5, ge=0.0, lt=1.0)
     share_embeddings: bool = True
     temperature: float = Field(0.05, gt=0.0, description="logit = h . c / temperature.")
 
@@ -66,7 +66,7 @@ class TrainConfig(_Section):
     """The optimisation loop."""
 
     batch_size: int = Field(128, ge=1)
-    lr: float = Field(1e-3, gt=0.0)
+    lr: float = Field(6e-3, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(
