@@ -50,6 +50,11 @@ def test_all_hits_give_zero_loss_and_finite_gradients() -> None:
         grads = torch.autograd.grad(loss, [pos, neg])
         assert all(torch.isfinite(g).all() for g in grads), name
         assert torch.isfinite(loss), name
+        # masked hits take no part: no gradient reaches them
+        assert torch.equal(grads[1], torch.zeros_like(neg)), name
+        if name in ("sampled_softmax", "absolute_softmax"):
+            # only the positive is left in the normaliser: log(e^x / e^x) = 0
+            assert loss.item() == pytest.approx(0.0, abs=1e-6), name
 
 
 def test_shared_and_per_query_negatives_agree() -> None:
