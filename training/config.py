@@ -30,7 +30,7 @@ class ModelConfig(_Section):
     """The two towers."""
 
     tower: Literal["sasrec", "mean"] = "sasrec"
-    dim: int = Field(64, ge=2)
+    dim: int = Field(256, ge=2)
     max_len: int = Field(50, ge=1, description="Query history length L.")
     num_layers: int = Field(2, ge=1)
     num_heads: int = Field(1, ge=1)
@@ -66,7 +66,7 @@ class TrainConfig(_Section):
     """The optimisation loop."""
 
     batch_size: int = Field(128, ge=1)
-    lr: float = Field(6e-3, gt=0.0)
+    lr: float = Field(3e-3, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(

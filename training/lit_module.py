@@ -151,18 +151,31 @@ class RetrievalModule(pl.LightningModule):
         opts = self.optimizers()
         return list(opts) if isinstance(opts, list | tuple) else [opts]
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        """One optimiser step (manual), then the sampler update."""
-        opts = self._optimizers()
-        for opt in opts:
+    def optimisation_step(
+        self,
+        batch: tuple[Tensor, Tensor],
+        optimizers: list[Any],
+        backward: Callable[[Tensor], None],
+    ) -> Tensor:
+        """One whole training step: loss, backward, every optimiser, then the sampler update.
+
+        `backward` is Lightning's `manual_backward` in training; `recsys bench train-step`
+        drives the same step outside a Trainer with `Tensor.backward`.
+        """
+        for opt in optimizers:
             opt.zero_grad()
         loss, touched = self._step(batch)
-        self.manual_backward(loss)
-        for opt in opts:
+        backward(loss)
+        for opt in optimizers:
             opt.step()
         self._sync_sampler(touched)
-        self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch[0].shape[0])
         return loss.detach()
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        """One optimiser step (manual), then the sampler update."""
+        loss = self.optimisation_step(batch, self._optimizers(), self.manual_backward)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
+        return loss
 
     @torch.no_grad()
     def _sync_sampler(self, touched: Tensor | None) -> None:

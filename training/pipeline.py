@@ -179,9 +179,15 @@ class EpochTimer(Callback):
         self.seconds.append(time.perf_counter() - self._start)
 
 
-def build_module(cfg: RecsysConfig, splits: Splits) -> RetrievalModule:
-    """Model, sampler (None for `sampler.name == "full"`) and loss, wired into the module."""
-    n = splits.num_items
+def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalModule:
+    """Model, sampler (None for `sampler.name == "full"`) and loss, wired into the module.
+
+    Args:
+        cfg: The run's configuration.
+        n: Catalogue size (item_idx 1..n).
+        counts: `[n + 1]` training interaction counts per item_idx (popularity, log-q).
+
+    """
     if cfg.sampler.name == FULL and cfg.train.sparse_embeddings:
         raise RecsysInputError(
             "full softmax touches every item row: use train.sparse_embeddings=false"
@@ -189,7 +195,7 @@ def build_module(cfg: RecsysConfig, splits: Splits) -> RetrievalModule:
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     if cfg.sampler.name == FULL:
         return RetrievalModule(model, cfg, None, full_loss=full_softmax)
-    ctx = SamplerContext(n, item_counts(splits), cfg.model.temperature)
+    ctx = SamplerContext(n, counts, cfg.model.temperature)
     sampler = build_sampler(cfg.sampler, ctx)
     return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
 
@@ -235,7 +241,7 @@ def _fit(
         splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed,
     )  # fmt: skip
-    module = build_module(cfg, splits)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
     trainer = _trainer(cfg, run_dir, **overrides)
     for logger in trainer.loggers:
         logger.log_hyperparams(cfg.model_dump())

@@ -16,17 +16,11 @@ from typing import Annotated, Any
 
 import typer
 
+from app.bench import options
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-
-def _csv(text: str, what: str) -> list[str]:
-    items = [part.strip() for part in text.split(",") if part.strip()]
-    if not items:
-        raise RecsysInputError(f"--{what} needs at least one value")
-    return items
 
 
 def combos(samplers: list[str], negatives: list[int]) -> list[tuple[str, int | None]]:
@@ -160,11 +154,8 @@ def quality_command(
     ] = None,
 ) -> None:
     """Train every (sampler, m) with the same config and seed; write a table and a plot."""
-    try:
-        negatives = [int(m) for m in _csv(num_negatives, "num-negatives")]
-    except ValueError:
-        raise RecsysInputError(f"--num-negatives must be integers, got {num_negatives!r}") from None
-    names = _csv(samplers, "samplers")
+    negatives = options.ints(num_negatives, "num-negatives")
+    names = options.names(samplers, "samplers")
     with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:
         chosen = home if home is not None else Path(tmp)
         data = run_quality(

@@ -12,14 +12,9 @@ from typing import Annotated
 
 import typer
 
+from app.bench import options
+
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
 
 
 def samplers(
@@ -38,7 +33,13 @@ def samplers(
     """Time drawing 1024 shared negatives for 256 queries, and updating 10,000 rows."""
     from app.bench.sampler_timing import plot, run_benchmark  # torch: only when run
 
-    payload = run_benchmark(_ints(items), _ints(features), repeats, leaf_size, threads)
+    payload = run_benchmark(
+        options.ints(items, "items"),
+        options.ints(features, "features"),
+        repeats,
+        leaf_size,
+        threads,
+    )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(payload, indent=1) + "\n")
     plot(payload, plot_path)

@@ -26,6 +26,8 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from app.bench import options
+
 HISTORY = 20
 K = 10
 
@@ -240,7 +242,7 @@ def bench_serving(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
 ) -> None:
     """Load-test `recsys serve` on synthetic catalogues; requests/s, p50/p95/p99, errors."""
-    sizes = [int(x) for x in items.split(",") if x.strip()]
+    sizes = options.ints(items, "items")
     with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:
         work = work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)

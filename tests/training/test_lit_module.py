@@ -63,7 +63,7 @@ def test_short_run_beats_popularity_clearly(splits: Splits) -> None:
         overrides=[*TINY, "sampler.name=uniform", "sampler.num_negatives=64", "train.lr=0.005"]
     )
     torch.manual_seed(0)
-    module = build_module(cfg, splits)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
     _fit(cfg, splits, module, epochs=8, limit_val_batches=0)
     got = _test_metrics(cfg, splits, module)
     dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
@@ -120,7 +120,7 @@ def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
 def test_full_softmax_and_per_query_paths_train(splits: Splits) -> None:
     for extra in (["sampler.name=full"], ["sampler.per_query=true", "sampler.num_negatives=8"]):
         cfg = load_config(overrides=[*TINY, *extra])
-        module = build_module(cfg, splits)
+        module = build_module(cfg, splits.num_items, item_counts(splits))
         batch = next(iter(SequenceDataModule(splits, 20, 16).train_dataloader()))
         loss, touched = module._step(batch)
         assert loss.ndim == 0 and torch.isfinite(loss)
@@ -131,7 +131,7 @@ def test_full_softmax_and_per_query_paths_train(splits: Splits) -> None:
 
 def test_validation_logs_full_ranking_metrics(splits: Splits, tmp_path: Path) -> None:
     cfg = load_config(overrides=[*TINY, "sampler.name=popularity"])
-    module = build_module(cfg, splits)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
     pl.seed_everything(0, verbose=False)
     dm = SequenceDataModule(splits, 20, 64)
     trainer = pl.Trainer(
@@ -154,7 +154,7 @@ def test_every_registered_sampler_trains_and_validates(splits: Splits, name: str
         overrides=[*TINY, f"sampler.name={name}", "sampler.num_negatives=16",
                    "sampler.refresh_every=2", *extra]
     )  # fmt: skip
-    module = build_module(cfg, splits)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
     before = module.model.item_embedding_weight.detach().clone()
     _fit(cfg, splits, module, epochs=1, limit_train_batches=3, limit_val_batches=1)
     assert module.opt_steps == 3

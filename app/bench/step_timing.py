@@ -1,0 +1,161 @@
+"""Step timing behind `recsys bench train-step`: milliseconds per whole training step.
+
+A step is exactly what training runs per batch (`RetrievalModule.optimisation_step`): query
+tower forward over B histories, the loss (sampled softmax over the sampler's negatives, or the
+full softmax over all n items), backward, every optimiser, and the sampler's update with the
+rows that changed. Sampled runs use sparse id tables (`SparseAdam`, only touched rows move);
+the full softmax needs dense Adam, since every row gets a gradient. The item table is random
+and the histories are drawn from a Zipf-like popularity, so timings do not depend on data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.config import RecsysConfig, load_config
+from training.pipeline import build_module
+
+FULL = "full"
+
+
+def _counts(n: int, gen: torch.Generator) -> torch.Tensor:
+    """`[n + 1]` Zipf-like interaction counts (index 0, padding, is 0)."""
+    ranks = torch.randperm(n, generator=gen).to(torch.float64) + 1.0
+    return torch.cat([torch.zeros(1, dtype=torch.float64), 1e6 * ranks**-1.0 + 1.0])
+
+
+def _batch(
+    counts: torch.Tensor, batch: int, length: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """B full histories `[B, L]` and one next-item target per row (the last column)."""
+    items = torch.multinomial(counts.to(torch.float32), batch * (length + 1), True, generator=gen)
+    seq = items.reshape(batch, length + 1)
+    targets = torch.zeros(batch, length, dtype=torch.int64)
+    targets[:, -1] = seq[:, -1]
+    return seq[:, :-1], targets
+
+
+def _config(sampler: str, tower: str, args: dict[str, Any]) -> RecsysConfig:
+    return load_config(
+        overrides=[
+            f"sampler.name={sampler}",
+            f"sampler.num_negatives={args['num_negatives']}",
+            f"model.dim={args['dim']}",
+            f"model.tower={tower}",
+            f"model.max_len={args['length']}",
+            f"train.sparse_embeddings={str(sampler != FULL).lower()}",
+        ]
+    )
+
+
+def bench_one(
+    sampler: str, tower: str, n: int, counts: torch.Tensor, args: dict[str, Any]
+) -> dict[str, Any]:
+    """Median and minimum ms per step of one sampler and query tower on n items."""
+    gen = torch.Generator().manual_seed(n)
+    torch.manual_seed(n)
+    cfg = _config(sampler, tower, args)
+    module = build_module(cfg, n, counts)
+    module.on_train_start()  # the sampler's initial state, as in training
+    opts = module.configure_optimizers()
+    opts = list(opts) if isinstance(opts, list | tuple) else [opts]
+    batches = [_batch(counts, args["batch"], args["length"], gen) for _ in range(2)]
+    times = []
+    for step in range(args["repeats"] + 1):  # step 0 warms up (allocations, Adam state)
+        started = time.perf_counter()
+        module.optimisation_step(batches[step % 2], opts, torch.Tensor.backward)
+        if step:
+            times.append((time.perf_counter() - started) * 1000)
+    return {
+        "sampler": sampler,
+        "items": n,
+        "batch": args["batch"],
+        "num_negatives": None if sampler == FULL else args["num_negatives"],
+        "dim": args["dim"],
+        "tower": tower,
+        "history": args["length"],
+        "optimizer": "Adam (dense)" if sampler == FULL else "Adam + SparseAdam (id tables)",
+        "ms_per_step": round(statistics.median(times), 3),
+        "ms_per_step_min": round(min(times), 3),
+    }
+
+
+def run_benchmark(
+    items: list[int], samplers: list[str], towers: list[str], args: dict[str, Any]
+) -> dict[str, Any]:
+    """Every sampler (and `full`) with every tower at every catalogue size: the JSON payload."""
+    torch.set_num_threads(args["threads"])
+    results = []
+    for n in items:
+        counts = _counts(n, torch.Generator().manual_seed(0))
+        for tower in towers:
+            for sampler in samplers:
+                row = bench_one(sampler, tower, n, counts, args)
+                sys.stderr.write(json.dumps(row) + "\n")
+                results.append(row)
+    machine = {
+        "cpus": os.cpu_count(),
+        "threads": args["threads"],
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+    }
+    return {"results": results, "setup": args, "machine": machine}
+
+
+def speedups(payload: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per `"<tower> n=<items>"`: full-softmax ms per step / each sampler's ms per step."""
+    out: dict[str, dict[str, float]] = {}
+    cells = dict.fromkeys((r["tower"], r["items"]) for r in payload["results"])
+    for tower, n in cells:
+        rows = {
+            r["sampler"]: r["ms_per_step"]
+            for r in payload["results"]
+            if (r["tower"], r["items"]) == (tower, n)
+        }
+        if FULL in rows:
+            out[f"{tower} n={n}"] = {
+                s: round(rows[FULL] / ms, 1) for s, ms in rows.items() if s != FULL and ms > 0
+            }
+    return out
+
+
+def plot(payload: dict[str, Any], path: Path) -> None:
+    """One log-log panel per query tower: ms per step against n, one line per sampler."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    towers = list(dict.fromkeys(r["tower"] for r in payload["results"]))
+    fig, axes = plt.subplots(1, len(towers), figsize=(6 * len(towers), 4.2), squeeze=False)
+    setup = payload["setup"]
+    for ax, tower in zip(axes[0], towers, strict=True):
+        mine = [r for r in payload["results"] if r["tower"] == tower]
+        for sampler in dict.fromkeys(r["sampler"] for r in mine):
+            rows = sorted((r for r in mine if r["sampler"] == sampler), key=lambda r: r["items"])
+            xs, ys = [r["items"] for r in rows], [r["ms_per_step"] for r in rows]
+            ax.plot(xs, ys, "o-", label=sampler)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="items n",
+            ylabel="ms per training step",
+            title=f"{tower} tower over {setup['length']} items: B = {setup['batch']}, "
+            f"d = {setup['dim']}, m = {setup['num_negatives']}",
+        )
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

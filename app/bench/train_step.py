@@ -1,0 +1,67 @@
+"""`recsys bench train-step`: milliseconds per training step, full softmax against each sampler.
+
+The measurement lives in `app.bench.step_timing`, imported only when the benchmark runs so that
+the rest of the CLI starts without loading torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.bench import options
+from app.bench.samplers import RESULTS
+from data.errors import RecsysInputError
+
+DEFAULT_SAMPLERS = "full,uniform,popularity,in-batch,mixed,exact,quadratic,rff"
+
+
+def train_step(
+    items: Annotated[str, typer.Option("--items", help="Catalogue sizes, comma-separated.")] = (
+        "10000,100000,1000000"
+    ),
+    samplers: Annotated[
+        str, typer.Option("--samplers", help="`full` and/or sampler names, comma-separated.")
+    ] = DEFAULT_SAMPLERS,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Queries per step B.")] = 256,
+    num_negatives: Annotated[int, typer.Option("--num-negatives", min=1, help="m.")] = 1024,
+    dim: Annotated[int, typer.Option("--dim", min=1, help="Embedding size d.")] = 64,
+    towers: Annotated[
+        str, typer.Option("--towers", help="Query towers, comma-separated: sasrec, mean.")
+    ] = "sasrec,mean",
+    history: Annotated[int, typer.Option("--history", min=1, help="Items per history L.")] = 20,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed steps per cell.")] = 5,
+    threads: Annotated[int, typer.Option("--threads", min=1)] = 2,
+    json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = RESULTS
+    / "train_step.json",
+    plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
+    / "train_step.png",
+) -> None:
+    """Time whole training steps (forward, backward, optimisers, sampler update) per sampler."""
+    from app.bench.step_timing import plot, run_benchmark, speedups  # torch: only when run
+    from training.samplers import SAMPLERS
+
+    names = options.names(samplers, "samplers")
+    unknown = [s for s in names if s != "full" and s not in SAMPLERS]
+    if unknown:
+        known = ", ".join(["full", *sorted(SAMPLERS)])
+        raise RecsysInputError(f"--samplers: unknown {', '.join(unknown)}; known: {known}")
+    args = {
+        "batch": batch, "num_negatives": num_negatives, "dim": dim,
+        "length": history, "repeats": repeats, "threads": threads,
+    }  # fmt: skip
+    tower_names = options.names(towers, "towers")
+    payload = run_benchmark(options.ints(items, "items"), names, tower_names, args)
+    payload["speedup_vs_full"] = speedups(payload)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(payload, indent=1) + "\n")
+    plot(payload, plot_path)
+    typer.echo(f"wrote {json_path} and {plot_path}")
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Attach this benchmark's subcommand."""
+    bench_app.command("train-step")(train_step)
