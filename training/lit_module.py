@@ -87,6 +87,11 @@ def evaluate_loader(
     return {k: float(v) for k, v in metrics.items()}
 
 
+def _as_list(opts: Any) -> list[Any]:
+    """One optimiser or several -> a list of them."""
+    return list(opts) if isinstance(opts, list | tuple) else [opts]
+
+
 class RetrievalModule(pl.LightningModule):
     """Trains a `TwoTowerModel` with sampled softmax (a sampler) or full softmax (None)."""
 
@@ -148,8 +153,11 @@ class RetrievalModule(pl.LightningModule):
         return loss, touched
 
     def _optimizers(self) -> list[Any]:
-        opts = self.optimizers()
-        return list(opts) if isinstance(opts, list | tuple) else [opts]
+        return _as_list(self.optimizers())
+
+    def standalone_optimizers(self) -> list[Any]:
+        """Fresh optimisers for `optimisation_step` outside a Trainer (benchmarks, tests)."""
+        return _as_list(self.configure_optimizers())
 
     def optimisation_step(
         self,

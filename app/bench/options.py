@@ -1,8 +1,15 @@
-"""Comma-separated option values shared by the `recsys bench` commands."""
+"""What the `recsys bench` commands share: comma-separated option values, result writing."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 from data.errors import RecsysInputError
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"
 
 
 def names(text: str, option: str) -> list[str]:
@@ -25,3 +32,18 @@ def ints(text: str, option: str) -> list[int]:
     if any(v < 1 for v in parsed):
         raise RecsysInputError(f"--{option}: values must be positive, got {text!r}")
     return parsed
+
+
+def write_results(
+    payload: dict[str, Any],
+    json_path: Path,
+    plot_path: Path,
+    plot: Callable[[dict[str, Any], Path], None],
+) -> None:
+    """Write the payload as JSON and its plot as PNG, then say where both went."""
+    import typer
+
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(payload, indent=1) + "\n")
+    plot(payload, plot_path)
+    typer.echo(f"wrote {json_path} and {plot_path}")

@@ -6,15 +6,12 @@ that the rest of the CLI starts without loading torch.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from app.bench import options
-
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"
 
 
 def samplers(
@@ -25,9 +22,9 @@ def samplers(
     repeats: Annotated[int, typer.Option("--repeats", min=1)] = 5,
     leaf_size: Annotated[int, typer.Option("--leaf-size", min=1, help="Kernel tree b.")] = 8,
     threads: Annotated[int, typer.Option("--threads", min=1)] = 2,
-    json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = RESULTS
+    json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = options.RESULTS
     / "samplers.json",
-    plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
+    plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = options.RESULTS
     / "samplers.png",
 ) -> None:
     """Time drawing 1024 shared negatives for 256 queries, and updating 10,000 rows."""
@@ -40,10 +37,7 @@ def samplers(
         leaf_size,
         threads,
     )
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(payload, indent=1) + "\n")
-    plot(payload, plot_path)
-    typer.echo(f"wrote {json_path} and {plot_path}")
+    options.write_results(payload, json_path, plot_path, plot)
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -66,8 +66,7 @@ def bench_one(
     cfg = _config(sampler, tower, args)
     module = build_module(cfg, n, counts)
     module.on_train_start()  # the sampler's initial state, as in training
-    opts = module.configure_optimizers()
-    opts = list(opts) if isinstance(opts, list | tuple) else [opts]
+    opts = module.standalone_optimizers()
     batches = [_batch(counts, args["batch"], args["length"], gen) for _ in range(2)]
     times = []
     for step in range(args["repeats"] + 1):  # step 0 warms up (allocations, Adam state)

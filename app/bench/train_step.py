@@ -6,14 +6,12 @@ the rest of the CLI starts without loading torch.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from app.bench import options
-from app.bench.samplers import RESULTS
 from data.errors import RecsysInputError
 
 DEFAULT_SAMPLERS = "full,uniform,popularity,in-batch,mixed,exact,quadratic,rff"
@@ -35,9 +33,9 @@ def train_step(
     history: Annotated[int, typer.Option("--history", min=1, help="Items per history L.")] = 20,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed steps per cell.")] = 5,
     threads: Annotated[int, typer.Option("--threads", min=1)] = 2,
-    json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = RESULTS
+    json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = options.RESULTS
     / "train_step.json",
-    plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
+    plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = options.RESULTS
     / "train_step.png",
 ) -> None:
     """Time whole training steps (forward, backward, optimisers, sampler update) per sampler."""
@@ -56,10 +54,7 @@ def train_step(
     tower_names = options.names(towers, "towers")
     payload = run_benchmark(options.ints(items, "items"), names, tower_names, args)
     payload["speedup_vs_full"] = speedups(payload)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(payload, indent=1) + "\n")
-    plot(payload, plot_path)
-    typer.echo(f"wrote {json_path} and {plot_path}")
+    options.write_results(payload, json_path, plot_path, plot)
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -18,8 +18,7 @@ def _one_step(sampler: str, n: int = 200) -> tuple[torch.Tensor, torch.Tensor, t
     counts = _counts(n, torch.Generator().manual_seed(0))
     module = build_module(_config(sampler, "mean", SMALL), n, counts)
     module.on_train_start()
-    opts = module.configure_optimizers()
-    opts = list(opts) if isinstance(opts, list | tuple) else [opts]
+    opts = module.standalone_optimizers()
     inputs, targets = _batch(counts, SMALL["batch"], SMALL["length"], torch.Generator())
     before = module.model.item_embedding_weight.detach().clone()
     loss = module.optimisation_step((inputs, targets), opts, torch.Tensor.backward)
