@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import HTTPException, Request
 
 from app.api.schemas import Item, RecommendResponse
+from serving.batcher import RequestBatcher
 from serving.recommender import Recommender, Result, ScoredItem
 from serving.service import ModelService
 
@@ -15,7 +16,17 @@ def service(request: Request) -> ModelService:
     return svc
 
 
-def recommender(request: Request) -> Recommender:
+# The dependencies are `async def` so that FastAPI runs them on the event loop: a plain
+# `def` dependency costs every request a hop to the thread pool.
+
+
+async def batcher(request: Request) -> RequestBatcher:
+    """The app's RequestBatcher (every /recommend goes through it)."""
+    found: RequestBatcher = request.app.state.batcher
+    return found
+
+
+async def recommender(request: Request) -> Recommender:
     """The Recommender serving now, read once so a request never straddles a reload."""
     current = service(request).current
     if current is None:

@@ -15,6 +15,7 @@ from app.api.metrics import Metrics
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.api.routes import admin, health, items, recommend
 from app.api.settings import Settings
+from serving.batcher import RequestBatcher
 from serving.service import ModelService
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
             _start_loading(svc, settings.reload_interval)
         yield
         svc.stop()
+        batcher.close()
 
     app = FastAPI(
         title="recsys",
@@ -67,6 +69,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     app.state.settings = settings
     app.state.service = svc
     app.state.metrics = Metrics()
+    app.state.batcher = batcher = RequestBatcher(settings.max_batch)
     for module in (recommend, items, health, admin):
         app.include_router(module.router)
     install_error_handlers(app)

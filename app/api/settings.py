@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     reload_interval: float = Field(5.0, ge=0, description="Seconds between CURRENT polls; 0 off.")
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(1_000_000, ge=1)
+    max_batch: int = Field(256, ge=1, description="Most queries answered in one model pass.")
     torch_threads: int = Field(1, ge=1, description="Intra-op threads of the query tower.")
     access_log: bool = True
 

@@ -49,6 +49,8 @@ def serve(
         port=settings.port,
         log_config=None,  # keep the CLI's logging; our middleware writes the access lines
         access_log=False,
+        loop="uvloop",  # C event loop and HTTP parser: the CPU they save goes to the model
+        http="httptools",
         timeout_graceful_shutdown=5,
     )
 

@@ -25,10 +25,14 @@ ERRORS: dict[int | str, dict[str, object]] = {
     response_model_exclude_none=True,
     responses=ERRORS,
 )
-async def similar(
+def similar(
     item_id: str, rec: Rec, k: Annotated[int, Query(ge=1, le=MAX_K)] = 10
 ) -> SimilarResponse:
-    """The k items nearest to `item_id` in the item embedding space."""
+    """The k items nearest to `item_id` in the item embedding space.
+
+    A plain `def`: FastAPI runs it on its thread pool, so the index search does not hold
+    up the event loop.
+    """
     items = rec.similar(item_id, k)
     return SimilarResponse(
         item_id=item_id, items=[item_out(i) for i in items], model_version=rec.version

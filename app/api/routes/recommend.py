@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import recommender, response_of
+from app.api.deps import batcher, recommender, response_of
 from app.api.schemas import (
     MAX_HISTORY,
     MAX_ID_LENGTH,
@@ -17,11 +17,13 @@ from app.api.schemas import (
     RecommendRequest,
     RecommendResponse,
 )
+from serving.batcher import RequestBatcher
 from serving.recommender import Query as RecQuery
 from serving.recommender import Recommender
 
 router = APIRouter(tags=["recommend"])
 Rec = Annotated[Recommender, Depends(recommender)]
+Batcher = Annotated[RequestBatcher, Depends(batcher)]
 ERRORS: dict[int | str, dict[str, object]] = {
     413: {"model": ErrorResponse},
     422: {"model": ErrorResponse},
@@ -41,13 +43,15 @@ def _query(body: RecommendRequest) -> RecQuery:
 )
 async def recommend_get(
     rec: Rec,
+    batch: Batcher,
     user_id: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH)] = None,
     items: Annotated[list[str] | None, Query(max_length=MAX_HISTORY)] = None,
     k: Annotated[int, Query(ge=1, le=MAX_K)] = 10,
     exclude_seen: bool = True,
 ) -> RecommendResponse:
     """Top-k items for a user (history from the event store) and/or `items` (repeatable)."""
-    result = rec.recommend(RecQuery(user_id, tuple(items or ()), k, exclude_seen))
+    query = RecQuery(user_id, tuple(items or ()), k, exclude_seen)
+    (result,) = await batch.recommend(rec, [query])
     return response_of(result)
 
 
@@ -57,9 +61,10 @@ async def recommend_get(
     response_model_exclude_none=True,
     responses=ERRORS,
 )
-async def recommend_post(body: RecommendRequest, rec: Rec) -> RecommendResponse:
+async def recommend_post(body: RecommendRequest, rec: Rec, batch: Batcher) -> RecommendResponse:
     """Top-k items for a known user and/or an anonymous session's `items`."""
-    return response_of(rec.recommend(_query(body)))
+    (result,) = await batch.recommend(rec, [_query(body)])
+    return response_of(result)
 
 
 @router.post(
@@ -68,7 +73,7 @@ async def recommend_post(body: RecommendRequest, rec: Rec) -> RecommendResponse:
     response_model_exclude_none=True,
     responses=ERRORS,
 )
-async def recommend_batch(body: BatchRequest, rec: Rec) -> BatchResponse:
-    """Up to 1,000 /recommend bodies, answered with one model pass."""
-    results = rec.recommend_batch([_query(r) for r in body.requests])
+async def recommend_batch(body: BatchRequest, rec: Rec, batch: Batcher) -> BatchResponse:
+    """Up to 1,000 /recommend bodies, answered in as few model passes as the batcher allows."""
+    results = await batch.recommend(rec, [_query(r) for r in body.requests])
     return BatchResponse(results=[response_of(r) for r in results], model_version=rec.version)

@@ -1,0 +1,91 @@
+"""Coalesce concurrent recommendation requests into one model pass, off the event loop.
+
+Under load, many requests wait at once; answering them one by one costs one query-tower
+call and one index search each, on the event loop, which then cannot parse the next
+request meanwhile. `RequestBatcher` queues every request and a single worker answers all
+the queued ones with one `Recommender.recommend_batch` call on a model thread. Batching is
+opportunistic: a request that finds the worker idle starts it at once (no added wait), and
+the requests that arrive while a batch runs form the next one.
+
+A request is answered by the Recommender it read when it arrived (entries with different
+Recommenders, around a reload, never share a batch), so a swap never fails or mixes one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from serving.recommender import Query, Recommender, Result
+
+
+@dataclass
+class _Entry:
+    rec: Recommender
+    queries: Sequence[Query]
+    future: asyncio.Future[list[Result]]
+
+
+class RequestBatcher:
+    """Answer `recommend` calls in batches of up to `max_batch` queries on one model thread."""
+
+    def __init__(self, max_batch: int = 256) -> None:
+        """Create an idle batcher; its thread starts with the first batch."""
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.max_batch = max_batch
+        self._pending: deque[_Entry] = deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="recsys-model")
+
+    async def recommend(self, rec: Recommender, queries: Sequence[Query]) -> list[Result]:
+        """Results for `queries` (in order) from `rec`, batched with concurrent calls."""
+        loop = asyncio.get_running_loop()
+        entry = _Entry(rec, queries, loop.create_future())
+        self._pending.append(entry)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await entry.future
+
+    def close(self) -> None:
+        """Stop the model thread once the batch running (if any) is done."""
+        self._executor.shutdown(wait=True)
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch = self._take()
+            queries = [q for entry in batch for q in entry.queries]
+            try:
+                results = await loop.run_in_executor(
+                    self._executor, batch[0].rec.recommend_batch, queries
+                )
+            except Exception as err:  # reported to every waiting request, never lost
+                for entry in batch:
+                    if not entry.future.done():
+                        entry.future.set_exception(err)
+                continue
+            start = 0
+            for entry in batch:
+                end = start + len(entry.queries)
+                if not entry.future.done():  # a cancelled request (client gone) is skipped
+                    entry.future.set_result(results[start:end])
+                start = end
+
+    def _take(self) -> list[_Entry]:
+        """The next batch: the longest queue prefix with one Recommender.
+
+        At most max_batch queries, but always at least one entry, however many it holds.
+        """
+        first = self._pending.popleft()
+        batch, size = [first], len(first.queries)
+        while self._pending:
+            nxt = self._pending[0]
+            if nxt.rec is not first.rec or size + len(nxt.queries) > self.max_batch:
+                break
+            batch.append(self._pending.popleft())
+            size += len(nxt.queries)
+        return batch
