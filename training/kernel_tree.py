@@ -27,6 +27,8 @@ from training.feature_maps import FeatureMap
 
 _TINY = 1e-30  # keeps a bucket's exact kernel weights from summing to 0 after underflow
 _CHUNK = 1 << 24  # floats per temporary block (64 MiB)
+_GATHER_COST = 16  # multiply-adds of a matrix product per gathered float (CPU, measured order)
+_SCORE_ALL_FACTOR = 16  # per-query draws score all n items when n <= this * m * b
 
 
 class KernelTree:
@@ -181,8 +183,13 @@ class KernelTree:
         q = p.shape[0]
         node = torch.zeros(q, num, dtype=torch.long, device=p.device)
         log_p = torch.zeros(q, num, device=p.device)
+        # Scoring a whole level is one [Q, F] x [F, nodes] product that reads the level once;
+        # gathering each draw's two children reads 2 F floats per draw, Q m of them. A matrix
+        # product does ~16 multiply-adds in the time of one gathered float, so the whole level
+        # is cheaper up to about 2 m min(Q, 16) nodes (2 m for the single shared row).
+        whole_up_to = 2 * num * min(q, _GATHER_COST)
         for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
-            if level.shape[0] <= 2 * num:  # score the whole level: one [Q, F] x [F, nodes]
+            if level.shape[0] <= whole_up_to:  # score the whole level
                 s = self._scores(p @ level.T, valid).view(q, -1, 2)
                 pair = torch.gather(s, 1, node.unsqueeze(-1).expand(-1, -1, 2))
             else:  # gather the two children of each draw's node: O(m F)
@@ -227,9 +234,11 @@ class KernelTree:
         p, coef = self._query_vectors(h, shared)
         if shared:
             return self._sample_shared(h, p, coef, num)
-        per_chunk = max(1, _CHUNK // max(1, num * 2 * max(self.fmap.dim, self.b * h.shape[1])))
+        score_all = self.num_items <= _SCORE_ALL_FACTOR * num * self.b
+        bucket_floats = self.num_items if score_all else num * self.b * h.shape[1]
+        per_chunk = max(1, _CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
         parts = [
-            self._sample_rows(h[i : i + per_chunk], p[i : i + per_chunk], num)
+            self._sample_rows(h[i : i + per_chunk], p[i : i + per_chunk], num, score_all)
             for i in range(0, h.shape[0], per_chunk)
         ]
         return torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
@@ -245,11 +254,18 @@ class KernelTree:
         ids = rows[inverse, slot]
         return ids, log_p[0] + log_w
 
-    def _sample_rows(self, h: Tensor, p: Tensor, num: int) -> tuple[Tensor, Tensor]:
-        """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel."""
+    def _sample_rows(
+        self, h: Tensor, p: Tensor, num: int, score_all: bool
+    ) -> tuple[Tensor, Tensor]:
+        """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel.
+
+        With `score_all` (a catalogue of at most _SCORE_ALL_FACTOR m b items) the bucket
+        dots come from one dense [Q, d] x [d, n] product, faster than gathering the m b
+        bucket rows of every query.
+        """
         leaf, log_p = self._descend(p, num)
         rows, ok = self._bucket_rows(leaf)  # [Q, m, b]
-        if self.num_items <= 4 * rows[0].numel():  # small catalogue: score it all, then gather
+        if score_all:
             dots = (h @ self.items.T).gather(1, rows.flatten(1)).view_as(rows)
         else:
             bucket_items = self.items.index_select(0, rows.flatten()).view(*rows.shape, -1)

@@ -15,13 +15,9 @@ import torch
 from torch import Tensor
 
 from training.config import RecsysConfig
+from training.diagnostics import proposal_kl
 from training.model import TwoTowerModel
 from training.samplers import NegativeSampler
-
-try:  # written by the kernel-sampler engineer; optional
-    from training.diagnostics import proposal_kl
-except ImportError:  # pragma: no cover - absent in early trees
-    proposal_kl = None  # type: ignore[assignment]
 
 SampledLoss = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 FullLoss = Callable[[Tensor, Tensor], Tensor]
@@ -250,7 +246,7 @@ class RetrievalModule(pl.LightningModule):
         metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
         for name, value in metrics.items():
             self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
-        if prefix == "val" and self.sampler is not None and proposal_kl is not None:
+        if prefix == "val" and self.sampler is not None:
             kl = proposal_kl(
                 self.sampler, self._val["queries"], self._val["item_emb"], self.temperature
             )
