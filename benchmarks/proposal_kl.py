@@ -1,0 +1,102 @@
+"""How far each sampler's proposal is from a trained model's softmax: KL(p || q) per sampler.
+
+Usage: python benchmarks/proposal_kl.py --home HOME --json FILE [--queries N] [--rff-features D,D]
+
+HOME is a workspace with a training run (`recsys train`, or `recsys bench quality --home HOME`);
+its newest run gives the config (`hparams.yaml`) and the trained towers (`best.ckpt`). The
+queries are the query tower's vectors for the first `--queries` validation examples, as the
+training loop's `val/proposal_kl` uses them. Every sampler is built as training builds it (its
+`configs/samplers/<name>.yaml` preset), refreshed on the checkpoint's item table, and measured
+with `training.diagnostics.proposal_kl`: shared (one proposal for the batch: the mixture of the
+queries' kernel distributions, as the shared draws use) and, for the kernel samplers, per
+query. Uniform KL is log n - H(p); a proposal above it is worse than uniform.
+"""
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import torch
+import typer
+
+from app.commands.train_cmds import build_config
+from data.split import build_splits
+from data.workspace import Workspace
+from training.config import RecsysConfig
+from training.datamodule import SequenceDataModule, item_counts
+from training.diagnostics import proposal_kl
+from training.lit_module import rank_batch
+from training.pipeline import build_module
+from training.samplers import SamplerContext, build_sampler
+
+
+def _newest_run(home: Path) -> Path:
+    runs = sorted(p.parent.parent for p in (home / "runs").glob("*/checkpoints/best.ckpt"))
+    if not runs:
+        raise typer.BadParameter(f"{home}: no run with a best checkpoint")
+    return runs[-1]
+
+
+def _trained(
+    home: Path, run: Path, num_queries: int
+) -> tuple[RecsysConfig, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """The run's config, `[n + 1]` item counts, and (queries `[Q, d]`, item table `[n + 1, d]`)."""
+    cfg = build_config(None, None, None, [run / "hparams.yaml"], [])
+    splits = build_splits(Workspace(home), cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    counts = item_counts(splits)
+    module = build_module(cfg, splits.num_items, counts)
+    state = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    module.load_state_dict(state["state_dict"])
+    module.eval()
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size, num_queries)
+    batch = next(iter(dm.val_dataloader()))
+    with torch.no_grad():
+        item_emb = module.model.item_tower.all_embeddings()
+        _, _, queries = rank_batch(
+            module.model.query_tower, item_emb, batch, cfg.model.temperature, True, 65536
+        )
+    return cfg, counts, (queries, item_emb)
+
+
+def measure(home: Path, num_queries: int, rff_features: list[int]) -> dict[str, Any]:
+    """KL rows for uniform, popularity, exact, quadratic and rff (each D), shared / per query."""
+    run = _newest_run(home)
+    cfg, counts, (queries, item_emb) = _trained(home, run, num_queries)
+    n = item_emb.shape[0] - 1
+    ctx = SamplerContext(n, counts, cfg.model.temperature)
+    variants: list[tuple[str, dict[str, Any]]] = [("uniform", {}), ("popularity", {}),
+                                                  ("exact", {}), ("quadratic", {})]  # fmt: skip
+    variants += [("rff", {"rff_features": d}) for d in rff_features]
+    rows = []
+    for name, extra in variants:
+        for per_query in (False, True) if name in ("quadratic", "rff") else (False,):
+            preset = build_config(name, None, None, [], [])
+            sampler_cfg = preset.sampler.model_copy(update={**extra, "per_query": per_query})
+            sampler = build_sampler(sampler_cfg, ctx)
+            if hasattr(sampler, "refresh"):
+                sampler.refresh(item_emb)
+            kl = proposal_kl(sampler, queries, item_emb, cfg.model.temperature)
+            rows.append({"sampler": name, **extra, "per_query": per_query, "kl": kl})
+            typer.echo(json.dumps(rows[-1]), err=True)
+    return {
+        "home": str(home), "run": run.name, "items": n, "queries": int(queries.shape[0]),
+        "temperature": cfg.model.temperature, "log_n": math.log(n), "results": rows,
+    }  # fmt: skip
+
+
+def main(
+    home: Annotated[Path, typer.Option(help="Workspace with a training run.")],
+    json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
+    queries: Annotated[int, typer.Option(help="Validation queries measured.")] = 256,
+    rff_features: Annotated[str, typer.Option(help="Comma-separated RFF D values.")] = "128,512",
+) -> None:
+    """Measure and write the KL table."""
+    torch.set_num_threads(1)
+    result = measure(home, queries, [int(x) for x in rff_features.split(",")])
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    typer.run(main)
