@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 from serving.recommender import Query, Recommender, Result
+from serving.threads import limit_threads
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -32,14 +37,21 @@ class _Entry:
 class RequestBatcher:
     """Answer `recommend` calls in batches of up to `max_batch` queries on one model thread."""
 
-    def __init__(self, max_batch: int = 256) -> None:
-        """Create an idle batcher; its thread starts with the first batch."""
+    def __init__(self, max_batch: int = 256, threads: int | None = None) -> None:
+        """Create an idle batcher; its thread starts with the first batch.
+
+        Args:
+            max_batch: Most queries answered in one `recommend_batch` call.
+            threads: CPU threads the model thread gives torch and faiss (None: their default).
+
+        """
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.max_batch = max_batch
         self._pending: deque[_Entry] = deque()
         self._worker: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="recsys-model")
+        cap = None if threads is None else partial(limit_threads, threads)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="recsys-model", initializer=cap)
 
     async def recommend(self, rec: Recommender, queries: Sequence[Query]) -> list[Result]:
         """Results for `queries` (in order) from `rec`, batched with concurrent calls."""
@@ -49,6 +61,10 @@ class RequestBatcher:
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._drain())
         return await entry.future
+
+    async def run_on_model_thread(self, fn: Callable[..., T], *args: object) -> T:
+        """`fn(*args)` on the model thread (its thread cap; it queues behind running batches)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     def close(self) -> None:
         """Stop the model thread once the batch running (if any) is done."""

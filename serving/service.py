@@ -19,6 +19,7 @@ from serving.bundle import ModelBundle, current_version
 from serving.history import HistoryStore
 from serving.index import IndexParams, build_index
 from serving.recommender import Recommender
+from serving.threads import limit_threads
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,19 @@ class ModelService:
     Attributes:
         ws: The workspace (models/, events/).
         params: Index kind and parameters for every version loaded.
+        threads: CPU threads a reload gives faiss and torch on its thread (None: default).
         histories: Known users' histories, shared by all versions.
         last_error: Message of the last failed reload (None after a success).
 
     """
 
-    def __init__(self, ws: Workspace, params: IndexParams | None = None) -> None:
+    def __init__(
+        self, ws: Workspace, params: IndexParams | None = None, threads: int | None = None
+    ) -> None:
         """Create an empty service; call `reload()` or `start_polling()` to load a model."""
         self.ws = ws
         self.params = params or IndexParams()
+        self.threads = threads
         self.histories = HistoryStore(ws)
         self.last_error: str | None = None
         self._current: Recommender | None = None
@@ -70,6 +75,8 @@ class ModelService:
         """
         with self._lock:
             start = time.perf_counter()
+            if self.threads is not None:  # the index build runs on this (caller's) thread
+                limit_threads(self.threads)
             self._refresh_histories()
             previous = self._current.version if self._current else None
             version = current_version(self.ws)

@@ -21,14 +21,6 @@ from serving.service import ModelService
 log = logging.getLogger(__name__)
 
 
-def _limit_threads(n: int) -> None:
-    # The service answers many small requests at once: one intra-op thread each avoids
-    # oversubscribing the cores (and the latency spikes that come with it).
-    import torch
-
-    torch.set_num_threads(n)
-
-
 def _start_loading(svc: ModelService, interval: float) -> None:
     """First load on a thread (so /health answers while a big index builds), then poll."""
     if interval > 0:
@@ -48,11 +40,13 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     """
     settings = settings or Settings()
     owned = svc is None
-    svc = svc or ModelService(settings.workspace(), settings.index_params())
+    # The event loop parses requests while the model thread runs the tower and the search:
+    # one OpenMP thread there (settings.threads) leaves the loop a core, where extra OpenMP
+    # workers (which spin between parallel regions) would take it as latency spikes.
+    svc = svc or ModelService(settings.workspace(), settings.index_params(), settings.threads)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        _limit_threads(settings.torch_threads)
         if owned:
             _start_loading(svc, settings.reload_interval)
         yield
@@ -69,7 +63,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     app.state.settings = settings
     app.state.service = svc
     app.state.metrics = Metrics()
-    app.state.batcher = batcher = RequestBatcher(settings.max_batch)
+    app.state.batcher = batcher = RequestBatcher(settings.max_batch, settings.threads)
     for module in (recommend, items, health, admin):
         app.include_router(module.router)
     install_error_handlers(app)

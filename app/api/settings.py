@@ -34,7 +34,12 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(1_000_000, ge=1)
     max_batch: int = Field(256, ge=1, description="Most queries answered in one model pass.")
-    torch_threads: int = Field(1, ge=1, description="Intra-op threads of the query tower.")
+    threads: int = Field(
+        1,
+        ge=1,
+        description="CPU threads of the query tower and faiss (one OpenMP runtime, one cap), "
+        "on the model thread and for index builds.",
+    )
     access_log: bool = True
 
     def workspace(self) -> Workspace:

@@ -6,12 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import item_out, recommender
+from app.api.deps import batcher, item_out, recommender
 from app.api.schemas import MAX_K, ErrorResponse, ItemResponse, SimilarResponse
+from serving.batcher import RequestBatcher
 from serving.recommender import Recommender
 
 router = APIRouter(tags=["items"])
 Rec = Annotated[Recommender, Depends(recommender)]
+Batcher = Annotated[RequestBatcher, Depends(batcher)]
 ERRORS: dict[int | str, dict[str, object]] = {
     404: {"model": ErrorResponse},
     422: {"model": ErrorResponse},
@@ -25,15 +27,14 @@ ERRORS: dict[int | str, dict[str, object]] = {
     response_model_exclude_none=True,
     responses=ERRORS,
 )
-def similar(
-    item_id: str, rec: Rec, k: Annotated[int, Query(ge=1, le=MAX_K)] = 10
+async def similar(
+    item_id: str, rec: Rec, model: Batcher, k: Annotated[int, Query(ge=1, le=MAX_K)] = 10
 ) -> SimilarResponse:
     """The k items nearest to `item_id` in the item embedding space.
 
-    A plain `def`: FastAPI runs it on its thread pool, so the index search does not hold
-    up the event loop.
+    The index search runs on the model thread (with its thread cap), not the event loop.
     """
-    items = rec.similar(item_id, k)
+    items = await model.run_on_model_thread(rec.similar, item_id, k)
     return SimilarResponse(
         item_id=item_id, items=[item_out(i) for i in items], model_version=rec.version
     )
