@@ -23,6 +23,7 @@ FORMAT_VERSION = 1
 MANIFEST_KEYS = ("format_version", "version", "num_items", "dim", "model")
 BUNDLE_FILES = ("manifest.json", "item_embeddings.npy", "query_tower.pt", "items.parquet")
 ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
+SCORES = ("dot", "abs_dot")  # manifest "score": rank by h . c, or by |h . c| (absolute softmax)
 
 
 class BundleError(RecsysInputError):
@@ -58,6 +59,11 @@ class ModelBundle:
     def version(self) -> str:
         """The version name (the directory name under models/)."""
         return str(self.manifest["version"])
+
+    @property
+    def ranks_by_magnitude(self) -> bool:
+        """The model ranks items by |h . c| (trained with the absolute softmax), not h . c."""
+        return self.manifest.get("score", "dot") == "abs_dot"
 
     @property
     def num_items(self) -> int:
@@ -137,6 +143,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
             raise BundleError(f"{where}: {key} must be a positive integer")
     if not isinstance(manifest["model"], dict):
         raise BundleError(f"{where}: model must be an object (the query tower's kwargs)")
+    if manifest.get("score", "dot") not in SCORES:
+        raise BundleError(f"{where}: score must be one of {', '.join(SCORES)}")
     return manifest
 
 

@@ -118,6 +118,38 @@ class ItemIndex(ABC):
         scores = np.where(missing, -np.inf, scores).astype(np.float32)
         return ids, scores
 
+    def search_by_magnitude(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k items by |q . c|, for models trained with the absolute softmax.
+
+        The k best of q . c and the k best of -(q . c) hold the k best of |q . c|; they are
+        merged by magnitude (an item found by both searches is kept once).
+
+        Args:
+            queries: float32 [Q, d].
+            k: Results per query; clamped to n.
+
+        Returns:
+            As `search`, with scores |q . c|.
+
+        """
+        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
+        ids_up, scores_up = self.search(q, k)
+        ids_down, scores_down = self.search(-q, k)
+        ids = np.concatenate([ids_up, ids_down], axis=1)
+        scores = np.concatenate([scores_up, scores_down], axis=1)
+        scores = np.where(ids < 0, -np.inf, np.abs(scores))
+        width = ids_up.shape[1]
+        out_ids = np.full((len(q), width), -1, dtype=np.int64)
+        out_scores = np.full((len(q), width), -np.inf, dtype=np.float32)
+        for row in range(len(q)):
+            order = np.argsort(-scores[row], kind="stable")
+            _, first = np.unique(ids[row, order], return_index=True)
+            keep = order[np.sort(first)]
+            keep = keep[ids[row, keep] >= 0][:width]
+            out_ids[row, : len(keep)] = ids[row, keep]
+            out_scores[row, : len(keep)] = scores[row, keep]
+        return out_ids, out_scores
+
     def describe(self) -> dict[str, Any]:
         """Kind, size and parameters (for logs, /metrics and benchmarks)."""
         return {"kind": self.kind, "size": self.size, "dim": self.dim}

@@ -41,7 +41,11 @@ class Query:
 
 @dataclass(frozen=True)
 class ScoredItem:
-    """One recommended item: its ids, score (inner product; popularity for popular) and title."""
+    """One recommended item: its ids, score and title.
+
+    The score is the model's: h . c (|h . c| for an absolute-softmax model), or the training
+    count for popular items.
+    """
 
     item_idx: int
     item_id: str
@@ -74,6 +78,8 @@ class Recommender:
         """Wrap a loaded bundle, its built index and the known users' histories."""
         self.bundle = bundle
         self.index = index
+        # An absolute-softmax model predicts softmax(|h . c|): its best items may have h . c < 0.
+        self._search = index.search_by_magnitude if bundle.ranks_by_magnitude else index.search
         self._histories = histories or (lambda _user: None)
         pop = bundle.popularity[1:]
         # stable sort: equal counts keep item_idx order, so the fallback is deterministic
@@ -127,7 +133,7 @@ class Recommender:
         """
         idx = self.item_idx(item_id)
         query = self.bundle.item_embeddings[idx : idx + 1]
-        ids, scores = self.index.search(query, k + 1)
+        ids, scores = self._search(query, k + 1)
         return self._collect(ids[0], scores[0], {idx}, k)
 
     def item_idx(self, item_id: str) -> int:
@@ -185,7 +191,7 @@ class Recommender:
         ]
         # over-fetch so that k items remain after dropping the seen ones
         fetch = max(q.k + len(ex) for q, ex in zip(queries, excludes, strict=True))
-        ids, scores = self.index.search(vectors, fetch)
+        ids, scores = self._search(vectors, fetch)
         return [
             self._collect(ids[r], scores[r], excludes[r], queries[r].k) for r in range(len(queries))
         ]

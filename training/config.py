@@ -47,7 +47,9 @@ class SamplerConfig(_Section):
     per_query: bool = Field(False, description="Per-query negatives instead of shared ones.")
     popularity_alpha: float = Field(0.75, ge=0.0, description="q ~ count^alpha.")
     popularity_floor: float = Field(1.0, ge=0.0, description="Added to counts before ^alpha.")
-    kernel_alpha: float = Field(100.0, gt=0.0, description="Quadratic kernel alpha (h.c)^2 + 1.")
+    kernel_alpha: float = Field(
+        100.0, gt=0.0, description="Quadratic kernel alpha o^2 + 1 on the logit o = h.c / tau."
+    )
     rff_features: int = Field(128, ge=1, description="D random frequencies: 2D cos/sin numbers.")
     rff_nu: float = Field(4.0, gt=0.0, description="Gaussian kernel temperature nu.")
     rff_orthogonal: bool = True
@@ -102,6 +104,17 @@ class RecsysConfig(_Section):
     loss: LossConfig = LossConfig()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
+
+    @property
+    def ranks_by_magnitude(self) -> bool:
+        """True when the trained model predicts softmax(|o|) and must rank items by |h . c|.
+
+        That is a model trained with the sampled absolute softmax (Blanc & Rendle 2018, sec.
+        3.3): its prediction distribution is exp(|o_i|) / sum_j exp(|o_j|), so a target the
+        model learned with o = -15 is among its best items, not its worst. Full softmax
+        (`sampler.name: full`) always trains the ordinary softmax.
+        """
+        return self.sampler.name != "full" and self.loss.name == "absolute_softmax"
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -13,7 +13,11 @@ _CHUNK = 1 << 23  # floats of one [queries, n] block
 
 @torch.no_grad()
 def proposal_kl(
-    sampler: object, queries: Tensor, item_emb: Tensor, temperature: float
+    sampler: object,
+    queries: Tensor,
+    item_emb: Tensor,
+    temperature: float,
+    absolute: bool = False,
 ) -> float | None:
     """Mean over queries of KL(model softmax || sampler proposal) over items 1..n.
 
@@ -23,6 +27,7 @@ def proposal_kl(
         queries: `[N, d]` query embeddings.
         item_emb: `[n + 1, d]` item embeddings (row 0 is padding and is left out).
         temperature: The model's softmax temperature (logit = h . c / temperature).
+        absolute: The model predicts softmax(|o|) (absolute-softmax training).
 
     Returns:
         The mean KL in nats (inf where the proposal gives 0 to an item the model does not),
@@ -37,7 +42,8 @@ def proposal_kl(
     total = 0.0
     for first in range(0, queries.shape[0], step):
         q = queries[first : first + step]
-        log_p = torch.log_softmax(q @ items.T / temperature, dim=-1)
+        scores = q @ items.T
+        log_p = torch.log_softmax((scores.abs() if absolute else scores) / temperature, dim=-1)
         log_q = proposal(q)[:, 1:].to(log_p)
         terms = log_p.exp() * (log_p - log_q)
         terms = torch.where(log_p.exp() > 0, terms, torch.zeros_like(terms))

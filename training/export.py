@@ -34,6 +34,9 @@ ITEM_EMBEDDINGS = "item_embeddings.npy"
 QUERY_TOWER = "query_tower.pt"
 ITEMS = "items.parquet"
 CURRENT = "CURRENT"
+# manifest["score"]: how the model ranks item c for query h (absent in older bundles: "dot").
+DOT = "dot"  # h . c, the ordinary softmax's logit
+ABS_DOT = "abs_dot"  # |h . c|, a model trained with the absolute softmax
 
 ITEMS_SCHEMA = {
     "item_idx": pl.Int64,

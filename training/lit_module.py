@@ -31,6 +31,7 @@ def rank_batch(
     temperature: float,
     exclude_seen: bool,
     item_chunk: int,
+    absolute: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Full-ranking ranks of one eval batch.
 
@@ -41,6 +42,7 @@ def rank_batch(
         temperature: Softmax temperature.
         exclude_seen: Mask the user's history items when ranking.
         item_chunk: Items scored at once.
+        absolute: Rank by |h . c| (`RecsysConfig.ranks_by_magnitude`).
 
     Returns:
         (ranks `[B]`, log_p `[B]`, queries `[B, d]`).
@@ -52,7 +54,7 @@ def rank_batch(
     queries = encode(batch["history"])
     exclude = batch["seen"] if exclude_seen else None
     ranks, log_p = rank_targets(
-        queries, item_emb, batch["target"], temperature, exclude=exclude, item_chunk=item_chunk
+        queries, item_emb, batch["target"], temperature, exclude, item_chunk, absolute
     )
     return ranks, log_p, queries
 
@@ -75,8 +77,9 @@ def evaluate_loader(
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
         r, lp, _ = rank_batch(
-            query_tower, item_emb, batch, temperature, cfg.eval.exclude_seen, cfg.eval.item_chunk
-        )
+            query_tower, item_emb, batch, temperature, cfg.eval.exclude_seen,
+            cfg.eval.item_chunk, cfg.ranks_by_magnitude,
+        )  # fmt: skip
         ranks.append(r.cpu())
         log_ps.append(lp.cpu())
     metrics = ranking_metrics(torch.cat(ranks), torch.cat(log_ps), cfg.eval.ks)
@@ -206,12 +209,14 @@ class RetrievalModule(pl.LightningModule):
     def configure_optimizers(self) -> Any:
         """Adam on everything, or Adam on dense parameters + SparseAdam on the id tables."""
         train = self.cfg.train
+        # fused: one kernel for the whole update; the per-tensor ops of the default Adam cost
+        # ~25 ms a step on the d = 256 Beauty item table (CPU, one thread), fused ~2.5 ms.
         if not train.sparse_embeddings:
             return torch.optim.Adam(
-                self.model.parameters(), lr=train.lr, weight_decay=train.weight_decay
+                self.model.parameters(), lr=train.lr, weight_decay=train.weight_decay, fused=True
             )
         dense = torch.optim.Adam(
-            self.model.dense_parameters(), lr=train.lr, weight_decay=train.weight_decay
+            self.model.dense_parameters(), lr=train.lr, weight_decay=train.weight_decay, fused=True
         )
         return [dense, torch.optim.SparseAdam(self.model.embedding_parameters(), lr=train.lr)]
 
@@ -231,6 +236,7 @@ class RetrievalModule(pl.LightningModule):
             self.temperature,
             ev.exclude_seen,
             ev.item_chunk,
+            self.cfg.ranks_by_magnitude,
         )
         self._val["ranks"].append(ranks)
         self._val["log_p"].append(log_p)
@@ -248,7 +254,11 @@ class RetrievalModule(pl.LightningModule):
             self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
         if prefix == "val" and self.sampler is not None:
             kl = proposal_kl(
-                self.sampler, self._val["queries"], self._val["item_emb"], self.temperature
+                self.sampler,
+                self._val["queries"],
+                self._val["item_emb"],
+                self.temperature,
+                self.cfg.ranks_by_magnitude,
             )
             if kl is not None:
                 self.log("val/proposal_kl", float(kl))

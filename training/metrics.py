@@ -10,6 +10,8 @@ Protocol (documented choices):
   target is also in the history (a repeat) it is still ranked.
 - `full_ce` is the cross-entropy of the full softmax over items 1..n (nothing masked), at
   the model's temperature, computed with a running logsumexp over item chunks.
+- `absolute=True` scores |h . c| instead of h . c, for both the ranks and `full_ce`: the
+  prediction distribution of a model trained with the absolute softmax.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def rank_targets(
     temperature: float = 1.0,
     exclude: Exclude = None,
     item_chunk: int = 65536,
+    absolute: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Full-catalogue rank and log-softmax of each target, chunk by chunk over items.
 
@@ -68,6 +71,7 @@ def rank_targets(
         exclude: per-user item_idx never counted above the target: a list of `[L_u]`
             tensors, a padded `[U, L]` tensor (0 = pad), or None. The target is never excluded.
         item_chunk: items scored at once; memory is O(U * item_chunk).
+        absolute: score |h . c| (absolute-softmax models) instead of h . c.
 
     Returns:
         `(ranks [U] int64, log_p [U] float32)`: pessimistic 0-based rank among the
@@ -78,6 +82,8 @@ def rank_targets(
     targets = targets.to(device=queries.device, dtype=torch.int64)
     excl = _pad_exclude(exclude, queries.shape[0], queries.device)
     target_score = (queries * item_emb[targets].to(queries)).sum(1)  # [U]
+    if absolute:
+        target_score = target_score.abs()
     above = torch.zeros_like(targets)
     run_max = torch.full_like(target_score, -torch.inf)
     run_sum = torch.zeros_like(target_score)
@@ -85,6 +91,8 @@ def rank_targets(
     for start in range(1, n + 1, item_chunk):
         stop = min(start + item_chunk, n + 1)
         scores = queries @ item_emb[start:stop].to(queries).T  # [U, c]
+        if absolute:
+            scores = scores.abs()
         skip = _chunk_mask(excl, targets, start, stop)
         above += ((scores >= target_score.unsqueeze(1)) & ~skip).sum(1)
         logits = scores / temperature

@@ -331,6 +331,7 @@ def _export(
     manifest = {
         "dataset": res.dataset,
         "temperature": cfg.model.temperature,
+        "score": export.ABS_DOT if cfg.ranks_by_magnitude else export.DOT,
         "sampler": {"name": res.sampler, "num_negatives": res.num_negatives},
         "config": cfg.model_dump(),
         "metrics": res.metrics,

@@ -41,8 +41,13 @@ def make_bundle(
     target: int = 40,
     seed: int = 0,
     publish_it: bool = True,
+    score: str = "dot",
 ) -> Path:
-    """Write (and by default publish) a planted bundle; `target` is top-1 for PLANTED_HISTORY."""
+    """Write (and by default publish) a planted bundle; `target` is top-1 for PLANTED_HISTORY.
+
+    With `score="abs_dot"` (an absolute-softmax model) the target is planted anti-aligned,
+    h . c = -1: top-1 by |h . c| and last by h . c.
+    """
     torch.manual_seed(seed)
     tower = build_query_tower(MODEL_CFG, num_items).eval()
     rng = np.random.default_rng(seed)
@@ -52,7 +57,7 @@ def make_bundle(
     hist = torch.tensor([[0] * 5 + [1, 2, 3]])
     with torch.inference_mode():
         query = tower.encode(hist)[0].numpy()
-    emb[target] = query / np.linalg.norm(query)
+    emb[target] = query / np.linalg.norm(query) * (-1.0 if score == "abs_dot" else 1.0)
     pop = np.arange(num_items, 0, -1, dtype=np.int64)  # item 1 most popular by default...
     pop[[6, 4, 8]] = [10_000, 9_000, 8_000]  # ...except the planted POPULAR items
     items = pl.DataFrame(
@@ -74,6 +79,7 @@ def make_bundle(
         manifest={
             "dataset": "planted",
             "temperature": 0.05,
+            "score": score,
             "sampler": "none",
             "config": {},
             "metrics": {"test": {"ndcg@10": 0.5}},

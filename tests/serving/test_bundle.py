@@ -42,6 +42,7 @@ def edit_manifest(bundle_dir: Path, **changes: object) -> None:
         (lambda d: edit_manifest(d, format_version=9), "format_version 9 is not supported"),
         (lambda d: edit_manifest(d, num_items=21), "does not match the manifest"),
         (lambda d: edit_manifest(d, dim=0), "dim must be a positive integer"),
+        (lambda d: edit_manifest(d, score="cosine"), "score must be one of dot, abs_dot"),
         (lambda d: np.save(d / "item_embeddings.npy", np.zeros((21, 16))), "dtype float64"),
         (lambda d: (d / "items.parquet").write_bytes(b"junk"), "items.parquet: unreadable"),
         (

@@ -37,6 +37,18 @@ def test_flat_is_exact_and_never_returns_padding() -> None:
     assert ids.min() >= 1
 
 
+@pytest.mark.parametrize("k", [5, 40])  # k = 40 of 50 items: both searches find most items
+def test_search_by_magnitude_is_the_top_k_of_the_absolute_dot(k: int) -> None:
+    emb = table(50, 8)
+    queries = normalised(np.random.default_rng(2).normal(size=(6, 8)))
+    ids, scores = FlatIndex(emb, IndexParams()).search_by_magnitude(queries, k)
+    brute = np.abs(queries @ emb[1:].T)
+    want = np.argsort(-brute, axis=1)[:, :k] + 1
+    np.testing.assert_array_equal(ids, want)
+    np.testing.assert_allclose(scores, np.take_along_axis(brute, want - 1, axis=1), rtol=1e-5)
+    assert all(len(set(row)) == k for row in ids.tolist())
+
+
 def test_k_is_clamped_to_the_catalogue() -> None:
     ids, scores = FlatIndex(table(5, 4), IndexParams()).search(np.ones((1, 4), np.float32), 50)
     assert sorted(ids[0].tolist()) == [1, 2, 3, 4, 5] and scores.shape == (1, 5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,18 @@ def test_planted_item_is_first_for_user_and_session(rec: Recommender) -> None:
         assert result.strategy == "model" and top(result)[0] == "i40"
         assert result.items[0].score == pytest.approx(1.0, abs=1e-5)
         assert len(result.items) == 5 and result.warnings == []
+
+
+def test_absolute_softmax_bundle_ranks_by_magnitude(tmp_path: Path) -> None:
+    bundle = ModelBundle.load(make_bundle(tmp_path, "abs", target=40, score="abs_dot"))
+    rec = Recommender(bundle, build_index(bundle.item_embeddings))
+    assert bundle.ranks_by_magnitude
+    result = rec.recommend(Query(items=PLANTED_HISTORY, k=5))
+    assert top(result)[0] == "i40" and result.items[0].score == pytest.approx(1.0, abs=1e-5)
+    assert "i40" in [i.item_id for i in rec.similar("i1", k=59)]
+    as_dot = replace(bundle, manifest=dict(bundle.manifest, score="dot"))
+    signed = Recommender(as_dot, rec.index)
+    assert top(signed.recommend(Query(items=PLANTED_HISTORY, k=59)))[-1] == "i40"
 
 
 def test_exclude_seen_over_fetches_to_keep_k(rec: Recommender) -> None:

@@ -33,6 +33,16 @@ def test_hand_worked_kl_against_uniform() -> None:
     assert proposal_kl(exact, queries, item_emb, 1.0) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_absolute_model_softmax_is_over_magnitudes() -> None:
+    # Logits -log 3 and 0: the absolute softmax is (3/4, 1/4), the signed one (1/4, 3/4).
+    item_emb = torch.tensor([[0.0], [-math.log(3.0)], [0.0]])
+    matched = FixedProposal(torch.tensor([[-math.inf, math.log(0.75), math.log(0.25)]]))
+    assert proposal_kl(matched, torch.ones(1, 1), item_emb, 1.0, absolute=True) == pytest.approx(
+        0.0, abs=1e-6
+    )
+    assert proposal_kl(matched, torch.ones(1, 1), item_emb, 1.0) > 0.5
+
+
 def test_none_without_a_proposal() -> None:
     assert proposal_kl(object(), torch.ones(1, 2), torch.ones(3, 2), 1.0) is None
 

@@ -48,7 +48,7 @@ def test_log_q_is_log_m_times_the_proposal(name: str) -> None:
 def test_quadratic_proposal_is_the_kernel_distribution() -> None:
     sampler, table = make("quadratic", per_query=True, kernel_alpha=100.0)
     h = unit(4, D, seed=3)
-    k = 100 * (h @ table[1:].T) ** 2 + 1
+    k = 100 * (h @ table[1:].T / 0.25) ** 2 + 1  # alpha o^2 + 1 on the logit o = h.c / tau
     log_q = sampler.proposal_log_probs(h)
     torch.testing.assert_close(log_q[:, 1:].exp(), k / k.sum(1, keepdim=True))
     assert sampler.tree is not None and sampler.tree.b == 9  # ceil((8^2 + 1) / 8) > leaf_size 4
@@ -57,7 +57,7 @@ def test_quadratic_proposal_is_the_kernel_distribution() -> None:
 def test_shared_proposal_is_the_batch_mixture() -> None:
     sampler, table = make("quadratic")
     h = unit(3, D, seed=4)
-    k = 100 * (h @ table[1:].T) ** 2 + 1
+    k = 100 * (h @ table[1:].T / 0.25) ** 2 + 1
     rows = sampler.proposal_log_probs(h)
     torch.testing.assert_close(
         rows[:, 1:].exp(), (k / k.sum(1, keepdim=True)).mean(0).expand(3, -1)

@@ -44,6 +44,17 @@ def test_log_p_is_the_full_softmax_over_items() -> None:
     assert ranks.item() == 1
 
 
+def test_absolute_ranks_and_log_p_use_the_magnitude() -> None:
+    """An absolute-softmax model's best item may have the most negative dot product."""
+    items = _line_items([2.0, -3.0, 1.0])
+    ranks, log_p = rank_targets(torch.ones(2, 1), items, torch.tensor([2, 1]), absolute=True)
+    assert ranks.tolist() == [0, 1]  # |-3| first, then |2|
+    expected = 2.0 - math.log(math.exp(2.0) + math.exp(3.0) + math.exp(1.0))
+    assert log_p[1].item() == pytest.approx(expected, abs=1e-5)
+    signed, _ = rank_targets(torch.ones(2, 1), items, torch.tensor([2, 1]))
+    assert signed.tolist() == [2, 0]
+
+
 def test_metrics_hand_worked() -> None:
     ranks = torch.tensor([0, 1, 9, 10, 50])
     log_p = torch.log(torch.tensor([0.5, 0.25, 0.1, 0.1, 0.05]))

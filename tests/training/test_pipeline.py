@@ -55,6 +55,7 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     manifest = read_manifest(bundle)
     assert manifest["metrics"]["test"] == payload["metrics"]["test"]
     assert manifest["model"]["dim"] == 16 and manifest["temperature"] == 0.05
+    assert manifest["score"] == "dot"
     items = pl.read_parquet(bundle / "items.parquet")
     assert items["popularity"].sum() > 0 and items["item_id"].str.starts_with("i").all()
     assert (ws.runs_dir / "v1" / "checkpoints" / "best.ckpt").is_file()
@@ -65,6 +66,17 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
         assert again["version"] == "v1"
         for key, value in payload["metrics"][split].items():
             assert again["metrics"][key] == pytest.approx(value, abs=1e-5), key
+
+
+def test_absolute_softmax_model_is_evaluated_and_exported_by_magnitude(
+    ws: Workspace, log_file: Path
+) -> None:
+    result = _train(ws, str(log_file), "sampler.name=quadratic", "loss.name=absolute_softmax")
+    manifest = read_manifest(ws.models_dir / result.version)
+    assert manifest["score"] == "abs_dot"
+    again = evaluate(ws, None, "test")  # from the bundle: |h . c| ranks, as in training
+    for key, value in result.metrics["test"].items():
+        assert again["metrics"][key] == pytest.approx(value, abs=1e-5), key
 
 
 def test_same_dataset_is_not_ingested_twice(
