@@ -73,6 +73,27 @@ def _fit_left(seq: Tensor, length: int) -> Tensor:
     return seq[:, max(seq.shape[1] - length, 0) :]
 
 
+class FastDropout(nn.Module):
+    """Inverted dropout, the same distribution as `nn.Dropout`, with a uniform-noise mask.
+
+    On CPU, `nn.Dropout`'s `bernoulli_` mask is the slow part: on a `[128, 50, 256]` tensor
+    (one thread) `nn.Dropout` takes 24 ms, this 14 ms; a SASRec step at d = 256 runs seven.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Zero each element with probability p and scale the rest by 1 / (1 - p) (training)."""
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand_like(x) >= self.p
+        return x * keep.to(x.dtype) * (1.0 / (1.0 - self.p))
+
+
 class _Block(nn.Module):
     """Pre-LayerNorm transformer block: causal self-attention, then a position-wise FFN."""
 
@@ -82,9 +103,9 @@ class _Block(nn.Module):
         self.attn = nn.MultiheadAttention(dim, num_heads, dropout=dropout, batch_first=True)
         self.norm_ffn = nn.LayerNorm(dim)
         self.ffn = nn.Sequential(
-            nn.Linear(dim, dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(dim, dim)
+            nn.Linear(dim, dim), nn.GELU(), FastDropout(dropout), nn.Linear(dim, dim)
         )
-        self.drop = nn.Dropout(dropout)
+        self.drop = FastDropout(dropout)
 
     def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
         """`x [B, L, d]`, `attn_mask [B * heads, L, L]` (True = blocked) -> `[B, L, d]`."""
@@ -114,7 +135,7 @@ class QueryTower(_QueryTowerBase):
         self.item_embedding = _item_embedding(num_items, dim, sparse)
         self.pos_embedding = nn.Embedding(max_len, dim)
         nn.init.normal_(self.pos_embedding.weight, std=dim**-0.5)
-        self.emb_drop = nn.Dropout(dropout)
+        self.emb_drop = FastDropout(dropout)
         self.blocks = nn.ModuleList(_Block(dim, num_heads, dropout) for _ in range(num_layers))
         self.norm_out = nn.LayerNorm(dim)
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from training.config import ModelConfig
-from training.model import MeanPoolTower, QueryTower, build_model, build_query_tower
+from training.model import FastDropout, MeanPoolTower, QueryTower, build_model, build_query_tower
 
 N_ITEMS, DIM, L = 30, 16, 8
 
@@ -109,3 +109,16 @@ def test_gradients_flow_and_padding_row_stays_zero() -> None:
     grad = model.item_embedding_weight.grad
     assert grad is not None and torch.all(grad[0] == 0)
     assert grad[1:].abs().sum() > 0
+
+
+def test_fast_dropout_keeps_the_expectation_and_is_identity_in_eval() -> None:
+    drop = FastDropout(0.5)
+    x = torch.ones(200_000)
+    out = drop(x)
+    zeros = float((out == 0).float().mean())
+    assert abs(zeros - 0.5) < 0.01 and set(out.unique().tolist()) == {0.0, 2.0}
+    assert abs(float(out.mean()) - 1.0) < 0.02
+    drop.eval()
+    assert torch.equal(drop(x), x)
+    with pytest.raises(ValueError, match="dropout"):
+        FastDropout(1.0)
