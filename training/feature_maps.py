@@ -2,7 +2,8 @@
 
 Two kernels, both functions of the dot product of L2-normalised vectors:
 
-- `QuadraticFeatures`: K(h, c) = alpha (h . c)^2 + 1 (Blanc & Rendle 2018, eq. 10). The explicit
+- `QuadraticFeatures`: K(h, c) = alpha (h . c)^2 + 1 (Blanc & Rendle 2018, eq. 10; the sampler
+  passes alpha / temperature^2 so that the kernel acts on the logit, as in the paper). The explicit
   map phi(a) = [sqrt(alpha) vec(a a^T), 1] has F = d^2 + 1 features and is exact.
 - `RandomFourierFeatures`: the Gaussian kernel exp(-nu ||h - c||^2 / 2), which on unit vectors is
   exp(nu (h . c - 1)), i.e. proportional to exp(nu h . c) (Rawat et al. 2019, eq. 16-19). D random
@@ -34,6 +35,10 @@ class FeatureMap(Protocol):
 
     def kernel(self, dots: Tensor) -> Tensor:
         """Exact kernel values K from dot products h . c (any shape, same shape out)."""
+        ...
+
+    def feature_dots(self, x: Tensor, z: Tensor) -> Tensor:
+        """phi(x) . z for `x [B, d]` and one feature vector `z [F]` -> `[B]`."""
         ...
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
@@ -70,6 +75,11 @@ class QuadraticFeatures:
     def kernel(self, dots: Tensor) -> Tensor:
         """The exact kernel alpha dots^2 + 1."""
         return self.alpha * dots.square() + 1.0
+
+    def feature_dots(self, x: Tensor, z: Tensor) -> Tensor:
+        """sqrt(alpha) x^T Z x + z_F with Z = z[:d^2] as `[d, d]`: O(B d^2), no `[B, F]` rows."""
+        mat = z[:-1].view(self.d, self.d)
+        return ((x @ mat) * x).sum(-1) * math.sqrt(self.alpha) + z[-1]
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """Quadratic form c^T M c with M = alpha sum_b coef_b h_b h_b^T: O(k d^2), not O(k B d)."""
@@ -133,6 +143,10 @@ class RandomFourierFeatures:
     def kernel(self, dots: Tensor) -> Tensor:
         """exp(nu (dots - 1)): the Gaussian kernel on unit vectors, in (0, 1]."""
         return torch.exp(self.nu * (dots - 1.0))
+
+    def feature_dots(self, x: Tensor, z: Tensor) -> Tensor:
+        """phi(x) . z: `[B, d]`, `[2D]` -> `[B]`."""
+        return self.features(x) @ z
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product, exp in place."""

@@ -166,13 +166,17 @@ class KernelTree:
         """Normalised query vectors p `[Q, F]` (Q = 1 if shared) and mixture weights `[B]`.
 
         Each query is divided by its clamped total mass Z_b, so scores are probabilities and
-        the floor means the same thing for every query; shared draws use mean_b phi_b / Z_b.
+        the floor means the same thing for every query; shared draws use
+        p_bar = mean_b phi_b / Z_b = sum_b coef_b phi_b, a weighted feature sum that the map
+        computes without B rows of F features (for the quadratic map, one [d, B] x [B, d]
+        product instead of B x (d^2 + 1) numbers).
         """
-        phi = self.fmap.features(h.to(self.items))
-        mass = (phi @ self.z[0][0]).clamp_min(self.floor)
-        p = phi / mass.unsqueeze(-1)
+        h = h.to(self.items)
+        mass = self.fmap.feature_dots(h, self.z[0][0]).clamp_min(self.floor)
         coef = 1.0 / (mass * h.shape[0])
-        return (p.mean(0, keepdim=True) if shared else p), coef
+        if shared:
+            return self.fmap.bucket_sums(h.unsqueeze(0), coef.unsqueeze(0)), coef
+        return self.fmap.features(h) / mass.unsqueeze(-1), coef
 
     def _scores(self, s: Tensor, valid: Tensor) -> Tensor:
         """Clamp raw node scores at the floor; empty (padding) nodes score exactly 0."""
