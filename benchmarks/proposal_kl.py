@@ -1,15 +1,17 @@
 """How far each sampler's proposal is from a trained model's softmax: KL(p || q) per sampler.
 
-Usage: python benchmarks/proposal_kl.py --home HOME --json FILE [--queries N] [--rff-features D,D]
+Usage: python benchmarks/proposal_kl.py --home HOME --json FILE [--run NAME] [--queries N]
+    [--rff-features D,D]
 
 HOME is a workspace with a training run (`recsys train`, or `recsys bench quality --home HOME`);
-its newest run gives the config (`hparams.yaml`) and the trained towers (`best.ckpt`). The
-queries are the query tower's vectors for the first `--queries` validation examples, as the
-training loop's `val/proposal_kl` uses them. Every sampler is built as training builds it (its
-`configs/samplers/<name>.yaml` preset), refreshed on the checkpoint's item table, and measured
-with `training.diagnostics.proposal_kl`: shared (one proposal for the batch: the mixture of the
-queries' kernel distributions, as the shared draws use) and, for the kernel samplers, per
-query. Uniform KL is log n - H(p); a proposal above it is worse than uniform.
+that run (the newest unless --run names one) gives the config (`hparams.yaml`) and the trained
+towers (`best.ckpt`). The queries are the query tower's vectors for the first `--queries`
+validation examples, as the training loop's `val/proposal_kl` uses them. Every sampler is
+built as training builds it (its `configs/samplers/<name>.yaml` preset), refreshed on the
+checkpoint's item table, and measured with `training.diagnostics.proposal_kl`: shared (one
+proposal for the batch: the mixture of the queries' kernel distributions, as the shared draws
+use) and, for the kernel samplers, per query. Uniform KL is log n - H(p); a proposal above it
+is worse than uniform.
 """
 
 import json
@@ -31,10 +33,13 @@ from training.pipeline import build_module
 from training.samplers import SamplerContext, build_sampler
 
 
-def _newest_run(home: Path) -> Path:
+def _run_dir(home: Path, name: str | None) -> Path:
+    """The run called `name`, else the newest run with a best checkpoint."""
     runs = sorted(p.parent.parent for p in (home / "runs").glob("*/checkpoints/best.ckpt"))
+    if name is not None:
+        runs = [r for r in runs if r.name == name]
     if not runs:
-        raise typer.BadParameter(f"{home}: no run with a best checkpoint")
+        raise typer.BadParameter(f"{home}: no run {name or ''} with a best checkpoint")
     return runs[-1]
 
 
@@ -59,9 +64,11 @@ def _trained(
     return cfg, counts, (queries, item_emb)
 
 
-def measure(home: Path, num_queries: int, rff_features: list[int]) -> dict[str, Any]:
+def measure(
+    home: Path, run_name: str | None, num_queries: int, rff_features: list[int]
+) -> dict[str, Any]:
     """KL rows for uniform, popularity, exact, quadratic and rff (each D), shared / per query."""
-    run = _newest_run(home)
+    run = _run_dir(home, run_name)
     cfg, counts, (queries, item_emb) = _trained(home, run, num_queries)
     n = item_emb.shape[0] - 1
     ctx = SamplerContext(n, counts, cfg.model.temperature)
@@ -76,7 +83,9 @@ def measure(home: Path, num_queries: int, rff_features: list[int]) -> dict[str, 
             sampler = build_sampler(sampler_cfg, ctx)
             if hasattr(sampler, "refresh"):
                 sampler.refresh(item_emb)
-            kl = proposal_kl(sampler, queries, item_emb, cfg.model.temperature)
+            kl = proposal_kl(
+                sampler, queries, item_emb, cfg.model.temperature, cfg.ranks_by_magnitude
+            )
             rows.append({"sampler": name, **extra, "per_query": per_query, "kl": kl})
             typer.echo(json.dumps(rows[-1]), err=True)
     return {
@@ -90,10 +99,13 @@ def main(
     json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
     queries: Annotated[int, typer.Option(help="Validation queries measured.")] = 256,
     rff_features: Annotated[str, typer.Option(help="Comma-separated RFF D values.")] = "128,512",
+    run: Annotated[str | None, typer.Option(help="Run name under HOME/runs (default newest).")] = (
+        None
+    ),
 ) -> None:
     """Measure and write the KL table."""
     torch.set_num_threads(1)
-    result = measure(home, queries, [int(x) for x in rff_features.split(",")])
+    result = measure(home, run, queries, [int(x) for x in rff_features.split(",")])
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -52,6 +52,18 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _validation_curve(run_dir: str | None) -> list[dict[str, float]]:
+    """Per validation round of a run: epoch, val NDCG@10 and `val/proposal_kl` (if logged)."""
+    import polars as pl
+
+    path = Path(run_dir or "") / "metrics.csv"
+    if run_dir is None or not path.is_file():
+        return []
+    frame = pl.read_csv(path).filter(pl.col("val/ndcg@10").is_not_null())
+    keep = [c for c in ("epoch", "val/ndcg@10", "val/proposal_kl") if c in frame.columns]
+    return frame.select(keep).to_dicts()
+
+
 def _row(result: Any) -> dict[str, Any]:
     test = result.metrics["test"]
     return {
@@ -66,30 +78,43 @@ def _row(result: Any) -> dict[str, Any]:
         "train_seconds": result.train_seconds,
         "device": result.device,
         "metrics": result.metrics,
+        "validation": _validation_curve(result.run_dir),
     }
 
 
+def best_epoch_kl(row: dict[str, Any]) -> float | None:
+    """`val/proposal_kl` at the validation round with the best val NDCG@10 (None if absent)."""
+    curve = [v for v in row.get("validation", []) if v.get("val/proposal_kl") is not None]
+    if not curve:
+        return None
+    return float(max(curve, key=lambda v: v["val/ndcg@10"])["val/proposal_kl"])
+
+
 def plot(results: list[dict[str, Any]], path: Path) -> None:
-    """NDCG@10, full CE and seconds per epoch against m, one line per sampler."""
+    """NDCG@10, full CE, proposal KL and seconds per epoch against m, one line per sampler."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = [{**r, "proposal_kl": best_epoch_kl(r)} for r in results]
     panels = (
         ("ndcg@10", "test NDCG@10"),
         ("full_ce", "test full CE"),
+        ("proposal_kl", "KL(model || proposal), best val epoch"),
         ("seconds_per_epoch", "s / epoch"),
     )
-    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, len(panels), figsize=(20, 4.2))
     for ax, (key, label) in zip(axes, panels, strict=True):
         for name in sorted({r["sampler"] for r in results}):
             rows = sorted(
                 (r for r in results if r["sampler"] == name), key=lambda r: r["num_negatives"] or 0
             )
             if name == "full":
-                ax.axhline(rows[0][key], color="black", linestyle="--", label="full softmax")
+                if rows[0][key] is not None:
+                    ax.axhline(rows[0][key], color="black", linestyle="--", label="full softmax")
                 continue
+            rows = [r for r in rows if r[key] is not None]
             ax.plot(
                 [r["num_negatives"] for r in rows], [r[key] for r in rows], marker="o", label=name
             )

@@ -50,14 +50,13 @@ def _times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     return out
 
 
-def _configs(features: list[int], leaf_size: int) -> list[tuple[SamplerConfig, int | None]]:
-    configs: list[tuple[SamplerConfig, int | None]] = [
-        (SamplerConfig(name=name, leaf_size=leaf_size), None) for name in BASELINES
-    ]
+def _configs(features: list[int], leaf_sizes: list[int]) -> list[SamplerConfig]:
+    """The baselines once (quadratic's b is ceil((d^2 + 1) / d) anyway), rff per D and b."""
+    configs = [SamplerConfig(name=name, leaf_size=min(leaf_sizes)) for name in BASELINES]
     configs += [
-        (SamplerConfig(name="rff", rff_features=f, leaf_size=leaf_size), f) for f in features
+        SamplerConfig(name="rff", rff_features=f, leaf_size=b) for f in features for b in leaf_sizes
     ]
-    return [(cfg, f) for cfg, f in configs if cfg.name in SAMPLERS]
+    return [cfg for cfg in configs if cfg.name in SAMPLERS]
 
 
 def bench_one(
@@ -96,7 +95,7 @@ def bench_one(
 
 
 def run_benchmark(
-    items: list[int], features: list[int], repeats: int, leaf_size: int, threads: int
+    items: list[int], features: list[int], repeats: int, leaf_sizes: list[int], threads: int
 ) -> dict[str, Any]:
     """Run every sampler at every catalogue size; return the JSON payload."""
     torch.set_num_threads(threads)
@@ -106,7 +105,7 @@ def run_benchmark(
         gen = torch.Generator().manual_seed(n)
         emb = _table(n, 64, gen)
         queries = _queries(emb, 256, gen)
-        for cfg, _ in _configs(features, leaf_size):
+        for cfg in _configs(features, leaf_sizes):
             row = bench_one(cfg, emb, queries, {**args, "changed": min(args["changed"], n)})
             sys.stderr.write(json.dumps(row) + "\n")
             results.append(row)
@@ -121,7 +120,9 @@ def run_benchmark(
 
 
 def _label(row: dict[str, Any]) -> str:
-    return f"rff D={row['features']}" if row["sampler"] == "rff" else row["sampler"]
+    if row["sampler"] == "rff":
+        return f"rff D={row['features']} b={row['leaf_size']}"
+    return str(row["sampler"])
 
 
 def plot(payload: dict[str, Any], path: Path) -> None:

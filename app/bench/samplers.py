@@ -20,7 +20,14 @@ def samplers(
     ),
     features: Annotated[str, typer.Option("--features", help="RFF frequencies D.")] = "64,128,256",
     repeats: Annotated[int, typer.Option("--repeats", min=1)] = 5,
-    leaf_size: Annotated[int, typer.Option("--leaf-size", min=1, help="Kernel tree b.")] = 8,
+    leaf_sizes: Annotated[
+        str,
+        typer.Option(
+            "--leaf-size",
+            help="Kernel tree leaf sizes b for rff, comma-separated; 1 gives the paper's "
+            "b = ceil(2D / d) (every b is at least that).",
+        ),
+    ] = "8",
     threads: Annotated[int, typer.Option("--threads", min=1)] = 2,
     json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = options.RESULTS
     / "samplers.json",
@@ -34,7 +41,7 @@ def samplers(
         options.ints(items, "items"),
         options.ints(features, "features"),
         repeats,
-        leaf_size,
+        options.ints(leaf_sizes, "leaf-size"),
         threads,
     )
     options.write_results(payload, json_path, plot_path, plot)

@@ -223,6 +223,36 @@ def run_size(
     }
 
 
+def plot(payload: dict[str, Any], path: Path) -> None:
+    """Open-loop latency percentiles and closed-loop throughput against catalogue size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = sorted(payload["runs"], key=lambda r: r["items"])
+    sizes = [r["items"] for r in runs]
+    open_loop = [r["loads"][0] for r in runs]
+    closed = [r["loads"][1] for r in runs]
+    fig, (lat, thr) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for key in ("p50_ms", "p95_ms", "p99_ms"):
+        lat.plot(sizes, [load[key] for load in open_loop], "o-", label=key.removesuffix("_ms"))
+    lat.axhline(20, color="red", linestyle="--", label="p99 target (20 ms)")
+    rate = payload["setup"]["open_loop_rate"]
+    lat.set(xscale="log", xlabel="items", ylabel="ms", title=f"open loop at {rate:g} req/s")
+    thr.plot(sizes, [load["requests_per_s"] for load in closed], "o-", label="closed loop")
+    thr.axhline(rate, color="red", linestyle="--", label=f"{rate:g} req/s")
+    clients = payload["setup"]["concurrency"]
+    thr.set(xscale="log", xlabel="items", ylabel="requests / s", title=f"{clients} clients")
+    for ax in (lat, thr):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _free_port() -> int:
     import socket
 
@@ -241,6 +271,9 @@ def bench_serving(
         Path | None, typer.Option(help="Where bundles go (default: a temp dir).")
     ] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Latency and throughput plot (PNG).")
+    ] = None,
 ) -> None:
     """Load-test `recsys serve` on synthetic catalogues; requests/s, p50/p95/p99, errors."""
     sizes = options.ints(items, "items")
@@ -268,6 +301,8 @@ def bench_serving(
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(text + "\n")
+    if plot_path:
+        plot(result, plot_path)
     typer.echo(text)
 
 

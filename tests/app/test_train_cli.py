@@ -99,7 +99,7 @@ def test_one_config_per_sampler() -> None:
 
 
 def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
-    from app.bench.quality import run_quality
+    from app.bench.quality import best_epoch_kl, run_quality
 
     log = tmp_path / "tiny.csv"
     generate_events(150, 80, 2000, seed=4).write_csv(log)
@@ -112,8 +112,25 @@ def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
     for row in rows:
         assert 0 <= row["ndcg@10"] <= row["recall@10"] <= 1 and row["full_ce"] > 0
         assert row["epochs"] == 1 and row["seconds_per_epoch"] > 0 and row["device"]
+        assert [v["epoch"] for v in row["validation"]] == [0]
+    assert rows[0]["validation"][0]["val/ndcg@10"] == pytest.approx(rows[0]["val_ndcg@10"])
+    assert rows[1]["validation"][0]["val/proposal_kl"] > 0  # uniform is log n - H(p) away
+    assert best_epoch_kl(rows[1]) == rows[1]["validation"][0]["val/proposal_kl"]
+    assert best_epoch_kl(rows[0]) is None  # full softmax draws nothing
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     first = out.read_text()
     data = run_quality(str(log), ["full", "uniform"], [8, 16], out, None, home, 1, sets, **kw)
     assert len(data["results"]) == 3 and data["results"][2]["num_negatives"] == 16
     assert json.loads(first)["results"] == data["results"][:2]  # earlier runs kept, not redone
+
+
+def test_best_epoch_kl_is_read_at_the_best_validation_round() -> None:
+    from app.bench.quality import best_epoch_kl
+
+    curve = [
+        {"epoch": 0, "val/ndcg@10": 0.01, "val/proposal_kl": 5.0},
+        {"epoch": 1, "val/ndcg@10": 0.03, "val/proposal_kl": 3.0},
+        {"epoch": 2, "val/ndcg@10": 0.02, "val/proposal_kl": 2.0},
+    ]
+    assert best_epoch_kl({"validation": curve}) == 3.0
+    assert best_epoch_kl({"validation": [{"epoch": 0, "val/ndcg@10": 0.1}]}) is None

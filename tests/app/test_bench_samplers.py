@@ -1,0 +1,33 @@
+"""`recsys bench samplers`: one row per (sampler, n, D, b), written as JSON and a plot."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.app.test_data_cli import run_inproc
+
+
+def test_cli_times_every_sampler_and_each_rff_leaf_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
+    result = run_inproc(
+        capsys, "bench", "samplers", "--items", "300,600", "--features", "16",
+        "--repeats", "1", "--leaf-size", "1,4", "--threads", "1",
+        "--json", str(out_json), "--plot", str(out_png),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out_json.read_text())["results"]
+    rff = {(r["items"], r["leaf_size"]) for r in rows if r["sampler"] == "rff"}
+    assert rff == {(n, b) for n in (300, 600) for b in (1, 4)}  # b = 1: 2D / d = 32 / 64 < 1
+    assert {r["sampler"] for r in rows} == {"uniform", "popularity", "exact", "quadratic", "rff"}
+    assert all(r["ms_per_batch"] > 0 and r["num_negatives"] == 1024 for r in rows)
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_rejects_a_bad_leaf_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_inproc(
+        capsys, "bench", "samplers", "--leaf-size", "8,x", "--json", str(tmp_path / "x")
+    )
+    assert result.returncode == 2 and "leaf-size" in result.stderr

@@ -1,0 +1,29 @@
+"""`recsys bench serving` against a real server: both load phases run, nothing fails."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.app.test_data_cli import run_inproc
+
+
+def test_bench_serving_loads_a_real_server_and_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json, out_png = tmp_path / "serving.json", tmp_path / "serving.png"
+    result = run_inproc(
+        capsys, "bench", "serving", "--items", "2000", "--duration", "1", "--concurrency", "4",
+        "--rate", "50", "--index", "flat", "--work-dir", str(tmp_path / "work"),
+        "--json", str(out_json), "--plot", str(out_png),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(out_json.read_text())["runs"]
+    assert run["items"] == 2000 and run["raw"]["index"]["kind"] == "flat"
+    open_loop, closed = run["loads"]
+    assert open_loop["mode"].startswith("open loop") and closed["mode"].startswith("closed")
+    for load in (open_loop, closed):
+        assert load["requests"] > 0 and load["errors"] == 0
+        assert 0 < load["p50_ms"] <= load["p95_ms"] <= load["p99_ms"] <= load["max_ms"]
+    assert open_loop["requests"] == 50  # 1 s on the 50 req/s schedule, however fast the server
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
