@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
+from app.bench.options import save_figure
+
 KEYS = ("recall@10", "ndcg@10", "mrr@10", "recall@20", "ndcg@20", "recall@100", "full_ce")
 TUNED = {"model": ("dim", "dropout", "temperature", "max_len"), "train": ("lr", "batch_size")}
 
@@ -73,9 +75,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
         ax.set(xlabel="epoch", ylabel=f"validation {key}", title=f"amazon-beauty, val {key}")
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(

@@ -47,3 +47,13 @@ def write_results(
     json_path.write_text(json.dumps(payload, indent=1) + "\n")
     plot(payload, plot_path)
     typer.echo(f"wrote {json_path} and {plot_path}")
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as PNG (creating its folder) and release it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -123,10 +123,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    options.save_figure(fig, path)
 
 
 def run_quality(

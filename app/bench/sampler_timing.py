@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from app.bench import options
 from training.config import SamplerConfig
 from training.samplers import SAMPLERS, SamplerContext
 
@@ -146,7 +147,4 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         ax.set(xscale="log", yscale="log", xlabel="items n", ylabel="ms", title=title)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    options.save_figure(fig, path)

@@ -247,10 +247,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     for ax in (lat, thr):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    options.save_figure(fig, path)
 
 
 def _free_port() -> int:

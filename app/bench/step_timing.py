@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from app.bench import options
 from training.config import RecsysConfig, load_config
 from training.pipeline import build_module
 
@@ -154,7 +155,4 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    options.save_figure(fig, path)
