@@ -24,6 +24,7 @@ import torch
 from app.bench import options
 from training.config import SamplerConfig
 from training.samplers import SAMPLERS, SamplerContext
+from training.samplers._kernel import leaf_size
 
 BASELINES = ("uniform", "popularity", "exact", "quadratic")
 
@@ -51,12 +52,15 @@ def _times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     return out
 
 
-def _configs(features: list[int], leaf_sizes: list[int]) -> list[SamplerConfig]:
-    """The baselines once (quadratic's b is ceil((d^2 + 1) / d) anyway), rff per D and b."""
+def _configs(features: list[int], leaf_sizes: list[int], dim: int) -> list[SamplerConfig]:
+    """The baselines once (quadratic's b is ceil((d^2 + 1) / d) anyway), rff per D and b.
+
+    Leaf sizes that the tree raises to the same b (its floor ceil(2D / d)) run once.
+    """
     configs = [SamplerConfig(name=name, leaf_size=min(leaf_sizes)) for name in BASELINES]
-    configs += [
-        SamplerConfig(name="rff", rff_features=f, leaf_size=b) for f in features for b in leaf_sizes
-    ]
+    for f in features:
+        sizes = dict.fromkeys(leaf_size(b, 2 * f, dim) for b in leaf_sizes)
+        configs += [SamplerConfig(name="rff", rff_features=f, leaf_size=b) for b in sizes]
     return [cfg for cfg in configs if cfg.name in SAMPLERS]
 
 
@@ -106,7 +110,7 @@ def run_benchmark(
         gen = torch.Generator().manual_seed(n)
         emb = _table(n, 64, gen)
         queries = _queries(emb, 256, gen)
-        for cfg in _configs(features, leaf_sizes):
+        for cfg in _configs(features, leaf_sizes, emb.shape[1]):
             row = bench_one(cfg, emb, queries, {**args, "changed": min(args["changed"], n)})
             sys.stderr.write(json.dumps(row) + "\n")
             results.append(row)

@@ -13,14 +13,15 @@ def test_cli_times_every_sampler_and_each_rff_leaf_size(
 ) -> None:
     out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
     result = run_inproc(
-        capsys, "bench", "samplers", "--items", "300,600", "--features", "16",
+        capsys, "bench", "samplers", "--items", "300,600", "--features", "16,256",
         "--repeats", "1", "--leaf-size", "1,4", "--threads", "1",
         "--json", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     rows = json.loads(out_json.read_text())["results"]
-    rff = {(r["items"], r["leaf_size"]) for r in rows if r["sampler"] == "rff"}
-    assert rff == {(n, b) for n in (300, 600) for b in (1, 4)}  # b = 1: 2D / d = 32 / 64 < 1
+    rff = [(r["items"], r["features"], r["leaf_size"]) for r in rows if r["sampler"] == "rff"]
+    # D = 16: b = 1 and 4 (2D / d = 32 / 64 < 1); D = 256: both raised to 2D / d = 8, run once
+    assert rff == [(n, f, b) for n in (300, 600) for f, b in ((16, 1), (16, 4), (256, 8))]
     assert {r["sampler"] for r in rows} == {"uniform", "popularity", "exact", "quadratic", "rff"}
     assert all(r["ms_per_batch"] > 0 and r["num_negatives"] == 1024 for r in rows)
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,6 +16,11 @@ from training.samplers.base import Negatives, SamplerContext
 _PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_probs
 
 
+def leaf_size(configured: int, features: int, dim: int) -> int:
+    """The tree's bucket size b: at least ceil(F / d), so node sums stay O(n d) floats."""
+    return max(configured, math.ceil(features / dim))
+
+
 class KernelTreeSampler:
     """Draws negatives from a kernel distribution through a `KernelTree` kept in sync.
 
@@ -54,8 +59,8 @@ class KernelTreeSampler:
         if self.tree is None:
             dim = int(item_emb.shape[1])
             fmap = self._make_map(dim)
-            leaf_size = max(self.cfg.leaf_size, math.ceil(fmap.dim / dim))
-            self.tree = KernelTree(fmap, leaf_size, self.cfg.score_floor)
+            b = leaf_size(self.cfg.leaf_size, fmap.dim, dim)
+            self.tree = KernelTree(fmap, b, self.cfg.score_floor)
         to = getattr(self.tree.fmap, "to", None)
         if to is not None:
             to(item_emb.device)
