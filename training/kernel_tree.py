@@ -8,10 +8,15 @@ nodes), then picks an item in its bucket with probability proportional to the ex
 K(h, c_j), computed in the original d-dimensional space. The log-probability returned is that of
 this procedure exactly (branch log-probabilities + the leaf log-probability), clamping included.
 
-Shared draws come from the mixture of the B per-query distributions. Its node masses are linear
-in z, mean_b (phi(h_b) . z) / Z_b = p_bar . z with p_bar = mean_b phi(h_b) / Z_b, so the descent
-runs once with p_bar (O(F) per node, not O(B F)); inside a bucket the mixture weight of item j is
-sum_b K(h_b, c_j) / (B Z_b). With an exact kernel and no clamping this is the mixture exactly.
+Shared draws come from the batch's summed kernel, q_j proportional to sum_b K(h_b, c_j): the
+mixture of the B per-query distributions weighted by their masses Z_b. Its node masses are
+linear in z, sum_b phi(h_b) . z = B p_bar . z with p_bar = mean_b phi(h_b), so the descent runs
+once with p_bar (O(F) per node, not O(B F)); inside a bucket the weight of item j is
+sum_b K(h_b, c_j). With an exact kernel and no clamping this is the summed kernel exactly.
+Mass weights rather than equal ones: equal weights divide by each query's own Z_b, and an RFF
+estimate of one query's mass can be near 0 or negative (on a trained amazon-beauty model, 0.01
+to 2.1 times the exact mass, one of 512 below 0), which handed that query almost the whole
+mixture; the batch's summed mass is a mean of B estimates and stays well inside its range.
 
 Memory: the item table `[n + 1, d]` plus about 2 (n / b) F floats for the node sums.
 """
@@ -162,21 +167,25 @@ class KernelTree:
             level.index_add_(0, node, delta)
             node = node // 2
 
-    def _query_vectors(self, h: Tensor, shared: bool) -> tuple[Tensor, Tensor]:
-        """Normalised query vectors p `[Q, F]` (Q = 1 if shared) and mixture weights `[B]`.
+    def _per_query_vectors(self, h: Tensor) -> Tensor:
+        """`[B, F]` rows phi(h_b) / Z_b: node scores are then each query's probabilities.
 
-        Each query is divided by its clamped total mass Z_b, so scores are probabilities and
-        the floor means the same thing for every query; shared draws use
-        p_bar = mean_b phi_b / Z_b = sum_b coef_b phi_b, a weighted feature sum that the map
-        computes without B rows of F features (for the quadratic map, one [d, B] x [B, d]
-        product instead of B x (d^2 + 1) numbers).
+        Dividing by the clamped total mass Z_b makes the floor mean the same for every query.
         """
-        h = h.to(self.items)
         mass = self.fmap.feature_dots(h, self.z[0][0]).clamp_min(self.floor)
-        coef = 1.0 / (mass * h.shape[0])
-        if shared:
-            return self.fmap.bucket_sums(h.unsqueeze(0), coef.unsqueeze(0)), coef
-        return self.fmap.features(h) / mass.unsqueeze(-1), coef
+        return self.fmap.features(h) / mass.unsqueeze(-1)
+
+    def _summed_vector(self, h: Tensor) -> tuple[Tensor, Tensor]:
+        """The summed kernel's `[1, F]` p_bar = mean_b phi(h_b) / Z_bar and bucket weights `[B]`.
+
+        mean_b phi(h_b) is a weighted feature sum that the map computes without B rows of F
+        features (for the quadratic map, one [d, B] x [B, d] product instead of B x (d^2 + 1)
+        numbers); the bucket weights coef_b = 1 / (B Z_bar) put K(h_b, c_j) on the same scale.
+        """
+        mean = torch.full((1, h.shape[0]), 1.0 / h.shape[0], dtype=h.dtype, device=h.device)
+        p_sum = self.fmap.bucket_sums(h.unsqueeze(0), mean)
+        mass = (p_sum @ self.z[0][0]).clamp_min(self.floor)
+        return p_sum / mass, mean[0] / mass
 
     def _scores(self, s: Tensor, valid: Tensor) -> Tensor:
         """Clamp raw node scores at the floor; empty (padding) nodes score exactly 0."""
@@ -235,9 +244,9 @@ class KernelTree:
 
         """
         h = h.detach().to(self.items)
-        p, coef = self._query_vectors(h, shared)
         if shared:
-            return self._sample_shared(h, p, coef, num)
+            return self._sample_shared(h, *self._summed_vector(h), num)
+        p = self._per_query_vectors(h)
         score_all = self.num_items <= _SCORE_ALL_FACTOR * num * self.b
         bucket_floats = self.num_items if score_all else num * self.b * h.shape[1]
         per_chunk = max(1, _CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
@@ -248,7 +257,7 @@ class KernelTree:
         return torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
 
     def _sample_shared(self, h: Tensor, p: Tensor, coef: Tensor, num: int) -> tuple[Tensor, Tensor]:
-        """Shared draws `[m]` from the mixture: one descent with p_bar, mixture bucket weights."""
+        """Shared draws `[m]` from the summed kernel: one descent with p_bar, summed weights."""
         leaf, log_p = self._descend(p, num)
         uniq, inverse = torch.unique(leaf[0], return_inverse=True)
         rows, ok = self._bucket_rows(uniq)  # [U, b]
@@ -284,19 +293,13 @@ class KernelTree:
         """Brute force, O(n F): the log-probability of every item under `sample`'s procedure.
 
         Returns:
-            `[B, n + 1]` per query (or `[1, n + 1]` for the shared mixture); column 0 is -inf.
+            `[B, n + 1]` per query (or `[1, n + 1]` for the shared draws); column 0 is -inf.
 
         """
         h = h.detach().to(self.items)
-        p, coef = self._query_vectors(h, shared)
-        log_node = torch.zeros(p.shape[0], 1, device=p.device)
-        for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
-            pair = self._scores(p @ level.T, valid).view(p.shape[0], -1, 2)
-            log_branch = (torch.log(pair) - torch.log(pair.sum(-1, keepdim=True))).flatten(1)
-            parent = torch.arange(level.shape[0], device=p.device) // 2
-            log_node = log_node[:, parent] + log_branch
         items = self.items[1:]
         if shared:
+            p, coef = self._summed_vector(h)
             step = max(1, _CHUNK // h.shape[0])
             parts = [
                 self.fmap.mixture_kernel(h, coef, items[i : i + step])
@@ -304,7 +307,14 @@ class KernelTree:
             ]
             weights = torch.cat(parts).unsqueeze(0)
         else:
+            p = self._per_query_vectors(h)
             weights = self.fmap.kernel(h @ items.T)
+        log_node = torch.zeros(p.shape[0], 1, device=p.device)
+        for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
+            pair = self._scores(p @ level.T, valid).view(p.shape[0], -1, 2)
+            log_branch = (torch.log(pair) - torch.log(pair.sum(-1, keepdim=True))).flatten(1)
+            parent = torch.arange(level.shape[0], device=p.device) // 2
+            log_node = log_node[:, parent] + log_branch
         weights = weights.clamp_min(_TINY)
         leaf = torch.arange(self.num_items, device=p.device) // self.b
         bucket_mass = torch.zeros(p.shape[0], log_node.shape[1], device=p.device)

@@ -54,14 +54,12 @@ def test_quadratic_proposal_is_the_kernel_distribution() -> None:
     assert sampler.tree is not None and sampler.tree.b == 9  # ceil((8^2 + 1) / 8) > leaf_size 4
 
 
-def test_shared_proposal_is_the_batch_mixture() -> None:
+def test_shared_proposal_is_the_batch_summed_kernel() -> None:
     sampler, table = make("quadratic")
     h = unit(3, D, seed=4)
-    k = 100 * (h @ table[1:].T / 0.25) ** 2 + 1
+    k = (100 * (h @ table[1:].T / 0.25) ** 2 + 1).sum(0)  # sum_b K(h_b, c_j)
     rows = sampler.proposal_log_probs(h)
-    torch.testing.assert_close(
-        rows[:, 1:].exp(), (k / k.sum(1, keepdim=True)).mean(0).expand(3, -1)
-    )
+    torch.testing.assert_close(rows[:, 1:].exp(), (k / k.sum()).expand(3, -1))
 
 
 @pytest.mark.parametrize("name", ["quadratic", "rff"])

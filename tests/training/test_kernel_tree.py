@@ -22,8 +22,13 @@ def table(n: int, d: int, seed: int = 0) -> torch.Tensor:
     return emb
 
 
+def quadratic_kernel(h: torch.Tensor, emb: torch.Tensor, alpha: float) -> torch.Tensor:
+    """`[B, n]` K(h_b, c_j) = alpha (h_b . c_j)^2 + 1 over items 1..n."""
+    return alpha * (h @ emb[1:].T) ** 2 + 1
+
+
 def brute_quadratic(h: torch.Tensor, emb: torch.Tensor, alpha: float) -> torch.Tensor:
-    k = alpha * (h @ emb[1:].T) ** 2 + 1
+    k = quadratic_kernel(h, emb, alpha)
     return k / k.sum(-1, keepdim=True)
 
 
@@ -53,8 +58,9 @@ def test_quadratic_tree_equals_brute_force(n: int, b: int) -> None:
     log_p = tree.log_prob_all(h)
     assert torch.isneginf(log_p[:, 0]).all()
     torch.testing.assert_close(log_p[:, 1:].exp(), brute_quadratic(h, emb, 100.0))
-    mixture = tree.log_prob_all(h, shared=True)[0, 1:].exp()
-    torch.testing.assert_close(mixture, brute_quadratic(h, emb, 100.0).mean(0))
+    summed = quadratic_kernel(h, emb, 100.0).sum(0)  # shared draws: q ~ sum_b K(h_b, c)
+    shared = tree.log_prob_all(h, shared=True)[0, 1:].exp()
+    torch.testing.assert_close(shared, summed / summed.sum())
 
 
 def test_tree_levels_and_memory_are_bucket_sized() -> None:
@@ -147,7 +153,7 @@ def test_clamped_rff_scores_still_report_the_procedure_probability() -> None:
     tree = KernelTree(fmap, 2, floor=1e-3)
     tree.rebuild(table(n, d))
     h = unit(1, d, seed=5)
-    p, _ = tree._query_vectors(h, shared=False)
+    p = tree._per_query_vectors(h)
     raw = torch.cat([p @ z.T for z in tree.z[1:]], dim=1)
     assert (raw < 1e-3).any()  # clamping is exercised, not hypothetical
     log_p = tree.log_prob_all(h)[0]
@@ -184,3 +190,24 @@ def test_a_million_items_with_256_frequencies_fit_in_bucket_sized_memory() -> No
     assert node_bytes < 160 * 2**20
     ids, log_p = tree.sample(unit(256, d, seed=1), 1024, shared=True)
     assert ids.shape == (1024,) and torch.isfinite(log_p).all() and (log_p <= 0).all()
+
+
+def test_a_query_with_a_negative_rff_mass_estimate_does_not_take_over_shared_draws() -> None:
+    """Few frequencies make some queries' estimated total mass negative; shared draws must
+    still follow the whole batch (weighting queries by 1 / estimated mass gave such a query
+    nearly all of the mixture)."""
+    n, d = 400, 8
+    fmap = RandomFourierFeatures(d, 4, 4.0, orthogonal=False, seed=0)
+    tree = KernelTree(fmap, 4)
+    tree.rebuild(table(n, d))
+    pool = unit(400, d, seed=2)
+    mass = fmap.feature_dots(pool, tree.z[0][0])
+    bad = pool[mass.argmin()].unsqueeze(0)
+    assert mass.min() < 0  # the case is exercised, not hypothetical
+    good = pool[mass > mass.median()][:99]  # clearly positive estimates
+    batch = torch.cat([good, bad])
+    with_bad = tree.log_prob_all(batch, shared=True)[0, 1:].exp()
+    without = tree.log_prob_all(good, shared=True)[0, 1:].exp()
+    alone = tree.log_prob_all(bad, shared=True)[0, 1:].exp()
+    # one query of 100 moves the proposal by about its share, not to its own distribution
+    assert (with_bad - without).abs().sum() < 0.1 < (alone - without).abs().sum()

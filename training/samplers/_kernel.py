@@ -73,7 +73,7 @@ class KernelTreeSampler:
 
     @torch.no_grad()
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
-        """Shared `[m]` draws from the batch mixture, or `[N, m]` per query (cfg.per_query).
+        """Shared `[m]` draws from the batch's summed kernel, or `[N, m]` per query (per_query).
 
         log_q = log(m q_i) with q_i the probability under the tree as it is now.
         """
@@ -86,7 +86,7 @@ class KernelTreeSampler:
         """Brute force O(n F): log q of one draw for each query, `[N, n + 1]`, column 0 -inf.
 
         Per query (cfg.per_query) each row is that query's own tree distribution; shared, every
-        row is the batch mixture the shared draws come from (as the exact sampler reports).
+        row is the batch's summed-kernel distribution the shared draws come from.
         """
         tree = self._built()
         if not self.per_query:
