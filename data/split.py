@@ -53,9 +53,14 @@ class Splits:
     num_items: int
 
 
-def indexed_events(ws: Workspace) -> pl.DataFrame:
-    """Stored events with vocabulary indices: `user_idx, item_idx, timestamp, event_seq`."""
-    items = load_item_vocab(ws).lazy().select("item_id", "item_idx")
+def indexed_events(ws: Workspace, item_vocab: pl.DataFrame) -> pl.DataFrame:
+    """Stored events with vocabulary indices: `user_idx, item_idx, timestamp, event_seq`.
+
+    Items come from `item_vocab`, the one read the caller sizes the catalogue with: an ingest
+    that commits new items meanwhile cannot give an item_idx beyond it (its events are left
+    out, as they would be had the ingest come a moment later).
+    """
+    items = item_vocab.lazy().select("item_id", "item_idx")
     users = load_user_vocab(ws).lazy().select("user_id", "user_idx")
     return (
         read_events(ws)
@@ -156,8 +161,8 @@ def build_splits(
         raise RecsysInputError("split 'time' needs a cutoff (Unix seconds)")
     if count_events(ws) == 0:
         raise RecsysInputError(f"no events in the workspace {ws.root}; run `recsys ingest` first")
-    num_items = load_item_vocab(ws).height
-    events = kcore_filter(indexed_events(ws), kcore)
+    item_vocab = load_item_vocab(ws)
+    events = kcore_filter(indexed_events(ws, item_vocab), kcore)
     if events.height == 0:
         raise RecsysInputError(f"the {kcore}-core filter removed every event")
     if method == "loo":
@@ -167,4 +172,4 @@ def build_splits(
         train, val, test = time_split(events, cutoff)
     if train.height == 0:
         raise RecsysInputError(f"no events before the cutoff {cutoff}: nothing to train on")
-    return Splits(train=train, val=val, test=test, num_items=num_items)
+    return Splits(train=train, val=val, test=test, num_items=item_vocab.height)

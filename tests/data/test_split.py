@@ -98,3 +98,23 @@ def test_split_errors(ws: Workspace, tmp_path: Path) -> None:
         build_splits(ws, "time", cutoff=1)
     with pytest.raises(RecsysInputError, match="unknown split"):
         build_splits(ws, "random")  # type: ignore[arg-type]
+
+
+def test_an_ingest_during_the_split_never_gives_an_item_beyond_the_catalogue(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import data.split
+
+    ingest_rows(ws, tmp_path, [("u", "a", 1), ("u", "b", 2), ("u", "c", 3)])
+    read_vocab = data.split.load_item_vocab
+
+    def read_then_ingest(w: Workspace) -> pl.DataFrame:
+        vocab = read_vocab(w)
+        ingest_rows(ws, tmp_path, [("u", "new1", 4), ("v", "new2", 1), ("v", "a", 2)])
+        return vocab
+
+    monkeypatch.setattr(data.split, "load_item_vocab", read_then_ingest)
+    s = build_splits(ws, "loo")
+    assert s.num_items == 3
+    indices = s.train["items"].explode().to_list() + s.test["target"].to_list()
+    assert max(indices) <= s.num_items
