@@ -191,16 +191,36 @@ class KernelTree:
         """Clamp raw node scores at the floor; empty (padding) nodes score exactly 0."""
         return torch.where(valid, s.clamp_min(self.floor), torch.zeros_like(s))
 
+    def _whole_levels_up_to(self, queries: int, num: int) -> int:
+        """Levels of at most this many nodes are scored whole in `_descend`, deeper ones gathered.
+
+        Scoring a whole level is one [Q, F] x [F, nodes] product that reads the level once;
+        gathering each draw's two children reads 2 F floats per draw, Q m of them. A matrix
+        product does ~16 multiply-adds in the time of one gathered float, so the whole level
+        is cheaper up to about 2 m min(Q, 16) nodes (2 m for the single shared row).
+        """
+        return 2 * num * min(queries, _GATHER_COST)
+
+    def _rows_per_chunk(self, num: int, bucket_floats: int) -> int:
+        """Query rows per block of per-query draws, keeping temporaries near _CHUNK floats.
+
+        With at least _GATHER_COST rows and a tree no deeper than `_whole_levels_up_to`,
+        `_descend` scores every level whole and a row holds only its F features and node
+        scores; otherwise each gathered level holds the two children of m draws, 2 m F floats.
+        """
+        leaves = self.z[-1].shape[0]
+        if leaves <= self._whole_levels_up_to(_GATHER_COST, num):
+            rows = _CHUNK // (self.fmap.dim + leaves + bucket_floats)
+            if rows >= _GATHER_COST:
+                return rows
+        return max(1, _CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
+
     def _descend(self, p: Tensor, num: int) -> tuple[Tensor, Tensor]:
         """Descend `num` draws per query row of `p [Q, F]`: buckets `[Q, m]`, their log-probs."""
         q = p.shape[0]
         node = torch.zeros(q, num, dtype=torch.long, device=p.device)
         log_p = torch.zeros(q, num, device=p.device)
-        # Scoring a whole level is one [Q, F] x [F, nodes] product that reads the level once;
-        # gathering each draw's two children reads 2 F floats per draw, Q m of them. A matrix
-        # product does ~16 multiply-adds in the time of one gathered float, so the whole level
-        # is cheaper up to about 2 m min(Q, 16) nodes (2 m for the single shared row).
-        whole_up_to = 2 * num * min(q, _GATHER_COST)
+        whole_up_to = self._whole_levels_up_to(q, num)
         for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
             if level.shape[0] <= whole_up_to:  # score the whole level
                 s = self._scores(p @ level.T, valid).view(q, -1, 2)
@@ -249,7 +269,7 @@ class KernelTree:
         p = self._per_query_vectors(h)
         score_all = self.num_items <= _SCORE_ALL_FACTOR * num * self.b
         bucket_floats = self.num_items if score_all else num * self.b * h.shape[1]
-        per_chunk = max(1, _CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
+        per_chunk = self._rows_per_chunk(num, bucket_floats)
         parts = [
             self._sample_rows(h[i : i + per_chunk], p[i : i + per_chunk], num, score_all)
             for i in range(0, h.shape[0], per_chunk)
