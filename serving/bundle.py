@@ -19,7 +19,7 @@ import polars as pl
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 
-FORMAT_VERSION = 1
+READABLE_FORMATS = (1, 2)  # format 2 added "score"; format 1 bundles rank by h . c
 MANIFEST_KEYS = ("format_version", "version", "num_items", "dim", "model")
 BUNDLE_FILES = ("manifest.json", "item_embeddings.npy", "query_tower.pt", "items.parquet")
 ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
@@ -133,10 +133,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
     missing = [key for key in MANIFEST_KEYS if key not in manifest]
     if missing:
         raise BundleError(f"{where}: missing key(s) {', '.join(missing)}")
-    if manifest["format_version"] != FORMAT_VERSION:
+    if manifest["format_version"] not in READABLE_FORMATS:
         raise BundleError(
             f"{where}: format_version {manifest['format_version']!r} is not supported "
-            f"(expected {FORMAT_VERSION})"
+            f"(this version reads {', '.join(map(str, READABLE_FORMATS))})"
         )
     for key in ("num_items", "dim"):
         if not isinstance(manifest[key], int) or manifest[key] < 1:

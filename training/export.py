@@ -28,7 +28,10 @@ from torch import nn
 from data.errors import RecsysInputError
 from training.model import build_query_tower
 
-FORMAT_VERSION = 1
+# Format 2 added manifest["score"]; a format-1 reader would rank an abs_dot model by h . c
+# without noticing, so it must refuse these bundles. Format 1 bundles still load (as "dot").
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 MANIFEST = "manifest.json"
 ITEM_EMBEDDINGS = "item_embeddings.npy"
 QUERY_TOWER = "query_tower.pt"
@@ -196,10 +199,10 @@ def read_manifest(bundle_dir: Path) -> dict[str, Any]:
         manifest: dict[str, Any] = json.loads((bundle_dir / MANIFEST).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise RecsysInputError(f"{bundle_dir}: unreadable bundle manifest ({err})") from None
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if manifest.get("format_version") not in READABLE_FORMATS:
         raise RecsysInputError(
             f"{bundle_dir}: bundle format {manifest.get('format_version')!r}, "
-            f"this version reads {FORMAT_VERSION}"
+            f"this version reads {', '.join(map(str, READABLE_FORMATS))}"
         )
     return manifest
 

@@ -68,3 +68,12 @@ def test_missing_manifest_key_and_missing_dir(bundle_dir: Path, tmp_path: Path) 
         ModelBundle.load(bundle_dir)
     with pytest.raises(BundleError, match="directory not found"):
         ModelBundle.load(tmp_path / "nope")
+
+
+def test_format_1_bundle_without_score_loads_as_dot(tmp_path: Path) -> None:
+    bundle_dir = make_bundle(tmp_path, "old", num_items=20, target=7, score="abs_dot")
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    assert manifest["format_version"] == 2
+    del manifest["score"]
+    (bundle_dir / "manifest.json").write_text(json.dumps(dict(manifest, format_version=1)))
+    assert not ModelBundle.load(bundle_dir).ranks_by_magnitude

@@ -57,7 +57,7 @@ def _write(models_dir: Path, version: str, tower: str = "sasrec", share: bool = 
 def test_round_trip_reproduces_top_k(tmp_path: Path, tower: str, share: bool) -> None:
     model, emb, path = _write(tmp_path / "models", "v1", tower, share)
     manifest = read_manifest(path)
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
     assert manifest["version"] == "v1"
     assert manifest["num_items"] == N_ITEMS and manifest["dim"] == 8
     assert manifest["model"]["tower"] == tower
