@@ -67,8 +67,14 @@ def evaluate_loader(
     temperature: float,
     cfg: RecsysConfig,
     device: torch.device | str = "cpu",
+    *,
+    absolute: bool,
 ) -> dict[str, float]:
-    """Full-ranking metrics (recall/ndcg/mrr@K, full_ce) of a tower over an eval loader."""
+    """Full-ranking metrics (recall/ndcg/mrr@K, full_ce) of a tower over an eval loader.
+
+    `absolute` ranks by |h . c|: the config's `ranks_by_magnitude` while training, the
+    bundle manifest's `score` when evaluating a published model.
+    """
     from training.metrics import ranking_metrics
 
     query_tower = query_tower.to(device).eval()
@@ -78,7 +84,7 @@ def evaluate_loader(
         batch = {k: v.to(device) for k, v in batch.items()}
         r, lp, _ = rank_batch(
             query_tower, item_emb, batch, temperature, cfg.eval.exclude_seen,
-            cfg.eval.item_chunk, cfg.ranks_by_magnitude,
+            cfg.eval.item_chunk, absolute,
         )  # fmt: skip
         ranks.append(r.cpu())
         log_ps.append(lp.cpu())

@@ -301,6 +301,7 @@ def train(
         split: evaluate_loader(
             module.model.query_tower, module.model.item_tower.all_embeddings().detach(),
             dm.eval_dataloader(split), cfg.model.temperature, cfg, module.device,
+            absolute=cfg.ranks_by_magnitude,
         )
         for split in ("val", "test")
     }  # fmt: skip
@@ -377,7 +378,12 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
     tower = export.load_query_tower(bundle, manifest)
     item_emb = torch.from_numpy(export.load_item_embeddings(bundle))
     metrics = evaluate_loader(
-        tower, item_emb, dm.eval_dataloader(split), float(manifest["temperature"]), cfg
+        tower,
+        item_emb,
+        dm.eval_dataloader(split),
+        float(manifest["temperature"]),
+        cfg,
+        absolute=manifest.get("score", export.DOT) == export.ABS_DOT,
     )
     return {"version": manifest["version"], "split": split, "examples": frame.height,
             "metrics": metrics}  # fmt: skip

@@ -55,7 +55,8 @@ def _fit(cfg: RecsysConfig, splits: Splits, module: RetrievalModule, epochs: int
 def _test_metrics(cfg: RecsysConfig, splits: Splits, module: RetrievalModule) -> dict:
     dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
     emb = module.model.item_tower.all_embeddings().detach()
-    return evaluate_loader(module.model.query_tower, emb, dm.test_dataloader(), 0.05, cfg)
+    loader = dm.test_dataloader()
+    return evaluate_loader(module.model.query_tower, emb, loader, 0.05, cfg, absolute=False)
 
 
 def test_short_run_beats_popularity_clearly(splits: Splits) -> None:

@@ -77,6 +77,10 @@ def test_absolute_softmax_model_is_evaluated_and_exported_by_magnitude(
     again = evaluate(ws, None, "test")  # from the bundle: |h . c| ranks, as in training
     for key, value in result.metrics["test"].items():
         assert again["metrics"][key] == pytest.approx(value, abs=1e-5), key
+    path = ws.models_dir / result.version / "manifest.json"
+    path.write_text(json.dumps(dict(manifest, score="dot")))
+    signed = evaluate(ws, None, "test")  # the manifest decides: now softmax over signed h . c
+    assert signed["metrics"]["full_ce"] != pytest.approx(again["metrics"]["full_ce"], abs=1e-3)
 
 
 def test_same_dataset_is_not_ingested_twice(
