@@ -133,12 +133,11 @@ class ItemIndex(ABC):
 
         """
         q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
-        ids_up, scores_up = self.search(q, k)
-        ids_down, scores_down = self.search(-q, k)
-        ids = np.concatenate([ids_up, ids_down], axis=1)
-        scores = np.concatenate([scores_up, scores_down], axis=1)
+        both_ids, both_scores = self.search(np.concatenate([q, -q]), k)  # one call, [2Q, k]
+        ids = np.concatenate([both_ids[: len(q)], both_ids[len(q) :]], axis=1)  # [Q, 2k]
+        scores = np.concatenate([both_scores[: len(q)], both_scores[len(q) :]], axis=1)
         scores = np.where(ids < 0, -np.inf, np.abs(scores))
-        width = ids_up.shape[1]
+        width = both_ids.shape[1]
         out_ids = np.full((len(q), width), -1, dtype=np.int64)
         out_scores = np.full((len(q), width), -np.inf, dtype=np.float32)
         for row in range(len(q)):

@@ -125,7 +125,7 @@ class Recommender:
         return [self._scored(i, float(self.bundle.popularity[i])) for i in chosen]
 
     def similar(self, item_id: str, k: int) -> list[ScoredItem]:
-        """The k nearest items to `item_id` by embedding inner product (itself excluded).
+        """The k items nearest `item_id` by the model's score (h . c or |h . c|), itself excluded.
 
         Raises:
             UnknownItemError: the model does not know item_id.

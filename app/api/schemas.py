@@ -43,7 +43,7 @@ class BatchRequest(_Body):
 
 
 class Item(BaseModel):
-    """A recommended item: score is the inner product (the count for popular items)."""
+    """A recommended item: score h . c (|h . c| for absolute-softmax models; popular: count)."""
 
     item_id: str
     score: float

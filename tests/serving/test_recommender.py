@@ -42,10 +42,23 @@ def test_absolute_softmax_bundle_ranks_by_magnitude(tmp_path: Path) -> None:
     assert bundle.ranks_by_magnitude
     result = rec.recommend(Query(items=PLANTED_HISTORY, k=5))
     assert top(result)[0] == "i40" and result.items[0].score == pytest.approx(1.0, abs=1e-5)
-    assert "i40" in [i.item_id for i in rec.similar("i1", k=59)]
     as_dot = replace(bundle, manifest=dict(bundle.manifest, score="dot"))
     signed = Recommender(as_dot, rec.index)
     assert top(signed.recommend(Query(items=PLANTED_HISTORY, k=59)))[-1] == "i40"
+
+
+def test_absolute_softmax_similar_items_rank_by_magnitude(tmp_path: Path) -> None:
+    bundle = ModelBundle.load(make_bundle(tmp_path, "abs", target=40, score="abs_dot"))
+    emb = bundle.item_embeddings.copy()
+    emb[2] = -emb[1]  # i2 exactly anti-aligned with i1: |h . c| = 1, the signed dot's last
+    bundle = replace(bundle, item_embeddings=emb)
+    rec = Recommender(bundle, build_index(emb))
+    similar = rec.similar("i1", k=5)
+    assert similar[0].item_id == "i2" and similar[0].score == pytest.approx(1.0, abs=1e-5)
+    scores = [s.score for s in similar]
+    assert scores == sorted(scores, reverse=True) and min(scores) >= 0
+    as_dot = Recommender(replace(bundle, manifest=dict(bundle.manifest, score="dot")), rec.index)
+    assert "i2" not in [s.item_id for s in as_dot.similar("i1", k=5)]
 
 
 def test_exclude_seen_over_fetches_to_keep_k(rec: Recommender) -> None:
