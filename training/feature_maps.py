@@ -37,10 +37,6 @@ class FeatureMap(Protocol):
         """Exact kernel values K from dot products h . c (any shape, same shape out)."""
         ...
 
-    def feature_dots(self, x: Tensor, z: Tensor) -> Tensor:
-        """phi(x) . z for `x [B, d]` and one feature vector `z [F]` -> `[B]`."""
-        ...
-
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b K(h_b, c_j): `h [B, d]`, `coef [B]`, `c [k, d]` -> `[k]`."""
         ...
@@ -75,11 +71,6 @@ class QuadraticFeatures:
     def kernel(self, dots: Tensor) -> Tensor:
         """The exact kernel alpha dots^2 + 1."""
         return self.alpha * dots.square() + 1.0
-
-    def feature_dots(self, x: Tensor, z: Tensor) -> Tensor:
-        """sqrt(alpha) x^T Z x + z_F with Z = z[:d^2] as `[d, d]`: O(B d^2), no `[B, F]` rows."""
-        mat = z[:-1].view(self.d, self.d)
-        return ((x @ mat) * x).sum(-1) * math.sqrt(self.alpha) + z[-1]
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """Quadratic form c^T M c with M = alpha sum_b coef_b h_b h_b^T: O(k d^2), not O(k B d)."""
@@ -143,10 +134,6 @@ class RandomFourierFeatures:
     def kernel(self, dots: Tensor) -> Tensor:
         """exp(nu (dots - 1)): the Gaussian kernel on unit vectors, in (0, 1]."""
         return torch.exp(self.nu * (dots - 1.0))
-
-    def feature_dots(self, x: Tensor, z: Tensor) -> Tensor:
-        """phi(x) . z: `[B, d]`, `[2D]` -> `[B]`."""
-        return self.features(x) @ z
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product, exp in place."""

@@ -11,7 +11,8 @@ this procedure exactly (branch log-probabilities + the leaf log-probability), cl
 Shared draws come from the batch's summed kernel, q_j proportional to sum_b K(h_b, c_j): the
 mixture of the B per-query distributions weighted by their masses Z_b. Its node masses are
 linear in z, sum_b phi(h_b) . z = B p_bar . z with p_bar = mean_b phi(h_b), so the descent runs
-once with p_bar (O(F) per node, not O(B F)); inside a bucket the weight of item j is
+once with p_bar (O(F) per node, not O(B F); the code divides p_bar by the batch's clamped mean
+mass, which scales every node alike); inside a bucket the weight of item j is
 sum_b K(h_b, c_j). With an exact kernel and no clamping this is the summed kernel exactly.
 Mass weights rather than equal ones: equal weights divide by each query's own Z_b, and an RFF
 estimate of one query's mass can be near 0 or negative (on a trained amazon-beauty model, 0.01
@@ -172,8 +173,9 @@ class KernelTree:
 
         Dividing by the clamped total mass Z_b makes the floor mean the same for every query.
         """
-        mass = self.fmap.feature_dots(h, self.z[0][0]).clamp_min(self.floor)
-        return self.fmap.features(h) / mass.unsqueeze(-1)
+        phi = self.fmap.features(h)
+        mass = (phi @ self.z[0][0]).clamp_min(self.floor)
+        return phi / mass.unsqueeze(-1)
 
     def _summed_vector(self, h: Tensor) -> tuple[Tensor, Tensor]:
         """The summed kernel's `[1, F]` p_bar = mean_b phi(h_b) / Z_bar and bucket weights `[B]`.
@@ -257,7 +259,7 @@ class KernelTree:
         Args:
             h: `[B, d]` query embeddings (L2-normalised for the RFF kernel).
             num: Draws m.
-            shared: One set `[m]` from the batch mixture, else `[B, m]` per query.
+            shared: One set `[m]` from the batch's summed kernel, else `[B, m]` per query.
 
         Returns:
             item_idx (int64) and the log-probability of each draw, `[m]` or `[B, m]`.

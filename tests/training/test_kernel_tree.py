@@ -201,7 +201,7 @@ def test_a_query_with_a_negative_rff_mass_estimate_does_not_take_over_shared_dra
     tree = KernelTree(fmap, 4)
     tree.rebuild(table(n, d))
     pool = unit(400, d, seed=2)
-    mass = fmap.feature_dots(pool, tree.z[0][0])
+    mass = fmap.features(pool) @ tree.z[0][0]
     bad = pool[mass.argmin()].unsqueeze(0)
     assert mass.min() < 0  # the case is exercised, not hypothetical
     good = pool[mass > mass.median()][:99]  # clearly positive estimates
