@@ -47,6 +47,8 @@ class RequestBatcher:
         """
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
         self.max_batch = max_batch
         self._pending: deque[_Entry] = deque()
         self._worker: asyncio.Task[None] | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import HTTPException, Request
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
 
 from app.api.schemas import Item, RecommendResponse
 from serving.batcher import RequestBatcher
@@ -32,6 +34,10 @@ async def recommender(request: Request) -> Recommender:
     if current is None:
         raise HTTPException(503, "no model loaded yet; train one with `recsys train`")
     return current
+
+
+Rec = Annotated[Recommender, Depends(recommender)]
+Batcher = Annotated[RequestBatcher, Depends(batcher)]
 
 
 def item_out(item: ScoredItem) -> Item:

@@ -123,6 +123,8 @@ def test_a_failing_pass_fails_its_requests_and_the_batcher_goes_on(
     assert ids(after[0]) == ids(rec.recommend(session(1)))
 
 
-def test_max_batch_must_be_positive() -> None:
+def test_max_batch_and_threads_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_batch"):
         RequestBatcher(max_batch=0)
+    with pytest.raises(ValueError, match="threads"):
+        RequestBatcher(threads=0)

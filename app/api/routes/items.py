@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from app.api.deps import batcher, item_out, recommender
+from app.api.deps import Batcher, Rec, item_out
 from app.api.schemas import MAX_K, ErrorResponse, ItemResponse, SimilarResponse
-from serving.batcher import RequestBatcher
-from serving.recommender import Recommender
 
 router = APIRouter(tags=["items"])
-Rec = Annotated[Recommender, Depends(recommender)]
-Batcher = Annotated[RequestBatcher, Depends(batcher)]
 ERRORS: dict[int | str, dict[str, object]] = {
     404: {"model": ErrorResponse},
     422: {"model": ErrorResponse},
@@ -28,13 +24,13 @@ ERRORS: dict[int | str, dict[str, object]] = {
     responses=ERRORS,
 )
 async def similar(
-    item_id: str, rec: Rec, model: Batcher, k: Annotated[int, Query(ge=1, le=MAX_K)] = 10
+    item_id: str, rec: Rec, batch: Batcher, k: Annotated[int, Query(ge=1, le=MAX_K)] = 10
 ) -> SimilarResponse:
     """The k items nearest to `item_id` in the item embedding space.
 
     The index search runs on the model thread (with its thread cap), not the event loop.
     """
-    items = await model.run_on_model_thread(rec.similar, item_id, k)
+    items = await batch.run_on_model_thread(rec.similar, item_id, k)
     return SimilarResponse(
         item_id=item_id, items=[item_out(i) for i in items], model_version=rec.version
     )

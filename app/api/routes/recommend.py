@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from app.api.deps import batcher, recommender, response_of
+from app.api.deps import Batcher, Rec, response_of
 from app.api.schemas import (
     MAX_HISTORY,
     MAX_ID_LENGTH,
@@ -17,13 +17,9 @@ from app.api.schemas import (
     RecommendRequest,
     RecommendResponse,
 )
-from serving.batcher import RequestBatcher
 from serving.recommender import Query as RecQuery
-from serving.recommender import Recommender
 
 router = APIRouter(tags=["recommend"])
-Rec = Annotated[Recommender, Depends(recommender)]
-Batcher = Annotated[RequestBatcher, Depends(batcher)]
 ERRORS: dict[int | str, dict[str, object]] = {
     413: {"model": ErrorResponse},
     422: {"model": ErrorResponse},
