@@ -84,10 +84,11 @@ def _row(result: Any) -> dict[str, Any]:
 
 def best_epoch_kl(row: dict[str, Any]) -> float | None:
     """`val/proposal_kl` at the validation round with the best val NDCG@10 (None if absent)."""
-    curve = [v for v in row.get("validation", []) if v.get("val/proposal_kl") is not None]
+    curve = row.get("validation", [])
     if not curve:
         return None
-    return float(max(curve, key=lambda v: v["val/ndcg@10"])["val/proposal_kl"])
+    kl = max(curve, key=lambda v: v["val/ndcg@10"]).get("val/proposal_kl")
+    return None if kl is None else float(kl)
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:

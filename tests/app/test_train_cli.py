@@ -117,6 +117,8 @@ def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
     assert rows[1]["validation"][0]["val/proposal_kl"] > 0  # uniform is log n - H(p) away
     assert best_epoch_kl(rows[1]) == rows[1]["validation"][0]["val/proposal_kl"]
     assert best_epoch_kl(rows[0]) is None  # full softmax draws nothing
+    gap = {"validation": [{"val/ndcg@10": 0.1, "val/proposal_kl": 2.0}, {"val/ndcg@10": 0.2}]}
+    assert best_epoch_kl(gap) is None  # the best round's KL, not another round's
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     first = out.read_text()
     data = run_quality(str(log), ["full", "uniform"], [8, 16], out, None, home, 1, sets, **kw)
