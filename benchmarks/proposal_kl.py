@@ -9,8 +9,9 @@ towers (`best.ckpt`). The queries are the query tower's vectors for the first `-
 validation examples, as the training loop's `val/proposal_kl` uses them. Every sampler is
 built as training builds it (its `configs/samplers/<name>.yaml` preset), refreshed on the
 checkpoint's item table, and measured with `training.diagnostics.proposal_kl`: shared (one
-proposal for the batch: the mixture of the queries' kernel distributions, as the shared draws
-use) and, for the kernel samplers, per query. Uniform KL is log n - H(p); a proposal above it
+proposal for the batch, the one the shared draws use: the kernel samplers' summed kernel
+sum_b K(h_b, c), the exact sampler's equal-weight mixture of the queries' softmaxes) and, for
+the kernel samplers, per query. Uniform KL is log n - H(p); a proposal above it
 is worse than uniform.
 """
 

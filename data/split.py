@@ -57,8 +57,9 @@ def indexed_events(ws: Workspace, item_vocab: pl.DataFrame) -> pl.DataFrame:
     """Stored events with vocabulary indices: `user_idx, item_idx, timestamp, event_seq`.
 
     Items come from `item_vocab`, the one read the caller sizes the catalogue with: an ingest
-    that commits new items meanwhile cannot give an item_idx beyond it (its events are left
-    out, as they would be had the ingest come a moment later).
+    that commits new items meanwhile cannot give an item_idx beyond it. Its events on those
+    new items are left out; its events on known items may be in (events and the user vocab
+    are read later), so a split taken during an ingest can hold part of it.
     """
     items = item_vocab.lazy().select("item_id", "item_idx")
     users = load_user_vocab(ws).lazy().select("user_id", "user_idx")

@@ -21,6 +21,10 @@ def proposal_kl(
 ) -> float | None:
     """Mean over queries of KL(model softmax || sampler proposal) over items 1..n.
 
+    Queries are measured in blocks of 2^23 / n rows (a whole 512-query validation batch up to
+    n = 16,384). A shared proposal depends on its batch (the kernel samplers' summed kernel,
+    the exact sampler's and `mixed`'s mixtures), so above that size it is each block's.
+
     Args:
         sampler: Any sampler; only those with `proposal_log_probs(queries) -> [N, n + 1]`
             can be measured.

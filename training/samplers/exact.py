@@ -45,7 +45,8 @@ class ExactSampler:
         """`[c, n]` logits h . c / tau over items 1..n (column j is item j + 1)."""
         if self.items is None:
             raise RuntimeError("exact sampler: refresh() must be called before sample()")
-        return (q.to(self.items.device) / self.temperature) @ self.items[1:].T  # [c, d] scaled
+        scaled = q.to(self.items.device) / self.temperature  # [c, d]: scale before the product
+        return scaled @ self.items[1:].T
 
     def _log_softmax(self, q: Tensor) -> Tensor:
         """`[c, n]` log softmax over items 1..n (column j is item j + 1)."""
