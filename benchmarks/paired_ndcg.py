@@ -1,0 +1,100 @@
+"""Is a sampler's test NDCG@10 gap to the reference model real? A paired bootstrap over users.
+
+Usage: python benchmarks/paired_ndcg.py --reference RUN --run RUN [--run RUN ...] --json FILE
+    [--resamples N] [--seed S]
+
+RUN is a training run directory (`HOME/runs/NAME`, as `recsys train` or `recsys bench quality
+--home HOME` leave them) holding `hparams.yaml` and `checkpoints/best.ckpt`. Every run is
+scored on the same test examples (its home's leave-one-out split, full ranking, seen items
+masked, the metric of `recsys evaluate`); the per-user NDCG@10 of each run is paired with the
+reference's, and users are resampled with replacement to give a 95% interval of the relative
+difference mean(run) / mean(reference) - 1. The interval covers the test set's sampling noise
+only, not seed-to-seed training noise.
+"""
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import torch
+import typer
+
+from app.commands.train_cmds import build_config
+from data.split import build_splits
+from data.workspace import Workspace
+from training.datamodule import SequenceDataModule, item_counts
+from training.lit_module import rank_batch
+from training.pipeline import build_module
+
+
+def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
+    """The run's label and `[U]` per-user test NDCG@k (0 where the target ranks below k)."""
+    cfg = build_config(None, None, None, [run / "hparams.yaml"], [])
+    home = run.parent.parent
+    splits = build_splits(Workspace(home), cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    state = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    module.load_state_dict(state["state_dict"])
+    module.eval()
+    dm = SequenceDataModule(splits, cfg.model.max_len, 1, cfg.train.eval_batch_size)
+    ranks = []
+    with torch.no_grad():
+        item_emb = module.model.item_tower.all_embeddings()
+        for batch in dm.test_dataloader():
+            r, _, _ = rank_batch(
+                module.model.query_tower, item_emb, batch, cfg.model.temperature,
+                cfg.eval.exclude_seen, cfg.eval.item_chunk, cfg.ranks_by_magnitude,
+            )  # fmt: skip
+            ranks.append(r)
+    rank = torch.cat(ranks).double().numpy()
+    ndcg = np.where(rank < k, 1.0 / np.log2(rank + 2.0), 0.0)
+    label = {
+        "run": str(run),
+        "sampler": cfg.sampler.name,
+        "num_negatives": None if cfg.sampler.name == "full" else cfg.sampler.num_negatives,
+        "per_query": cfg.sampler.per_query,
+    }
+    return label, ndcg
+
+
+def paired_interval(
+    ref: np.ndarray, other: np.ndarray, resamples: int, seed: int
+) -> tuple[float, float, float]:
+    """Relative difference of means and its 95% bootstrap interval, users resampled in pairs."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(ref), size=(resamples, len(ref)))
+    ratios = other[idx].mean(1) / ref[idx].mean(1) - 1.0
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(other.mean() / ref.mean() - 1.0), float(low), float(high)
+
+
+def main(
+    reference: Annotated[Path, typer.Option(help="Run directory of the reference model.")],
+    run: Annotated[list[Path], typer.Option(help="Run directory to compare (repeatable).")],
+    json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+) -> None:
+    """Score every run on the test split and write the paired intervals."""
+    torch.set_num_threads(1)
+    ref_label, ref = per_user_ndcg(reference)
+    rows = []
+    for path in run:
+        label, ndcg = per_user_ndcg(path)
+        if len(ndcg) != len(ref):
+            raise typer.BadParameter(f"{path}: {len(ndcg)} test users, reference has {len(ref)}")
+        rel, low, high = paired_interval(ref, ndcg, resamples, seed)
+        rows.append({**label, "ndcg@10": float(ndcg.mean()), "vs_reference": rel,
+                     "ci95_low": low, "ci95_high": high})  # fmt: skip
+        typer.echo(json.dumps(rows[-1]), err=True)
+    result = {
+        "reference": {**ref_label, "ndcg@10": float(ref.mean())},
+        "users": len(ref), "resamples": resamples, "seed": seed, "results": rows,
+    }  # fmt: skip
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,47 @@
+"""benchmarks/paired_ndcg.py: per-user NDCG matches `recsys bench quality`; the interval pairs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from data.synth import generate_events
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("paired_ndcg", ROOT / "benchmarks/paired_ndcg.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paired_interval_is_zero_for_a_copy_and_excludes_zero_for_a_clear_gain() -> None:
+    paired = load_script().paired_interval
+    rng = np.random.default_rng(0)
+    ref = rng.random(2000)
+    assert paired(ref, ref.copy(), 200, 0) == (0.0, 0.0, 0.0)
+    rel, low, high = paired(ref, ref * 1.1 + rng.normal(0, 0.01, 2000), 500, 0)
+    assert low < rel < high and low > 0.09 and high < 0.11
+
+
+def test_per_user_ndcg_reproduces_the_bench_quality_metric(tmp_path: Path) -> None:
+    from app.bench.quality import run_quality
+
+    log = tmp_path / "tiny.csv"
+    generate_events(150, 80, 2000, seed=4).write_csv(log)
+    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
+    out, home = tmp_path / "q.json", tmp_path / "home"
+    run_quality(str(log), ["uniform"], [8], out, None, home, 1, sets, enable_progress_bar=False)
+    row = json.loads(out.read_text())["results"][0]
+    (run,) = (home / "runs").iterdir()
+    label, ndcg = load_script().per_user_ndcg(run)
+    assert label["sampler"] == "uniform" and label["num_negatives"] == 8
+    assert ndcg.mean() == pytest.approx(row["ndcg@10"], abs=1e-6)
