@@ -1,7 +1,7 @@
 """How far each sampler's proposal is from a trained model's softmax: KL(p || q) per sampler.
 
 Usage: python benchmarks/proposal_kl.py --home HOME --json FILE [--run NAME] [--queries N]
-    [--rff-features D,D]
+    [--rff-features D,D] [--rff-nu NU,NU] [--score-floors F,F]
 
 HOME is a workspace with a training run (`recsys train`, or `recsys bench quality --home HOME`);
 that run (the newest unless --run names one) gives the config (`hparams.yaml`) and the trained
@@ -11,8 +11,8 @@ built as training builds it (its `configs/samplers/<name>.yaml` preset), refresh
 checkpoint's item table, and measured with `training.diagnostics.proposal_kl`: shared (one
 proposal for the batch, the one the shared draws use: the kernel samplers' summed kernel
 sum_b K(h_b, c), the exact sampler's equal-weight mixture of the queries' softmaxes) and, for
-the kernel samplers, per query. Uniform KL is log n - H(p); a proposal above it
-is worse than uniform.
+the kernel samplers, per query. rff runs once per (D, nu, score floor) of the lists given.
+Uniform KL is log n - H(p); a proposal above it is worse than uniform.
 """
 
 import json
@@ -66,16 +66,26 @@ def _trained(
 
 
 def measure(
-    home: Path, run_name: str | None, num_queries: int, rff_features: list[int]
+    home: Path,
+    run_name: str | None,
+    num_queries: int,
+    rff_features: list[int],
+    rff_nu: list[float],
+    score_floors: list[float],
 ) -> dict[str, Any]:
-    """KL rows for uniform, popularity, exact, quadratic and rff (each D), shared / per query."""
+    """KL rows for uniform, popularity, exact, quadratic and rff (each D, nu, floor)."""
     run = _run_dir(home, run_name)
     cfg, counts, (queries, item_emb) = _trained(home, run, num_queries)
     n = item_emb.shape[0] - 1
     ctx = SamplerContext(n, counts, cfg.model.temperature)
     variants: list[tuple[str, dict[str, Any]]] = [("uniform", {}), ("popularity", {}),
                                                   ("exact", {}), ("quadratic", {})]  # fmt: skip
-    variants += [("rff", {"rff_features": d}) for d in rff_features]
+    variants += [
+        ("rff", {"rff_features": d, "rff_nu": nu, "score_floor": floor})
+        for d in rff_features
+        for nu in rff_nu
+        for floor in score_floors
+    ]
     rows = []
     for name, extra in variants:
         for per_query in (False, True) if name in ("quadratic", "rff") else (False,):
@@ -100,13 +110,22 @@ def main(
     json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
     queries: Annotated[int, typer.Option(help="Validation queries measured.")] = 256,
     rff_features: Annotated[str, typer.Option(help="Comma-separated RFF D values.")] = "128,512",
+    rff_nu: Annotated[str, typer.Option(help="Comma-separated RFF kernel nu values.")] = "4",
+    score_floors: Annotated[str, typer.Option(help="Comma-separated tree score floors.")] = "1e-6",
     run: Annotated[str | None, typer.Option(help="Run name under HOME/runs (default newest).")] = (
         None
     ),
 ) -> None:
     """Measure and write the KL table."""
     torch.set_num_threads(1)
-    result = measure(home, run, queries, [int(x) for x in rff_features.split(",")])
+    result = measure(
+        home,
+        run,
+        queries,
+        [int(x) for x in rff_features.split(",")],
+        [float(x) for x in rff_nu.split(",")],
+        [float(x) for x in score_floors.split(",")],
+    )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")
 
