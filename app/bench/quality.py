@@ -114,6 +114,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
             if name == "full":
                 if rows[0][key] is not None:
                     ax.axhline(rows[0][key], color="black", linestyle="--", label="full softmax")
+                if key == "ndcg@10":  # the sampler quality target: within 3% of it
+                    ax.axhline(0.97 * rows[0][key], color="grey", linestyle=":", label="full - 3%")
                 continue
             rows = [r for r in rows if r[key] is not None]
             ax.plot(
