@@ -20,42 +20,29 @@ import numpy as np
 import torch
 import typer
 
-from app.commands.train_cmds import build_config
-from data.split import build_splits
-from data.workspace import Workspace
-from training.datamodule import SequenceDataModule, item_counts
-from training.lit_module import rank_batch
-from training.pipeline import build_module
+from training.datamodule import SequenceDataModule
+from training.lit_module import rank_loader
+from training.metrics import ndcg_per_user
+from training.pipeline import load_run
 
 
 def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
     """The run's label and `[U]` per-user test NDCG@k (0 where the target ranks below k)."""
-    cfg = build_config(None, None, None, [run / "hparams.yaml"], [])
-    home = run.parent.parent
-    splits = build_splits(Workspace(home), cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
-    module = build_module(cfg, splits.num_items, item_counts(splits))
-    state = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
-    module.load_state_dict(state["state_dict"])
-    module.eval()
+    cfg, splits, module = load_run(run)
     dm = SequenceDataModule(splits, cfg.model.max_len, 1, cfg.train.eval_batch_size)
-    ranks = []
     with torch.no_grad():
         item_emb = module.model.item_tower.all_embeddings()
-        for batch in dm.test_dataloader():
-            r, _, _ = rank_batch(
-                module.model.query_tower, item_emb, batch, cfg.model.temperature,
-                cfg.eval.exclude_seen, cfg.eval.item_chunk, cfg.ranks_by_magnitude,
-            )  # fmt: skip
-            ranks.append(r)
-    rank = torch.cat(ranks).double().numpy()
-    ndcg = np.where(rank < k, 1.0 / np.log2(rank + 2.0), 0.0)
+    ranks, _ = rank_loader(
+        module.model.query_tower, item_emb, dm.test_dataloader(), cfg.model.temperature, cfg,
+        absolute=cfg.ranks_by_magnitude,
+    )  # fmt: skip
     label = {
         "run": str(run),
         "sampler": cfg.sampler.name,
         "num_negatives": None if cfg.sampler.name == "full" else cfg.sampler.num_negatives,
         "per_query": cfg.sampler.per_query,
     }
-    return label, ndcg
+    return label, ndcg_per_user(ranks, k).numpy()
 
 
 def paired_interval(

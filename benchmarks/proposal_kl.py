@@ -24,13 +24,11 @@ import torch
 import typer
 
 from app.commands.train_cmds import build_config
-from data.split import build_splits
-from data.workspace import Workspace
 from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
 from training.diagnostics import proposal_kl
 from training.lit_module import rank_batch
-from training.pipeline import build_module
+from training.pipeline import load_run
 from training.samplers import SamplerContext, build_sampler
 
 
@@ -45,16 +43,11 @@ def _run_dir(home: Path, name: str | None) -> Path:
 
 
 def _trained(
-    home: Path, run: Path, num_queries: int
+    run: Path, num_queries: int
 ) -> tuple[RecsysConfig, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """The run's config, `[n + 1]` item counts, and (queries `[Q, d]`, item table `[n + 1, d]`)."""
-    cfg = build_config(None, None, None, [run / "hparams.yaml"], [])
-    splits = build_splits(Workspace(home), cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    cfg, splits, module = load_run(run)
     counts = item_counts(splits)
-    module = build_module(cfg, splits.num_items, counts)
-    state = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
-    module.load_state_dict(state["state_dict"])
-    module.eval()
     dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size, num_queries)
     batch = next(iter(dm.val_dataloader()))
     with torch.no_grad():
@@ -75,7 +68,7 @@ def measure(
 ) -> dict[str, Any]:
     """KL rows for uniform, popularity, exact, quadratic and rff (each D, nu, floor)."""
     run = _run_dir(home, run_name)
-    cfg, counts, (queries, item_emb) = _trained(home, run, num_queries)
+    cfg, counts, (queries, item_emb) = _trained(run, num_queries)
     n = item_emb.shape[0] - 1
     ctx = SamplerContext(n, counts, cfg.model.temperature)
     variants: list[tuple[str, dict[str, Any]]] = [("uniform", {}), ("popularity", {}),

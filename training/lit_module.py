@@ -60,7 +60,7 @@ def rank_batch(
 
 
 @torch.no_grad()
-def evaluate_loader(
+def rank_loader(
     query_tower: torch.nn.Module,
     item_emb: Tensor,
     loader: Iterable[dict[str, Tensor]],
@@ -69,14 +69,12 @@ def evaluate_loader(
     device: torch.device | str = "cpu",
     *,
     absolute: bool,
-) -> dict[str, float]:
-    """Full-ranking metrics (recall/ndcg/mrr@K, full_ce) of a tower over an eval loader.
+) -> tuple[Tensor, Tensor]:
+    """Full-ranking ranks `[U]` and target log-probabilities `[U]` over an eval loader (CPU).
 
     `absolute` ranks by |h . c|: the config's `ranks_by_magnitude` while training, the
     bundle manifest's `score` when evaluating a published model.
     """
-    from training.metrics import ranking_metrics
-
     query_tower = query_tower.to(device).eval()
     item_emb = item_emb.to(device)
     ranks, log_ps = [], []
@@ -88,7 +86,26 @@ def evaluate_loader(
         )  # fmt: skip
         ranks.append(r.cpu())
         log_ps.append(lp.cpu())
-    metrics = ranking_metrics(torch.cat(ranks), torch.cat(log_ps), cfg.eval.ks)
+    return torch.cat(ranks), torch.cat(log_ps)
+
+
+def evaluate_loader(
+    query_tower: torch.nn.Module,
+    item_emb: Tensor,
+    loader: Iterable[dict[str, Tensor]],
+    temperature: float,
+    cfg: RecsysConfig,
+    device: torch.device | str = "cpu",
+    *,
+    absolute: bool,
+) -> dict[str, float]:
+    """Full-ranking metrics (recall/ndcg/mrr@K, full_ce) of a tower over an eval loader."""
+    from training.metrics import ranking_metrics
+
+    ranks, log_p = rank_loader(
+        query_tower, item_emb, loader, temperature, cfg, device, absolute=absolute
+    )
+    metrics = ranking_metrics(ranks, log_p, cfg.eval.ks)
     return {k: float(v) for k, v in metrics.items()}
 
 

@@ -105,6 +105,12 @@ def rank_targets(
     return above, log_p
 
 
+def ndcg_per_user(ranks: Tensor, k: int) -> Tensor:
+    """`[U]` float64 NDCG@k of one relevant item per user from 0-based `ranks [U]`."""
+    r = ranks.to(torch.float64)
+    return torch.where(r < k, 1.0 / torch.log2(r + 2.0), 0.0)
+
+
 def ranking_metrics(
     ranks: Tensor, log_p: Tensor, ks: Sequence[int] = (10, 20, 100)
 ) -> dict[str, float]:
@@ -124,7 +130,7 @@ def ranking_metrics(
     for k in ks:
         hit = r < k
         out[f"recall@{k}"] = float(hit.double().mean())
-        out[f"ndcg@{k}"] = float(torch.where(hit, 1.0 / torch.log2(r + 2.0), 0.0).mean())
+        out[f"ndcg@{k}"] = float(ndcg_per_user(ranks, k).mean())
         out[f"mrr@{k}"] = float(torch.where(hit, 1.0 / (r + 1.0), 0.0).mean())
     out["full_ce"] = float(-log_p.to(torch.float64).mean())
     return out

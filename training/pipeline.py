@@ -29,7 +29,7 @@ from data.split import Splits, build_splits
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.workspace import Workspace
 from training import export
-from training.config import RecsysConfig
+from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule, evaluate_loader
 from training.losses import full_softmax, get_loss
@@ -225,11 +225,30 @@ def _trainer(cfg: RecsysConfig, run_dir: Path, **overrides: Any) -> pl_lightning
     return pl_lightning.Trainer(**kwargs)
 
 
+def _load_checkpoint(module: RetrievalModule, path: Path | str) -> None:
+    """Load a Lightning checkpoint's weights into `module` (on the module's device)."""
+    state = torch.load(path, map_location=module.device, weights_only=False)
+    module.load_state_dict(state["state_dict"])
+
+
 def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> None:
     ckpt = next(c for c in trainer.callbacks if isinstance(c, ModelCheckpoint))  # type: ignore[attr-defined]
     if ckpt.best_model_path:
-        state = torch.load(ckpt.best_model_path, map_location=module.device, weights_only=False)
-        module.load_state_dict(state["state_dict"])
+        _load_checkpoint(module, ckpt.best_model_path)
+
+
+def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
+    """A finished run `HOME/runs/NAME`: its config, its home's splits, its best module.
+
+    The config is the run's `hparams.yaml`; the splits are rebuilt from HOME's events as the
+    config defines them; the module (eval mode, CPU) holds `checkpoints/best.ckpt`.
+    """
+    cfg = load_config([run_dir / "hparams.yaml"], [])
+    ws = Workspace(run_dir.parent.parent)
+    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    _load_checkpoint(module, run_dir / "checkpoints" / "best.ckpt")
+    return cfg, splits, module.eval()
 
 
 def _fit(
