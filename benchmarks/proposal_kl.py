@@ -1,7 +1,7 @@
 """How far each sampler's proposal is from a trained model's softmax: KL(p || q) per sampler.
 
 Usage: python benchmarks/proposal_kl.py --home HOME --json FILE [--run NAME] [--queries N]
-    [--rff-features D,D] [--rff-nu NU,NU] [--score-floors F,F]
+    [--rff-features D,D] [--rff-nu NU,NU] [--score-floors F,F] [--leaf-sizes B,B]
 
 HOME is a workspace with a training run (`recsys train`, or `recsys bench quality --home HOME`);
 that run (the newest unless --run names one) gives the config (`hparams.yaml`) and the trained
@@ -11,7 +11,9 @@ built as training builds it (its `configs/samplers/<name>.yaml` preset), refresh
 checkpoint's item table, and measured with `training.diagnostics.proposal_kl`: shared (one
 proposal for the batch, the one the shared draws use: the kernel samplers' summed kernel
 sum_b K(h_b, c), the exact sampler's equal-weight mixture of the queries' softmaxes) and, for
-the kernel samplers, per query. rff runs once per (D, nu, score floor) of the lists given.
+the kernel samplers, per query. rff runs once per (D, nu, score floor, leaf size) of the lists
+given; a leaf size of n or more leaves one bucket, so the draw is the exact Gaussian kernel at
+nu with no RFF noise (the bias floor of that nu).
 Uniform KL is log n - H(p); a proposal above it is worse than uniform.
 """
 
@@ -65,8 +67,9 @@ def measure(
     rff_features: list[int],
     rff_nu: list[float],
     score_floors: list[float],
+    leaf_sizes: list[int],
 ) -> dict[str, Any]:
-    """KL rows for uniform, popularity, exact, quadratic and rff (each D, nu, floor)."""
+    """KL rows for uniform, popularity, exact, quadratic and rff (each D, nu, floor, leaf)."""
     run = _run_dir(home, run_name)
     cfg, counts, (queries, item_emb) = _trained(run, num_queries)
     n = item_emb.shape[0] - 1
@@ -74,10 +77,11 @@ def measure(
     variants: list[tuple[str, dict[str, Any]]] = [("uniform", {}), ("popularity", {}),
                                                   ("exact", {}), ("quadratic", {})]  # fmt: skip
     variants += [
-        ("rff", {"rff_features": d, "rff_nu": nu, "score_floor": floor})
+        ("rff", {"rff_features": d, "rff_nu": nu, "score_floor": floor, "leaf_size": b})
         for d in rff_features
         for nu in rff_nu
         for floor in score_floors
+        for b in leaf_sizes
     ]
     rows = []
     for name, extra in variants:
@@ -105,6 +109,7 @@ def main(
     rff_features: Annotated[str, typer.Option(help="Comma-separated RFF D values.")] = "128,512",
     rff_nu: Annotated[str, typer.Option(help="Comma-separated RFF kernel nu values.")] = "4",
     score_floors: Annotated[str, typer.Option(help="Comma-separated tree score floors.")] = "1e-6",
+    leaf_sizes: Annotated[str, typer.Option(help="Comma-separated rff leaf sizes b.")] = "32",
     run: Annotated[str | None, typer.Option(help="Run name under HOME/runs (default newest).")] = (
         None
     ),
@@ -118,6 +123,7 @@ def main(
         [int(x) for x in rff_features.split(",")],
         [float(x) for x in rff_nu.split(",")],
         [float(x) for x in score_floors.split(",")],
+        [int(x) for x in leaf_sizes.split(",")],
     )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -11,16 +10,11 @@ import numpy as np
 import pytest
 
 from data.synth import generate_events
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.app.benchmark_scripts import load_benchmark
 
 
 def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("paired_ndcg", ROOT / "benchmarks/paired_ndcg.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("paired_ndcg")
 
 
 def test_paired_interval_is_zero_for_a_copy_and_excludes_zero_for_a_clear_gain() -> None:

@@ -1,0 +1,31 @@
+"""benchmarks/proposal_kl.py: one leaf bucket at nu = 1 / temperature is the model's softmax."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.synth import generate_events
+from tests.app.benchmark_scripts import load_benchmark
+
+
+def test_one_bucket_at_the_softmax_temperature_has_zero_kl(tmp_path: Path) -> None:
+    from app.bench.quality import run_quality
+
+    log = tmp_path / "tiny.csv"
+    generate_events(150, 80, 2000, seed=4).write_csv(log)
+    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
+    home = tmp_path / "home"
+    run_quality(str(log), ["uniform"], [8], tmp_path / "q.json", None, home, 1, sets,
+                enable_progress_bar=False)  # fmt: skip
+    nu = 1 / 0.05  # the default model temperature: exp(nu h . c) is the model's softmax
+    result = load_benchmark("proposal_kl").measure(home, None, 32, [64], [nu], [1e-6], [4, 1000])
+    rff = [r for r in result["results"] if r["sampler"] == "rff" and r["per_query"]]
+    per_query = {r["leaf_size"]: r["kl"] for r in rff}
+    # b >= n leaves one bucket, drawn by the exact Gaussian kernel: no RFF noise, no bias.
+    assert per_query[1000] == pytest.approx(0.0, abs=1e-4)
+    # b = 4 routes draws through RFF estimates of 20 buckets' masses: a real, positive bias.
+    assert per_query[4] > 0.05
+    (exact,) = [r["kl"] for r in result["results"] if r["sampler"] == "exact"]
+    assert exact > 0  # the exact sampler's shared proposal mixes 32 queries' softmaxes
