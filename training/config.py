@@ -53,6 +53,9 @@ class SamplerConfig(_Section):
     rff_features: int = Field(128, ge=1, description="D random frequencies: 2D cos/sin numbers.")
     rff_nu: float = Field(4.0, gt=0.0, description="Gaussian kernel temperature nu.")
     rff_orthogonal: bool = True
+    exact_nu: float | None = Field(
+        None, gt=0.0, description="exact: draw from softmax(nu h.c); None = 1 / temperature."
+    )
     leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
     refresh_every: int = Field(100, ge=1, description="Full kernel-tree rebuild period (steps).")
     score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")

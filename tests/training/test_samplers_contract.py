@@ -134,9 +134,28 @@ def test_exact_sampler_follows_update() -> None:
     q0 = queries[:1]
     table_row = q0.clone()
     sampler.update(torch.tensor([7]), table_row)  # item 7 now equals the query
-    sampler.temperature = 0.02  # softmax nearly one-hot on item 7
+    sampler.nu = 50.0  # softmax nearly one-hot on item 7
     neg = sampler.sample(q0, torch.tensor([1]), 200)
     assert (neg.ids == 7).float().mean() > 0.95
+
+
+def test_exact_sampler_nu_draws_from_the_tempered_softmax() -> None:
+    ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.5)
+    table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
+    queries = F.normalize(torch.randn(BATCH, DIM), dim=1)
+    model, tempered = (
+        build_sampler(SamplerConfig(name="exact", per_query=True, exact_nu=nu), ctx)
+        for nu in (None, 7.0)
+    )
+    for sampler in (model, tempered):
+        sampler.refresh(table)
+    scores = queries @ table[1:].T
+    torch.testing.assert_close(
+        model.proposal_log_probs(queries)[:, 1:], (scores / 0.5).log_softmax(1)
+    )
+    torch.testing.assert_close(
+        tempered.proposal_log_probs(queries)[:, 1:], (7 * scores).log_softmax(1)
+    )
 
 
 def test_build_sampler_unknown_name_lists_known() -> None:

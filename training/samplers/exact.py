@@ -1,9 +1,14 @@
 """The exact sampler: draws from the current model's softmax exp(h.c / tau) over items 1..n.
 
-O(n d) per batch: the reference the kernel samplers approximate. It keeps its own copy of
-the item table, set by `refresh()` and patched by `update()`. Per query (`cfg.per_query`),
-row r draws from `softmax(h_r . C / tau)`; shared, the m draws come from the batch mixture
-`q = mean_r softmax_r` and `log_q = log(m q_i)` is that mixture's probability.
+O(n d) per batch: the reference the kernel samplers approximate. `cfg.exact_nu` draws from
+softmax(nu h . c) instead: on L2-normalised vectors that is the exact Gaussian kernel
+exp(-nu ||h - c||^2 / 2) that `rff` estimates, i.e. rff with no RFF noise (its D -> infinity,
+one-bucket limit), so it measures what a kernel of that sharpness can reach.
+
+It keeps its own copy of the item table, set by `refresh()` and patched by `update()`. Per
+query (`cfg.per_query`), row r draws from `softmax(nu h_r . C)`; shared, the m draws come
+from the batch mixture `q = mean_r softmax_r` and `log_q = log(m q_i)` is that mixture's
+probability.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ class ExactSampler:
     def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
         self.per_query = cfg.per_query
         self.num_items = ctx.num_items
-        self.temperature = ctx.temperature
+        self.nu = cfg.exact_nu if cfg.exact_nu is not None else 1.0 / ctx.temperature
         self.items: Tensor | None = None  # [n + 1, d]
 
     def refresh(self, item_emb: Tensor) -> None:
@@ -42,10 +47,10 @@ class ExactSampler:
         return list(queries.detach().to(torch.float32).split(rows))
 
     def _logits(self, q: Tensor) -> Tensor:
-        """`[c, n]` logits h . c / tau over items 1..n (column j is item j + 1)."""
+        """`[c, n]` logits nu h . c over items 1..n (column j is item j + 1); nu = 1 / tau."""
         if self.items is None:
             raise RuntimeError("exact sampler: refresh() must be called before sample()")
-        scaled = q.to(self.items.device) / self.temperature  # [c, d]: scale before the product
+        scaled = q.to(self.items.device) * self.nu  # [c, d]: scale before the product
         return scaled @ self.items[1:].T
 
     def _log_softmax(self, q: Tensor) -> Tensor:
@@ -56,8 +61,8 @@ class ExactSampler:
         """`[n]` log of the batch mixture `mean_r softmax_r`.
 
         Summed as probabilities (one softmax pass per chunk): with L2-normalised towers
-        logits lie in [-1 / tau, 1 / tau], so every softmax entry is at least
-        exp(-2 / tau) / n, far above float32's smallest normal number for any tau >= 0.05.
+        logits lie in [-nu, nu], so every softmax entry is at least exp(-2 nu) / n, far above
+        float32's smallest normal number for any nu <= 20 (tau >= 0.05).
         """
         total = sum(torch.softmax(self._logits(q), dim=1).sum(0) for q in self._row_chunks(queries))
         return torch.log(torch.as_tensor(total) / queries.shape[0])
