@@ -50,8 +50,8 @@ class SamplerConfig(_Section):
     kernel_alpha: float = Field(
         100.0, gt=0.0, description="Quadratic kernel alpha o^2 + 1 on the logit o = h.c / tau."
     )
-    rff_features: int = Field(128, ge=1, description="D random frequencies: 2D cos/sin numbers.")
-    rff_nu: float = Field(4.0, gt=0.0, description="Gaussian kernel temperature nu.")
+    rff_features: int = Field(1024, ge=1, description="D random frequencies: 2D cos/sin numbers.")
+    rff_nu: float = Field(5.0, gt=0.0, description="Gaussian kernel temperature nu.")
     rff_orthogonal: bool = True
     exact_nu: float | None = Field(
         None, gt=0.0, description="exact: draw from softmax(nu h.c); None = 1 / temperature."
