@@ -7,8 +7,8 @@ Each FILE is a `recsys bench quality` results JSON. Every run with m = M negativ
 point: x = `val/proposal_kl` at its best validation epoch (KL(model softmax || proposal), the
 bias of the papers), y = its test NDCG@10; the full-softmax run of the files (the first one
 found) draws the reference line and the line 3% below it. A run is labelled by its sampler and
-the `sampler.*` overrides of its file, so the same sampler under several settings (rff at
-several D and nu, exact at several nu) stays apart.
+the `sampler.*` and `train.seed` overrides of its file, so the same sampler under several
+settings (rff at several D and nu, exact at several nu, another seed) stays apart.
 """
 
 import json
@@ -20,13 +20,14 @@ import typer
 from app.bench.options import save_figure
 from app.bench.quality import best_epoch_kl
 
+_NAMING_KEYS = ("sampler.", "train.seed=")
 _PROTOCOL_KEYS = ("sampler.per_query",)  # set in every file, so it names no run
 
 
 def label(sampler: str, overrides: list[str]) -> str:
-    """`rff` + its file's sampler.* overrides, e.g. `rff rff_features=1024 rff_nu=5`."""
-    keys = [o for o in overrides if o.startswith("sampler.") and not o.startswith(_PROTOCOL_KEYS)]
-    return " ".join([sampler, *(k.removeprefix("sampler.") for k in keys)])
+    """`rff` + its file's naming overrides, e.g. `rff rff_features=1024 rff_nu=5 seed=43`."""
+    keys = [o for o in overrides if o.startswith(_NAMING_KEYS) and not o.startswith(_PROTOCOL_KEYS)]
+    return " ".join([sampler, *(k.split(".", 1)[1] for k in keys)])
 
 
 def points(documents: list[dict[str, Any]], negatives: int) -> dict[str, Any]:

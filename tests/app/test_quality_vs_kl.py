@@ -27,9 +27,11 @@ def test_points_use_the_best_epoch_kl_and_name_each_setting(tmp_path: Path) -> N
         _row("uniform", 64, 0.044, [(0.05, 9.0), (0.055, 8.0)]),
         _row("uniform", 16, 0.040, [(0.05, 9.5)]),
     ]}  # fmt: skip
-    tuned = {"overrides": ["sampler.per_query=true", "sampler.rff_nu=5"], "results": [
-        _row("rff", 64, 0.049, [(0.058, 6.0), (0.057, 4.0)]),
-    ]}  # fmt: skip
+    overrides = ["sampler.per_query=true", "sampler.rff_nu=5", "train.seed=43"]
+    tuned = {
+        "overrides": overrides,
+        "results": [_row("rff", 64, 0.049, [(0.058, 6.0), (0.057, 4.0)])],
+    }
     paths = []
     for name, doc in (("a.json", base), ("b.json", tuned)):
         paths.append(tmp_path / name)
@@ -39,7 +41,7 @@ def test_points_use_the_best_epoch_kl_and_name_each_setting(tmp_path: Path) -> N
     script.main(paths, 64, out, png)
     summary = json.loads(out.read_text())
     assert summary["reference"]["ndcg@10"] == 0.05
-    assert [r["label"] for r in summary["results"]] == ["rff rff_nu=5", "uniform"]
+    assert [r["label"] for r in summary["results"]] == ["rff rff_nu=5 seed=43", "uniform"]
     rff, uniform = summary["results"]
     assert rff["proposal_kl"] == 6.0  # the best val epoch's KL, not the last one's
     assert uniform["proposal_kl"] == 8.0
