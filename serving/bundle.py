@@ -151,8 +151,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
 def _load_embeddings(where: Path, manifest: dict[str, Any]) -> np.ndarray:
     try:
         emb = np.load(where, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise BundleError(f"{where}: unreadable ({err})") from None
+    except Exception as err:  # numpy raises EOFError, ValueError, OSError... for a bad file
+        raise BundleError(f"{where}: unreadable ({type(err).__name__}: {err})") from None
     want = (manifest["num_items"] + 1, manifest["dim"])
     if emb.ndim != 2 or emb.shape != want:
         raise BundleError(f"{where}: shape {emb.shape} does not match the manifest {want}")

@@ -1,11 +1,15 @@
-"""Prometheus metrics of the service: requests, latency, model version, index size.
+"""Prometheus metrics of the service: requests, latency, served and published model, reloads.
 
 Each app gets its own registry, so several apps in one process (tests) never clash.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from serving.service import ModelService
 
@@ -31,18 +35,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.model_info = Gauge(
-            "recsys_model_info",
-            "1 for the served model version.",
-            ["version"],
-            registry=self.registry,
-        )
-        self.index_items = Gauge(
-            "recsys_index_items", "Items in the served index.", ["kind"], registry=self.registry
-        )
-        self.model_loaded = Gauge(
-            "recsys_model_loaded", "1 when a model is loaded.", registry=self.registry
-        )
+        self.model = _ModelCollector()
+        self.registry.register(self.model)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one finished request."""
@@ -51,12 +45,51 @@ class Metrics:
         self.latency.labels(*labels).observe(seconds)
 
     def render(self, service: ModelService) -> bytes:
-        """The text exposition, with the model gauges refreshed from the service."""
-        current = service.current
-        self.model_info.clear()
-        self.index_items.clear()
-        self.model_loaded.set(1 if current else 0)
-        if current is not None:
-            self.model_info.labels(current.version).set(1)
-            self.index_items.labels(current.index.kind).set(current.index.size)
+        """The text exposition, with the model families read from `service` as it is now."""
+        self.model.service = service
         return generate_latest(self.registry)
+
+
+class _ModelCollector(Collector):
+    """The served model's families, read from the service at each scrape."""
+
+    def __init__(self) -> None:
+        self.service: ModelService | None = None
+
+    def describe(self) -> list[Metric]:
+        """No families before the first scrape binds a service (keeps registration cheap)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Loaded flag, served and published versions, index size, reload failures."""
+        if self.service is None:
+            return
+        current, state = self.service.current, self.service.status()
+        yield GaugeMetricFamily(
+            "recsys_model_loaded", "1 when a model is loaded.", value=bool(current)
+        )
+        served = GaugeMetricFamily(
+            "recsys_model_info", "1 for the served model version.", labels=["version"]
+        )
+        published = GaugeMetricFamily(
+            "recsys_published_model_info",
+            "1 for the version models/CURRENT names (not the served one after a failed reload).",
+            labels=["version"],
+        )
+        items = GaugeMetricFamily(
+            "recsys_index_items", "Items in the served index.", labels=["kind"]
+        )
+        if current is not None:
+            served.add_metric([current.version], 1)
+            items.add_metric([current.index.kind], current.index.size)
+        if state.published is not None:
+            published.add_metric([state.published], 1)
+        yield from (served, published, items)
+        yield CounterMetricFamily(
+            "recsys_model_reload_failures", "Failed model reloads.", value=state.failed_reloads
+        )
+        yield GaugeMetricFamily(
+            "recsys_model_last_reload_error_timestamp_seconds",
+            "Unix time of the last failed reload (0: none since the last success).",
+            value=state.last_error_at if state.last_error else 0,
+        )

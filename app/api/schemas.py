@@ -84,12 +84,20 @@ class ItemResponse(BaseModel):
 
 
 class Status(BaseModel):
-    """Liveness / readiness answer."""
+    """Liveness / readiness answer; /ready adds the reload state (fields absent when unknown)."""
 
     status: str
-    model_version: str | None = None
+    model_version: str | None = Field(None, description="The version answering requests.")
+    published_version: str | None = Field(
+        None, description="The version models/CURRENT names (differs after a failed reload)."
+    )
     index: dict[str, int | str] | None = None
     detail: str | None = None
+    last_reload_error: str | None = Field(
+        None, description="Why the last reload failed; absent once a reload succeeds."
+    )
+    last_reload_error_at: str | None = Field(None, description="When it failed (ISO 8601, UTC).")
+    failed_reloads: int | None = Field(None, description="Failed reloads since the start.")
 
 
 class ReloadResponse(BaseModel):

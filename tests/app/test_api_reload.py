@@ -103,3 +103,34 @@ def test_reload_under_load_fails_no_request(tmp_path: Path) -> None:
     # once a version is served, an older one never comes back (allowing in-flight overlap)
     first_v3 = min(t for t, v, _ in load.seen if v == "v3")
     assert all(v == "v3" for t, v, _ in load.seen if t > first_v3 + 1.0)
+
+
+def test_broken_bundles_never_stop_reloading_and_are_reported(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    first = make_bundle(ws.models_dir, "v1")
+    (first / "item_embeddings.npy").write_bytes(b"")  # what a power loss leaves
+    env = {"RECSYS_ADMIN_TOKEN": "tok"}
+    auth = {"Authorization": "Bearer tok"}
+    with running_server(ws.root, env, wait_ready=False) as url, httpx.Client(base_url=url) as api:
+        wait_for(lambda: "item_embeddings.npy" in api.get("/ready").text)
+        ready = api.get("/ready")
+        assert ready.status_code == 503 and ready.json()["published_version"] == "v1"
+        reload = api.post("/admin/reload", headers=auth)
+        assert reload.status_code == 409 and "item_embeddings.npy" in reload.json()["detail"]
+        make_bundle(ws.models_dir, "v2", target=41, seed=1)  # a good CURRENT: picked up
+        wait_for(lambda: api.get("/ready").status_code == 200)
+        broken = make_bundle(ws.models_dir, "v3", target=42, seed=2)
+        (broken / "query_tower.pt").write_bytes(b"\x80\x02")  # truncated
+        wait_for(lambda: api.get("/ready").json().get("published_version") == "v3")
+        wait_for(lambda: "query_tower.pt" in api.get("/ready").json().get("last_reload_error", ""))
+        state = api.get("/ready").json()
+        assert state["model_version"] == "v2" and state["last_reload_error_at"].endswith("+00:00")
+        assert api.post("/recommend", json={"items": PLANTED_HISTORY}).status_code == 200
+        metrics = api.get("/metrics").text
+        assert 'recsys_model_info{version="v2"} 1.0' in metrics
+        assert 'recsys_published_model_info{version="v3"} 1.0' in metrics
+        failures = [ln for ln in metrics.splitlines() if ln.startswith("recsys_model_reload_f")]
+        assert failures and float(failures[0].split()[-1]) >= 3  # v1 twice, v3 once
+        make_bundle(ws.models_dir, "v4", target=43, seed=3)  # the poller still polls
+        wait_for(lambda: api.get("/ready").json()["model_version"] == "v4")
+        assert "last_reload_error" not in api.get("/ready").json()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -20,14 +22,27 @@ async def health() -> Status:
 
 @router.get("/ready", response_model=Status, response_model_exclude_none=True, responses={503: {}})
 async def ready(request: Request) -> Response | Status:
-    """200 with the model version and index when a model is loaded, else 503."""
+    """200 when a model is loaded, else 503; both say what is served, published and failed."""
     svc = service(request)
-    current = svc.current
+    current, state = svc.current, svc.status()
+    failed_at = state.last_error_at
+    body = Status(
+        status="ready" if current else "not ready",
+        model_version=state.served,
+        published_version=state.published,
+        index=current.index.describe() if current else None,
+        detail=None if current else state.last_error or "loading",
+        last_reload_error=state.last_error,
+        last_reload_error_at=(
+            datetime.fromtimestamp(failed_at, UTC).isoformat(timespec="seconds")
+            if failed_at is not None and state.last_error
+            else None
+        ),
+        failed_reloads=state.failed_reloads,
+    )
     if current is None:
-        detail = svc.last_error or "loading"
-        body = Status(status="not ready", detail=detail).model_dump(exclude_none=True)
-        return JSONResponse(body, status_code=503)
-    return Status(status="ready", model_version=current.version, index=current.index.describe())
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=503)
+    return body
 
 
 @router.get("/metrics", response_class=Response)

@@ -1,0 +1,118 @@
+"""A broken bundle never stops reloading: every load error is a refused reload, on record.
+
+Each case breaks a published bundle the way a crash or a bad copy does; before the fix an
+empty `item_embeddings.npy` (numpy's EOFError) escaped the reload path and killed the poller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.errors import RecsysInputError
+from data.workspace import Workspace
+from serving.service import ModelService
+from tests.serving.bundles import make_bundle
+
+
+def truncate(path: Path, keep: int = 0) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def nan_rows(bundle: Path) -> None:
+    emb = np.load(bundle / "item_embeddings.npy")
+    emb[3] = np.nan
+    np.save(bundle / "item_embeddings.npy", emb)
+
+
+def bad_tower_kwargs(bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["model"]["num_heads"] = 3  # 16 is not divisible by 3: torch raises AssertionError
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
+BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
+    "empty embeddings": (lambda b: truncate(b / "item_embeddings.npy"), "item_embeddings.npy"),
+    "truncated embeddings": (
+        lambda b: truncate(b / "item_embeddings.npy", 200),
+        "item_embeddings.npy",
+    ),
+    "wrong shape": (
+        lambda b: np.save(b / "item_embeddings.npy", np.zeros((5, 16), np.float32)),
+        "item_embeddings.npy",
+    ),
+    "NaN embeddings": (nan_rows, "item_embeddings.npy: contains NaN"),
+    "empty tower": (lambda b: truncate(b / "query_tower.pt"), "query_tower.pt"),
+    "truncated tower": (lambda b: truncate(b / "query_tower.pt", 300), "query_tower.pt"),
+    "tower kwargs": (bad_tower_kwargs, "query_tower.pt"),
+    "empty items": (lambda b: truncate(b / "items.parquet"), "items.parquet"),
+    "empty manifest": (lambda b: truncate(b / "manifest.json"), "manifest.json"),
+    "file is a folder": (
+        lambda b: (os.remove(b / "items.parquet"), (b / "items.parquet").mkdir()),
+        "items.parquet",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BREAKS))
+def test_any_broken_file_is_a_refused_reload_and_polling_goes_on(tmp_path: Path, case: str) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    svc = ModelService(ws)
+    svc.poll_once()
+    assert svc.current is not None and svc.current.version == "v1"
+    break_it, names = BREAKS[case]
+    break_it(make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1))
+    with pytest.raises(RecsysInputError, match=names.replace(".", r"\.")):
+        svc.reload()
+    assert svc.current.version == "v1"
+    svc.poll_once()  # never raises; an unchanged broken bundle is not loaded again
+    state = svc.status()
+    assert (state.served, state.published, state.failed_reloads) == ("v1", "v2", 1)
+    assert state.last_error is not None and names in state.last_error
+    make_bundle(ws.models_dir, "v3", num_items=30, target=22, seed=2)
+    svc.poll_once()
+    assert svc.current.version == "v3" and svc.status().last_error is None
+
+
+def test_first_load_of_a_broken_bundle_then_a_fixed_current(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    broken = make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    truncate(broken / "item_embeddings.npy")
+    svc = ModelService(ws)
+    svc.poll_once()
+    assert svc.current is None and "item_embeddings.npy" in (svc.last_error or "")
+    truncate(broken / "item_embeddings.npy")  # rewritten (new mtime), still broken: tried again
+    os.utime(broken / "item_embeddings.npy", ns=(1, 1))
+    svc.poll_once()
+    assert svc.status().failed_reloads == 2
+    make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1)
+    svc.poll_once()
+    assert svc.current is not None and svc.current.version == "v2"
+
+
+def test_unreadable_current_is_a_failed_reload_not_a_crash(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20, publish_it=False)
+    ws.current_model_path.mkdir(parents=True)  # CURRENT is a folder
+    svc = ModelService(ws)
+    svc.poll_once()
+    assert svc.current is None and "CURRENT: unreadable" in (svc.last_error or "")
+    assert svc.status().failed_reloads == 1
+    ws.current_model_path.rmdir()
+    ws.current_model_path.write_text("v1\n")
+    svc.poll_once()
+    assert svc.current is not None and svc.current.version == "v1"
+
+
+def test_nothing_published_is_reported_but_not_counted_as_a_failure(tmp_path: Path) -> None:
+    svc = ModelService(Workspace(tmp_path / "home"))
+    for _ in range(3):
+        svc.poll_once()
+    state = svc.status()
+    assert state.failed_reloads == 0 and "no model is published" in (state.last_error or "")
