@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from app.cli_common import setup_logging
-from app.commands import bench, data_cmds, serve_cmds, train_cmds
+from app.commands import bench, clean_cmds, data_cmds, serve_cmds, train_cmds
 from data.errors import RecsysInputError
 
 log = logging.getLogger("recsys")
@@ -33,7 +33,7 @@ def _root(
     setup_logging(verbose)
 
 
-for module in (data_cmds, train_cmds, serve_cmds, bench):
+for module in (data_cmds, train_cmds, serve_cmds, clean_cmds, bench):
     module.register(app)
 
 

@@ -25,6 +25,7 @@ import polars as pl
 import torch
 from torch import nn
 
+from data import owner
 from data.errors import RecsysInputError
 from training.model import build_query_tower
 
@@ -37,6 +38,9 @@ ITEM_EMBEDDINGS = "item_embeddings.npy"
 QUERY_TOWER = "query_tower.pt"
 ITEMS = "items.parquet"
 CURRENT = "CURRENT"
+TMP_BUNDLE_PREFIX = ".tmp-"  # models/.tmp-<version>-<hex>: a bundle being written
+TMP_CURRENT_PREFIX = f".{CURRENT}.tmp-"  # models/.CURRENT.tmp-<hex>: CURRENT being replaced
+TEMP_MAX_AGE_S = 3600  # a temp with no owner record this old is a crashed writer's
 # manifest["score"]: how the model ranks item c for query h (absent in older bundles: "dot").
 DOT = "dot"  # h . c, the ordinary softmax's logit
 ABS_DOT = "abs_dot"  # |h . c|, a model trained with the absolute softmax
@@ -86,6 +90,50 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _fsync_file(path: Path) -> None:
+    """Force a written file's data to disk (a power loss must not leave it empty)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def stale_temps(models_dir: Path, now: float | None = None) -> list[tuple[Path, str]]:
+    """Temp bundles and CURRENT temp files that killed writers left in `models_dir`.
+
+    A temp bundle is stale when its writer's owner record says the writer died, or, without a
+    record (a writer killed before writing it, or an older version), after TEMP_MAX_AGE_S; a
+    CURRENT temp file (live for milliseconds) after TEMP_MAX_AGE_S too.
+
+    Returns:
+        (path, why) pairs; nothing a live writer is filling.
+
+    """
+    if not models_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    found = []
+    for path in sorted(models_dir.iterdir()):
+        if not path.name.startswith((TMP_BUNDLE_PREFIX, TMP_CURRENT_PREFIX)):
+            continue
+        try:
+            age_s = now - path.stat().st_mtime
+        except FileNotFoundError:  # another writer finished or cleaned it meanwhile
+            continue
+        why = owner.abandoned_reason(path) if path.is_dir() else None
+        if why is None and owner.read_owner(path) is None and age_s > TEMP_MAX_AGE_S:
+            why = f"unfinished for {age_s / 3600:.1f} hours"
+        if why is not None:
+            found.append((path, why))
+    return found
+
+
+def remove_path(path: Path) -> None:
+    """Delete a file or folder tree (what `stale_temps` and run clean-up name)."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def write_bundle(
     models_dir: Path,
     version: str,
@@ -128,15 +176,13 @@ def write_bundle(
         "model": dict(model_cfg),
     }
     models_dir.mkdir(parents=True, exist_ok=True)
-    tmp = models_dir / f".tmp-{version}-{secrets.token_hex(4)}"
-    tmp.mkdir()
+    for path, _why in stale_temps(models_dir):
+        remove_path(path)
+    tmp = models_dir / f"{TMP_BUNDLE_PREFIX}{version}-{secrets.token_hex(4)}"
+    owner.claim(tmp)
     try:
-        np.save(tmp / ITEM_EMBEDDINGS, emb)
-        state = {k: v.detach().cpu() for k, v in query_tower.state_dict().items()}
-        torch.save(state, tmp / QUERY_TOWER)
-        _items_frame(items).write_parquet(tmp / ITEMS)
-        # The manifest goes last: a folder with a manifest is a complete bundle.
-        (tmp / MANIFEST).write_text(json.dumps(full_manifest, indent=2, default=str) + "\n")
+        _write_files(tmp, query_tower, emb, _items_frame(items), full_manifest)
+        (tmp / owner.OWNER_FILE).unlink()
         _fsync_dir(tmp)
         os.rename(tmp, target)
     except BaseException:
@@ -144,6 +190,18 @@ def write_bundle(
         raise
     _fsync_dir(models_dir)
     return target
+
+
+def _write_files(
+    folder: Path, tower: nn.Module, emb: np.ndarray, items: pl.DataFrame, manifest: dict[str, Any]
+) -> None:
+    """Write and fsync every bundle file; the manifest goes last (it marks a complete bundle)."""
+    np.save(folder / ITEM_EMBEDDINGS, emb)
+    torch.save({k: v.detach().cpu() for k, v in tower.state_dict().items()}, folder / QUERY_TOWER)
+    items.write_parquet(folder / ITEMS)
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    for name in (ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS, MANIFEST):
+        _fsync_file(folder / name)
 
 
 def publish(models_dir: Path, version: str) -> None:
@@ -155,7 +213,7 @@ def publish(models_dir: Path, version: str) -> None:
     """
     if not (models_dir / version / MANIFEST).is_file():
         raise RecsysInputError(f"no model bundle {version!r} in {models_dir}")
-    tmp = models_dir / f".{CURRENT}.tmp-{secrets.token_hex(4)}"
+    tmp = models_dir / f"{TMP_CURRENT_PREFIX}{secrets.token_hex(4)}"
     with open(tmp, "w") as handle:
         handle.write(version + "\n")
         handle.flush()
@@ -208,13 +266,30 @@ def read_manifest(bundle_dir: Path) -> dict[str, Any]:
 
 
 def load_query_tower(bundle_dir: Path, manifest: dict[str, Any]) -> nn.Module:
-    """Rebuild the bundle's query tower in eval mode on CPU (no checkpoint needed)."""
-    tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
-    state = torch.load(bundle_dir / QUERY_TOWER, map_location="cpu", weights_only=True)
-    tower.load_state_dict(state)
+    """Rebuild the bundle's query tower in eval mode on CPU (no checkpoint needed).
+
+    Raises:
+        RecsysInputError: the file is missing, truncated or does not fit the manifest.
+
+    """
+    path = bundle_dir / QUERY_TOWER
+    try:
+        tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
+        tower.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as err:  # torch raises many types for a corrupt or mismatched file
+        raise RecsysInputError(f"{path}: cannot load the query tower ({err})") from None
     return tower.eval()
 
 
 def load_item_embeddings(bundle_dir: Path) -> np.ndarray:
-    """float32 `[n + 1, d]` L2-normalised item table (row 0 zeros)."""
-    return np.load(bundle_dir / ITEM_EMBEDDINGS)
+    """float32 `[n + 1, d]` L2-normalised item table (row 0 zeros).
+
+    Raises:
+        RecsysInputError: the file is missing or unreadable (empty, truncated, not .npy).
+
+    """
+    path = bundle_dir / ITEM_EMBEDDINGS
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as err:  # numpy raises EOFError, ValueError, OSError... for a bad file
+        raise RecsysInputError(f"{path}: unreadable ({type(err).__name__}: {err})") from None

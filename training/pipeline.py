@@ -22,7 +22,7 @@ import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
-from data import store, vocab
+from data import owner, store, vocab
 from data.errors import RecsysInputError
 from data.ingest import ingest_files
 from data.split import Splits, build_splits
@@ -315,6 +315,7 @@ def train(
     if splits.val.height == 0 or splits.test.height == 0:
         raise RecsysInputError("no validation or test examples: users need at least 3 events")
     run_dir = ws.runs_dir / version
+    owner.claim(run_dir)  # a killed training leaves an unfinished run `recsys clean` can list
     module, dm, trainer, seconds = _fit(cfg, splits, run_dir, trainer_overrides)
     metrics = {
         split: evaluate_loader(
@@ -340,6 +341,7 @@ def train(
     if publish:
         result.bundle = str(_export(ws, cfg, module, splits, result))
         export.publish(ws.models_dir, version)
+    owner.finish(run_dir)
     return result
 
 

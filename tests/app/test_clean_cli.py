@@ -1,0 +1,63 @@
+"""`recsys clean` lists and removes what a SIGKILLed training left, and nothing alive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from data import owner
+from data.synth import generate_events
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1"]
+
+
+def _recsys(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RECSYS_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _kill_training_midway(home: Path, log: Path) -> Path:
+    env = {**os.environ, "RECSYS_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "app", "train", "--dataset", str(log), "--version", "k1"]
+    proc = subprocess.Popen(
+        [*cmd, "--max-epochs", "200", *TINY], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    run = home / "runs" / "k1"
+    deadline = time.monotonic() + 90
+    while not (run / owner.OWNER_FILE).exists() and time.monotonic() < deadline:
+        assert proc.poll() is None, "training ended before it could be killed"
+        time.sleep(0.1)
+    time.sleep(1.0)  # inside the fit now
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return run
+
+
+def test_clean_lists_then_removes_a_killed_run_only(tmp_path: Path) -> None:
+    home, log = tmp_path / "home", tmp_path / "log.csv"
+    generate_events(200, 60, 4000, seed=1).write_csv(log)
+    killed = _kill_training_midway(home, log)
+    finished, live = home / "runs" / "done", home / "runs" / "live"
+    owner.claim(finished)
+    owner.finish(finished)
+    owner.claim(live)  # this test process: a training still at work
+    listed = _recsys("clean", "--json", home=home)
+    assert listed.returncode == 0, listed.stderr
+    report = json.loads(listed.stdout)
+    assert [row["path"] for row in report["leftovers"]] == [str(killed)]
+    assert "never finished" in report["leftovers"][0]["reason"] and not report["removed"]
+    assert killed.exists()
+    removed = _recsys("clean", "--yes", home=home)
+    assert removed.returncode == 0 and "removed: 1 path(s)" in removed.stdout
+    assert not killed.exists() and finished.exists() and live.exists()
+    assert "nothing to clean" in _recsys("clean", home=home).stdout

@@ -1,0 +1,48 @@
+"""What killed writers left in a workspace: temp bundles, CURRENT temp files, unfinished runs.
+
+Nothing here is ever something a live process is writing: temp bundles follow
+`export.stale_temps`, and a run is a leftover only when its owner record (`data/owner.py`,
+claimed when training starts and finished after publishing) names a process of this host that
+is gone. Runs from before owner records, or from another host, are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from data import owner
+from data.workspace import Workspace
+from training import export
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One removable path and why it is a leftover."""
+
+    path: Path
+    reason: str
+    size_bytes: int
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def find_leftovers(ws: Workspace) -> list[Leftover]:
+    """Every leftover of the workspace, temp bundles first, then unfinished runs."""
+    found = list(export.stale_temps(ws.models_dir))
+    if ws.runs_dir.is_dir():
+        for run in sorted(p for p in ws.runs_dir.iterdir() if p.is_dir()):
+            why = owner.abandoned_reason(run)
+            if why is not None:
+                found.append((run, f"unfinished training run: {why}"))
+    return [Leftover(path, why, _size(path)) for path, why in found]
+
+
+def remove_leftovers(leftovers: list[Leftover]) -> None:
+    """Delete what `find_leftovers` named."""
+    for item in leftovers:
+        export.remove_path(item.path)
