@@ -1,9 +1,10 @@
 """Owner records of work in progress: which process fills a folder, and whether it died.
 
-A writer claims a folder before filling it (`claim`) and marks it finished at the end
-(`finish`). A folder whose record names a process of this host that no longer runs, and that
-was never finished, was left by a killed writer and may be removed (`abandoned_reason`). A
-record from another host (a container sharing the volume) is never judged: its pid means
+A writer claims its work before doing it (`claim`, a small JSON record file the caller names:
+inside a temp folder, or beside a folder that others write into too) and marks it finished at
+the end (`finish`). Work whose record names a process of this host that no longer runs, and
+that was never finished, was left by a killed writer and may be removed (`abandoned_reason`).
+A record from another host (a container sharing the volume) is never judged: its pid means
 nothing here.
 """
 
@@ -15,36 +16,35 @@ import socket
 import time
 from pathlib import Path
 
-OWNER_FILE = ".owner.json"
+OWNER_FILE = ".owner.json"  # the record's name inside a temp folder
 
 
-def claim(folder: Path) -> None:
-    """Record this process as the writer of `folder` (created if missing)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    _write(folder, {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()})
+def claim(record: Path) -> None:
+    """Record this process as the writer (its folder is created if missing)."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    _write(record, {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()})
 
 
-def finish(folder: Path) -> None:
-    """Mark `folder`'s work as done: it is never abandoned after this."""
-    record = read_owner(folder) or {}
-    _write(folder, {**record, "finished_at": time.time()})
+def finish(record: Path) -> None:
+    """Mark the work as done: it is never abandoned after this."""
+    _write(record, {**(read_owner(record) or {}), "finished_at": time.time()})
 
 
-def read_owner(folder: Path) -> dict[str, object] | None:
-    """The folder's owner record, or None when it has none (or an unreadable one)."""
+def read_owner(record: Path) -> dict[str, object] | None:
+    """The owner record, or None when there is none (or an unreadable one)."""
     try:
-        record = json.loads((folder / OWNER_FILE).read_text())
+        data = json.loads(record.read_text())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) else None
+    return data if isinstance(data, dict) else None
 
 
-def abandoned_reason(folder: Path) -> str | None:
-    """Why `folder` is a killed writer's leftover, or None when it is not (or cannot be told)."""
-    record = read_owner(folder)
-    if record is None or "finished_at" in record or record.get("host") != socket.gethostname():
+def abandoned_reason(record: Path) -> str | None:
+    """Why the work is a killed writer's leftover, or None when it is not (or cannot be told)."""
+    data = read_owner(record)
+    if data is None or "finished_at" in data or data.get("host") != socket.gethostname():
         return None
-    pid = record.get("pid")
+    pid = data.get("pid")
     if not isinstance(pid, int) or pid_alive(pid):
         return None
     return f"its writer (pid {pid}) is gone and never finished"
@@ -61,7 +61,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _write(folder: Path, record: dict[str, object]) -> None:
-    tmp = folder / f"{OWNER_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(record) + "\n")
-    os.replace(tmp, folder / OWNER_FILE)
+def _write(record: Path, data: dict[str, object]) -> None:
+    tmp = record.with_name(f"{record.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, record)

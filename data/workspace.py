@@ -57,6 +57,13 @@ class Workspace:
         """Lightning logs and checkpoints, one folder per training run."""
         return self.root / "runs"
 
+    def run_owner_path(self, run_id: str) -> Path:
+        """`runs/<run-id>.owner.json`: who trains that run, and whether it finished.
+
+        Beside the run folder, not in it: Lightning's loggers want the folder empty at start.
+        """
+        return self.runs_dir / f"{run_id}.owner.json"
+
     @property
     def models_dir(self) -> Path:
         """Published model bundles, one folder per version."""

@@ -118,8 +118,9 @@ def stale_temps(models_dir: Path, now: float | None = None) -> list[tuple[Path, 
             age_s = now - path.stat().st_mtime
         except FileNotFoundError:  # another writer finished or cleaned it meanwhile
             continue
-        why = owner.abandoned_reason(path) if path.is_dir() else None
-        if why is None and owner.read_owner(path) is None and age_s > TEMP_MAX_AGE_S:
+        record = path / owner.OWNER_FILE
+        why = owner.abandoned_reason(record) if path.is_dir() else None
+        if why is None and owner.read_owner(record) is None and age_s > TEMP_MAX_AGE_S:
             why = f"unfinished for {age_s / 3600:.1f} hours"
         if why is not None:
             found.append((path, why))
@@ -179,7 +180,8 @@ def write_bundle(
     for path, _why in stale_temps(models_dir):
         remove_path(path)
     tmp = models_dir / f"{TMP_BUNDLE_PREFIX}{version}-{secrets.token_hex(4)}"
-    owner.claim(tmp)
+    tmp.mkdir()
+    owner.claim(tmp / owner.OWNER_FILE)
     try:
         _write_files(tmp, query_tower, emb, _items_frame(items), full_manifest)
         (tmp / owner.OWNER_FILE).unlink()

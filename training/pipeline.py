@@ -315,7 +315,7 @@ def train(
     if splits.val.height == 0 or splits.test.height == 0:
         raise RecsysInputError("no validation or test examples: users need at least 3 events")
     run_dir = ws.runs_dir / version
-    owner.claim(run_dir)  # a killed training leaves an unfinished run `recsys clean` can list
+    owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
     module, dm, trainer, seconds = _fit(cfg, splits, run_dir, trainer_overrides)
     metrics = {
         split: evaluate_loader(
@@ -341,7 +341,7 @@ def train(
     if publish:
         result.bundle = str(_export(ws, cfg, module, splits, result))
         export.publish(ws.models_dir, version)
-    owner.finish(run_dir)
+    owner.finish(ws.run_owner_path(version))
     return result
 
 

@@ -25,7 +25,7 @@ def clean(
     ws = workspace(home)
     leftovers = find_leftovers(ws)
     if yes:
-        remove_leftovers(leftovers)
+        remove_leftovers(ws, leftovers)
     if as_json:
         rows = [{"path": str(x.path), "reason": x.reason, "bytes": x.size_bytes} for x in leftovers]
         emit_json({"leftovers": rows, "removed": yes})

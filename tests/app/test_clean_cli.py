@@ -34,7 +34,7 @@ def _kill_training_midway(home: Path, log: Path) -> Path:
     )  # fmt: skip
     run = home / "runs" / "k1"
     deadline = time.monotonic() + 90
-    while not (run / owner.OWNER_FILE).exists() and time.monotonic() < deadline:
+    while not (home / "runs" / "k1.owner.json").exists() and time.monotonic() < deadline:
         assert proc.poll() is None, "training ended before it could be killed"
         time.sleep(0.1)
     time.sleep(1.0)  # inside the fit now
@@ -48,9 +48,10 @@ def test_clean_lists_then_removes_a_killed_run_only(tmp_path: Path) -> None:
     generate_events(200, 60, 4000, seed=1).write_csv(log)
     killed = _kill_training_midway(home, log)
     finished, live = home / "runs" / "done", home / "runs" / "live"
-    owner.claim(finished)
-    owner.finish(finished)
-    owner.claim(live)  # this test process: a training still at work
+    for run in (finished, live):
+        run.mkdir(parents=True)
+        owner.claim(home / "runs" / f"{run.name}.owner.json")  # this test process
+    owner.finish(home / "runs" / "done.owner.json")
     listed = _recsys("clean", "--json", home=home)
     assert listed.returncode == 0, listed.stderr
     report = json.loads(listed.stdout)
@@ -59,5 +60,6 @@ def test_clean_lists_then_removes_a_killed_run_only(tmp_path: Path) -> None:
     assert killed.exists()
     removed = _recsys("clean", "--yes", home=home)
     assert removed.returncode == 0 and "removed: 1 path(s)" in removed.stdout
-    assert not killed.exists() and finished.exists() and live.exists()
+    assert not killed.exists() and not (home / "runs" / "k1.owner.json").exists()
+    assert finished.exists() and live.exists()
     assert "nothing to clean" in _recsys("clean", home=home).stdout

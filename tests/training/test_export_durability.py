@@ -73,10 +73,10 @@ def test_write_removes_only_temps_of_dead_writers(tmp_path: Path) -> None:
     for folder in (dead, alive, young, old):
         folder.mkdir(parents=True)
         (folder / "item_embeddings.npy").write_bytes(b"half")
-    owner.claim(dead)
-    record = owner.read_owner(dead) or {}
+    owner.claim(dead / owner.OWNER_FILE)
+    record = owner.read_owner(dead / owner.OWNER_FILE) or {}
     (dead / owner.OWNER_FILE).write_text(f'{{"host": "{record["host"]}", "pid": {_dead_pid()}}}')
-    owner.claim(alive)  # this process: a writer still at work
+    owner.claim(alive / owner.OWNER_FILE)  # this process: a writer still at work
     os.utime(old, (time.time() - 7200, time.time() - 7200))  # no record, two hours old
     stale_current = models / ".CURRENT.tmp-abcd"
     stale_current.write_text("v0\n")
