@@ -51,7 +51,7 @@ def _trained(
     cfg, splits, module = load_run(run)
     counts = item_counts(splits)
     dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size, num_queries)
-    batch = next(iter(dm.val_dataloader()))
+    batch = dm.val_set[list(range(min(num_queries, len(dm.val_set))))]  # the first users
     with torch.no_grad():
         item_emb = module.model.item_tower.all_embeddings()
         _, _, queries = rank_batch(

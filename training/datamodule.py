@@ -23,7 +23,6 @@ from torch.utils.data import (
     Dataset,
     RandomSampler,
     Sampler,
-    SequentialSampler,
 )
 
 BUCKET_SPAN = 50  # batches drawn together, sorted by length, then cut and shuffled
@@ -162,11 +161,22 @@ class EvalExamples(Dataset[dict[str, Tensor]]):
         self.targets = torch.from_numpy(frame["target"].to_numpy().astype(np.int64))
         self.max_len = max_len
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """Full history length of each example: `[U]`."""
+        return np.diff(self.offsets)
+
     def __len__(self) -> int:
         return len(self.targets)
 
     def __getitem__(self, rows: Any) -> dict[str, Tensor]:
-        """`rows [B]` -> history `[B, L']` (common padding trimmed), target `[B]`, seen `[B, H]`."""
+        """One batch of examples.
+
+        Returns:
+            history `[B, L']` (common padding trimmed), target `[B]`, seen `[B, H]`, and row
+            `[B]`: each example's position in the split (to restore the split's order).
+
+        """
         rows = np.asarray(rows, dtype=np.int64)
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         longest = max(int((ends - starts).max(initial=0)), 1)
@@ -175,12 +185,24 @@ class EvalExamples(Dataset[dict[str, Tensor]]):
             "history": trim_left(history)[0],
             "target": self.targets[torch.from_numpy(rows)],
             "seen": torch.from_numpy(_gather_left_padded(self.flat, starts, ends, longest)),
+            "row": torch.from_numpy(rows),
         }
 
 
-def _loader(dataset: Dataset[Any], batch_size: int, shuffle: bool, workers: int) -> DataLoader:
+def _eval_loader(dataset: EvalExamples, batch_size: int) -> DataLoader:
+    """Batches of examples sorted by history length, so each batch trims most of its padding.
+
+    In split order a batch is as wide as its longest history (L = 50 on Beauty, where the mean
+    is 9): sorted, ranking the 22k validation users costs a fifth of the query-tower work.
+    """
+    order = np.argsort(dataset.lengths, kind="stable")
+    batches = [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    return DataLoader(dataset, sampler=batches, batch_size=None)
+
+
+def _shuffled_loader(dataset: Dataset[Any], batch_size: int, workers: int) -> DataLoader:
     # One dataset call per batch (batch_size=None + a BatchSampler) avoids per-row collation.
-    order = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)  # type: ignore[arg-type]
+    order = RandomSampler(dataset)  # type: ignore[arg-type]
     return DataLoader(
         dataset,
         sampler=BatchSampler(order, batch_size, drop_last=False),
@@ -232,7 +254,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         """Shuffled training windows: (inputs `[B, L']`, targets `[B, L']`), L' <= L."""
         if not self.bucket_by_length:
-            return _loader(self.train_set, self.batch_size, True, self.num_workers)
+            return _shuffled_loader(self.train_set, self.batch_size, self.num_workers)
         batches = LengthBucketBatches(self.train_set.lengths, self.batch_size, self.seed)
         return DataLoader(
             self.train_set,
@@ -243,12 +265,12 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         )
 
     def val_dataloader(self) -> DataLoader:
-        """Validation examples in order."""
-        return _loader(self.val_set, self.eval_batch_size, False, 0)
+        """Validation examples, batched by history length (`row` gives the split order)."""
+        return _eval_loader(self.val_set, self.eval_batch_size)
 
     def test_dataloader(self) -> DataLoader:
-        """Test examples in order."""
-        return _loader(self.test_set, self.eval_batch_size, False, 0)
+        """Test examples, batched by history length (`row` gives the split order)."""
+        return _eval_loader(self.test_set, self.eval_batch_size)
 
     def eval_dataloader(self, split: str) -> DataLoader:
         """The loader of `split` ("val" or "test")."""

@@ -70,14 +70,14 @@ def rank_loader(
     *,
     absolute: bool,
 ) -> tuple[Tensor, Tensor]:
-    """Full-ranking ranks `[U]` and target log-probabilities `[U]` over an eval loader (CPU).
+    """Full-ranking ranks `[U]` and target log-probabilities `[U]` in the split's order (CPU).
 
     `absolute` ranks by |h . c|: the config's `ranks_by_magnitude` while training, the
     bundle manifest's `score` when evaluating a published model.
     """
     query_tower = query_tower.to(device).eval()
     item_emb = item_emb.to(device)
-    ranks, log_ps = [], []
+    ranks, log_ps, rows = [], [], []
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
         r, lp, _ = rank_batch(
@@ -86,7 +86,9 @@ def rank_loader(
         )  # fmt: skip
         ranks.append(r.cpu())
         log_ps.append(lp.cpu())
-    return torch.cat(ranks), torch.cat(log_ps)
+        rows.append(batch["row"].cpu())
+    order = torch.cat(rows).argsort()  # the loader batches by length; back to split order
+    return torch.cat(ranks)[order], torch.cat(log_ps)[order]
 
 
 def evaluate_loader(
@@ -248,7 +250,7 @@ class RetrievalModule(pl.LightningModule):
     def _eval_start(self) -> None:
         with torch.no_grad():
             item_emb = self.model.item_tower.all_embeddings()
-        self._val = {"item_emb": item_emb, "ranks": [], "log_p": [], "queries": None}
+        self._val = {"item_emb": item_emb, "ranks": [], "log_p": [], "queries": []}
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
         ev = self.cfg.eval
@@ -263,8 +265,8 @@ class RetrievalModule(pl.LightningModule):
         )
         self._val["ranks"].append(ranks)
         self._val["log_p"].append(log_p)
-        if self._val["queries"] is None:
-            self._val["queries"] = queries
+        # The KL diagnostic's queries: the split's first eval_batch_size users, in any batch.
+        self._val["queries"].append(queries[batch["row"] < self.cfg.train.eval_batch_size])
 
     def _eval_end(self, prefix: str) -> None:
         from training.metrics import ranking_metrics
@@ -278,7 +280,7 @@ class RetrievalModule(pl.LightningModule):
         if prefix == "val" and self.sampler is not None:
             kl = proposal_kl(
                 self.sampler,
-                self._val["queries"],
+                torch.cat(self._val["queries"]),
                 self._val["item_emb"],
                 self.temperature,
                 self.cfg.ranks_by_magnitude,

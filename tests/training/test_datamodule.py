@@ -58,13 +58,16 @@ def test_batches_and_eval_examples() -> None:
     assert sorted(map(tuple, targets.tolist())) == [(0, 0, 3), (0, 2, 3), (4, 5, 6)]
     assert sorted(map(tuple, inputs.tolist())) == [(0, 0, 2), (0, 1, 2), (3, 4, 5)]
     assert torch.equal(targets != 0, inputs != 0)
-    first = next(iter(dm.val_dataloader()))
-    assert first["history"].tolist() == [[4, 5, 6], [0, 2, 3]]
-    assert first["target"].tolist() == [7, 4]
-    assert first["seen"].tolist() == [[1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 2, 3]]
-    last = list(dm.test_dataloader())[-1]
-    assert last["history"].tolist() == [[4]]  # common left padding trimmed
-    assert last["seen"].tolist() == [[4]]
+    first, last = list(dm.val_dataloader())  # batched by history length, shortest first
+    assert first["row"].tolist() == [2, 1] and last["row"].tolist() == [0]
+    assert first["history"].tolist() == [[0, 4], [2, 3]]  # common left padding trimmed
+    assert first["target"].tolist() == [5, 4]
+    assert first["seen"].tolist() == [[0, 4], [2, 3]]
+    assert last["history"].tolist() == [[4, 5, 6]] and last["target"].tolist() == [7]
+    assert last["seen"].tolist() == [[1, 2, 3, 4, 5, 6]]
+    in_split_order = dm.test_set[[0, 1]]
+    assert in_split_order["history"].tolist() == [[4, 5, 6], [0, 2, 3]]
+    assert in_split_order["seen"].tolist() == [[1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 2, 3]]
 
 
 def test_item_counts_from_train() -> None:
