@@ -13,6 +13,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
+from torch.profiler import record_function
 
 from training.config import RecsysConfig
 from training.diagnostics import proposal_kl
@@ -20,6 +21,11 @@ from training.model import TwoTowerModel
 from training.samplers import NegativeSampler
 
 SampledLoss = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+# Profiler labels of a training step's phases (`recsys bench profile` adds them up).
+PHASES = {
+    name: f"recsys.{name}"
+    for name in ("tower", "sampler", "loss", "backward", "optimizer", "sampler_update")
+}
 FullLoss = Callable[[Tensor, Tensor], Tensor]
 
 
@@ -156,23 +162,27 @@ class RetrievalModule(pl.LightningModule):
         """
         inputs, targets = batch
         keep = targets != 0
-        queries = self.model.query_tower(inputs)[keep]  # [N, d]
+        with record_function(PHASES["tower"]):
+            queries = self.model.query_tower(inputs)[keep]  # [N, d]
         positives = targets[keep]  # [N]
         tau = self.temperature
         if self.sampler is None:
-            logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
-            logits[:, 0] = torch.finfo(logits.dtype).min  # padding is never a candidate
-            return self.full_loss(logits, positives), None  # type: ignore[misc]
-        neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
-        ids = neg.ids.to(queries.device)
-        log_q = neg.log_q.to(queries.device, queries.dtype)
-        pos_logits = (queries * self.model.item_tower(positives)).sum(-1) / tau  # [N]
-        neg_emb = self.model.item_tower(ids)  # [m, d] or [N, m, d]
-        if ids.dim() == 1:
-            neg_logits = queries @ neg_emb.T / tau  # [N, m]
-        else:
-            neg_logits = torch.einsum("nd,nmd->nm", queries, neg_emb) / tau
-        loss = self.sampled_loss(pos_logits, neg_logits, ids, log_q, positives)  # type: ignore[misc]
+            with record_function(PHASES["loss"]):
+                logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
+                logits[:, 0] = torch.finfo(logits.dtype).min  # padding is never a candidate
+                return self.full_loss(logits, positives), None  # type: ignore[misc]
+        with record_function(PHASES["sampler"]):
+            neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
+        with record_function(PHASES["loss"]):
+            ids = neg.ids.to(queries.device)
+            log_q = neg.log_q.to(queries.device, queries.dtype)
+            pos_logits = (queries * self.model.item_tower(positives)).sum(-1) / tau  # [N]
+            neg_emb = self.model.item_tower(ids)  # [m, d] or [N, m, d]
+            if ids.dim() == 1:
+                neg_logits = queries @ neg_emb.T / tau  # [N, m]
+            else:
+                neg_logits = torch.einsum("nd,nmd->nm", queries, neg_emb) / tau
+            loss = self.sampled_loss(pos_logits, neg_logits, ids, log_q, positives)  # type: ignore[misc]
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
 
@@ -197,10 +207,13 @@ class RetrievalModule(pl.LightningModule):
         for opt in optimizers:
             opt.zero_grad()
         loss, touched = self._step(batch)
-        backward(loss)
-        for opt in optimizers:
-            opt.step()
-        self._sync_sampler(touched)
+        with record_function(PHASES["backward"]):
+            backward(loss)
+        with record_function(PHASES["optimizer"]):
+            for opt in optimizers:
+                opt.step()
+        with record_function(PHASES["sampler_update"]):
+            self._sync_sampler(touched)
         return loss.detach()
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
