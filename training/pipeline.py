@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule, evaluate_loader
 from training.losses import full_softmax, get_loss
 from training.model import build_model
+from training.progress import EpochProgress
 from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
@@ -164,7 +166,10 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
 
 
 class EpochTimer(Callback):
-    """Wall seconds of each training epoch (validation excluded)."""
+    """Wall seconds of each training epoch, its validation round included.
+
+    Lightning runs an epoch's validation before `on_train_epoch_end`.
+    """
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
@@ -215,7 +220,13 @@ def _trainer(cfg: RecsysConfig, run_dir: Path, **overrides: Any) -> pl_lightning
         "check_val_every_n_epoch": cfg.train.val_every,
         "accelerator": cfg.train.accelerator,
         "devices": 1,
-        "callbacks": [ckpt, stop, EpochTimer()],
+        "callbacks": [
+            ckpt,
+            stop,
+            EpochTimer(),
+            EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes),
+        ],
+        "enable_progress_bar": sys.stderr.isatty(),  # a bar in a log file is noise
         "logger": loggers,
         "num_sanity_val_steps": 0,
         "enable_model_summary": False,

@@ -1,0 +1,31 @@
+"""A training run that is not on a terminal still shows one progress line per epoch."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from data.synth import generate_events
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1"]
+
+
+def test_one_progress_line_per_epoch_on_stderr_without_a_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "log.csv"
+    generate_events(150, 80, 2000, seed=3).write_csv(log)
+    env = {**os.environ, "RECSYS_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "app", "train", "--dataset", str(log), "--max-epochs", "3"]
+    done = subprocess.run(
+        [*cmd, *TINY, "--set", "train.patience=10"], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [ln for ln in done.stderr.splitlines() if re.search(r"epoch \d+/3, ", ln)]
+    assert [re.search(r"epoch (\d+)/3", ln).group(1) for ln in lines] == ["1", "2", "3"]  # type: ignore[union-attr]
+    pattern = r"train loss \d+\.\d{3}, val ndcg@10 0\.\d{4} recall@10 0\.\d{4}, \d+\.\d s, "
+    assert all(re.search(pattern + r"at most \d+\.\d min to go", ln) for ln in lines), lines
+    assert "Epoch 0" not in done.stderr  # no progress bar when stderr is not a terminal
