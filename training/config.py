@@ -82,6 +82,11 @@ class TrainConfig(_Section):
     sparse_embeddings: bool = False
     seed: int = 42
     accelerator: str = "auto"
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads of torch; null: torch's default (every core, or OMP_NUM_THREADS).",
+    )
     num_workers: int = Field(0, ge=0)
     eval_batch_size: int = Field(512, ge=1)
     bucket_by_length: bool = Field(

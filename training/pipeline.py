@@ -60,6 +60,7 @@ class TrainResult:
     epochs: int
     seconds_per_epoch: float
     device: str
+    threads: int
     bundle: str | None = None
     run_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -266,6 +267,8 @@ def _fit(
     cfg: RecsysConfig, splits: Splits, run_dir: Path, overrides: dict[str, Any]
 ) -> tuple[RetrievalModule, SequenceDataModule, pl_lightning.Trainer, float]:
     """Seed, build, fit, and restore the best checkpoint; returns the fit's wall seconds."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
     pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
     dm = SequenceDataModule(
         splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
@@ -347,6 +350,7 @@ def train(
         epochs=len(timer.seconds),
         seconds_per_epoch=round(sum(timer.seconds) / max(len(timer.seconds), 1), 3),
         device=str(module.device),
+        threads=torch.get_num_threads(),
         run_dir=str(run_dir),
     )
     if publish:

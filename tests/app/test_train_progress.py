@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
 
 from data.synth import generate_events
 
@@ -29,3 +32,20 @@ def test_one_progress_line_per_epoch_on_stderr_without_a_terminal(tmp_path: Path
     pattern = r"train loss \d+\.\d{3}, val ndcg@10 0\.\d{4} recall@10 0\.\d{4}, \d+\.\d s, "
     assert all(re.search(pattern + r"at most \d+\.\d min to go", ln) for ln in lines), lines
     assert "Epoch 0" not in done.stderr  # no progress bar when stderr is not a terminal
+
+
+def test_thread_setting_is_honoured(tmp_path: Path) -> None:
+    log = tmp_path / "log.csv"
+    generate_events(100, 50, 1200, seed=4).write_csv(log)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    cmd = [sys.executable, "-m", "app", "train", "--dataset", str(log), "--max-epochs", "1"]
+    cmd += [*TINY, "--json", "--home", str(tmp_path / "home")]
+    threads = {}
+    for setting in ("1", "null"):
+        done = subprocess.run(
+            [*cmd, "--set", f"train.threads={setting}", "--version", f"t{setting}"], cwd=REPO,
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        threads[setting] = json.loads(done.stdout)["threads"]
+    assert threads == {"1": 1, "null": min(os.cpu_count() or 1, torch.get_num_threads())}
