@@ -79,6 +79,12 @@ class TrainConfig(_Section):
     )
     patience: int = Field(10, ge=1, description="Early stopping, in validation rounds.")
     val_every: int = Field(1, ge=1, description="Validate every N epochs.")
+    val_users: int | None = Field(
+        None,
+        ge=1,
+        description="Validation rounds during training rank a fixed random sample of this many "
+        "users (null: all); the final metrics always rank every user.",
+    )
     sparse_embeddings: bool = False
     seed: int = 42
     accelerator: str = "auto"

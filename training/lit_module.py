@@ -263,7 +263,9 @@ class RetrievalModule(pl.LightningModule):
     def _eval_start(self) -> None:
         with torch.no_grad():
             item_emb = self.model.item_tower.all_embeddings()
-        self._val = {"item_emb": item_emb, "ranks": [], "log_p": [], "queries": []}
+        self._val = {"item_emb": item_emb, "ranks": [], "log_p": []}
+        self._val["kl_rows"] = torch.empty(0, dtype=torch.int64, device=item_emb.device)
+        self._val["queries"] = item_emb.new_empty(0, item_emb.shape[1])
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
         ev = self.cfg.eval
@@ -278,8 +280,14 @@ class RetrievalModule(pl.LightningModule):
         )
         self._val["ranks"].append(ranks)
         self._val["log_p"].append(log_p)
-        # The KL diagnostic's queries: the split's first eval_batch_size users, in any batch.
-        self._val["queries"].append(queries[batch["row"] < self.cfg.train.eval_batch_size])
+        self._keep_kl_queries(queries, batch["row"])
+
+    def _keep_kl_queries(self, queries: Tensor, rows: Tensor) -> None:
+        """The KL diagnostic's queries: the first eval_batch_size users evaluated, split order."""
+        rows = torch.cat([self._val["kl_rows"], rows])
+        queries = torch.cat([self._val["queries"], queries])
+        first = rows.argsort()[: self.cfg.train.eval_batch_size]
+        self._val["kl_rows"], self._val["queries"] = rows[first], queries[first]
 
     def _eval_end(self, prefix: str) -> None:
         from training.metrics import ranking_metrics
@@ -293,7 +301,7 @@ class RetrievalModule(pl.LightningModule):
         if prefix == "val" and self.sampler is not None:
             kl = proposal_kl(
                 self.sampler,
-                torch.cat(self._val["queries"]),
+                self._val["queries"],
                 self._val["item_emb"],
                 self.temperature,
                 self.cfg.ranks_by_magnitude,

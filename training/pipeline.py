@@ -272,7 +272,7 @@ def _fit(
     pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
     dm = SequenceDataModule(
         splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
-        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed,
+        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, cfg.train.val_users,
     )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
     trainer = _trainer(cfg, run_dir, **overrides)

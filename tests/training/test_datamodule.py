@@ -118,3 +118,18 @@ def test_length_buckets_cover_every_window_once_and_trim() -> None:
     epoch1 = [b[0].shape for b in loader]
     epoch2 = [b[0].shape for b in loader]
     assert len(epoch1) == len(plain_widths) and epoch1 != epoch2  # reshuffled per epoch
+
+
+def test_validation_rounds_rank_a_fixed_user_sample_final_metrics_all() -> None:
+    ev = pl.DataFrame(
+        {"history": [[1 + k % 7] * (1 + k % 5) for k in range(40)], "target": [2] * 40},
+        schema={"history": pl.List(pl.Int64), "target": pl.Int64},
+    )
+    splits = SimpleNamespace(train=_splits().train, val=ev, test=ev, num_items=8)
+    dm = SequenceDataModule(splits, max_len=3, batch_size=2, eval_batch_size=8, val_users=10)
+    rounds = [sorted(torch.cat([b["row"] for b in dm.val_dataloader()]).tolist()) for _ in "ab"]
+    assert rounds[0] == rounds[1] and len(rounds[0]) == 10 and len(set(rounds[0])) == 10
+    every = torch.cat([b["row"] for b in dm.eval_dataloader("val")])
+    assert sorted(every.tolist()) == list(range(40))
+    all_users = SequenceDataModule(splits, max_len=3, batch_size=2, eval_batch_size=8)
+    assert sum(len(b["row"]) for b in all_users.val_dataloader()) == 40
