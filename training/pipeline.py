@@ -169,16 +169,26 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
 class EpochTimer(Callback):
     """Wall seconds of each training epoch, its validation round included.
 
-    Lightning runs an epoch's validation before `on_train_epoch_end`.
+    Lightning runs an epoch's validation before `on_train_epoch_end`. Each validation round
+    also logs `time/fit_seconds`, the wall time since the fit started (quality against time).
     """
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
-        self._start = 0.0
+        self._start = self._fit_start = 0.0
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the fit's clock."""
+        self._fit_start = time.perf_counter()
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the clock."""
         self._start = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Log the wall time of this validation round's end since the fit started."""
+        if not trainer.sanity_checking:
+            pl_module.log("time/fit_seconds", time.perf_counter() - self._fit_start)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Stop the clock."""
