@@ -21,7 +21,9 @@ def profile_command(
     samplers: Annotated[
         str, typer.Option("--samplers", help="`full` and/or sampler names, comma-separated.")
     ] = "full,uniform",
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Profiled training steps.")] = 60,
+    steps: Annotated[
+        int, typer.Option("--steps", min=0, help="Training steps (0: a whole epoch).")
+    ] = 0,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch CPU threads.")] = 1,
     set_: Annotated[
         list[str] | None,

@@ -1,7 +1,8 @@
 """Where a real training step's time goes, behind `recsys bench profile`.
 
-One Lightning epoch of `steps` batches on a real dataset with the shipped config (the same
-DataModule, module and optimisers as `recsys train`), then one full validation round:
+One Lightning epoch (or its first `steps` batches, the first WARMUP_STEPS not profiled) on a
+real dataset with the shipped config (the same DataModule, module and optimisers as `recsys
+train`), then one full validation round:
 - the step's phases from the profiler labels the LightningModule sets (`lit_module.PHASES`:
   tower forward, sampler draw, loss, backward, optimiser, sampler update);
 - "lightning in step": the rest of a step's wall time (Lightning's loop, `self.log`);
@@ -108,7 +109,8 @@ def profile_sampler(ws: Workspace, dataset: str, sampler: str, args: dict[str, A
     )  # fmt: skip
     pl_lightning.seed_everything(cfg.train.seed, verbose=False)
     module = build_module(cfg, splits.num_items, item_counts(splits))
-    steps = min(args["steps"], len(dm.train_dataloader()) - WARMUP_STEPS)
+    steps = min(args["steps"] or len(dm.train_dataloader()), len(dm.train_dataloader()))
+    steps -= WARMUP_STEPS
     if steps < 1:
         raise RecsysInputError(f"{dataset}: too few training batches to profile")
     plan = schedule(skip_first=WARMUP_STEPS - 1, wait=0, warmup=1, active=steps, repeat=1)
