@@ -165,22 +165,26 @@ class Recommender:
         return out.float().numpy()
 
     def _prepare(self, q: Query) -> _Prepared:
+        """The usable history: the stored items, then the request's items, as item_idx.
+
+        Stored items the model does not know (ingested after it was trained) are dropped
+        silently: the caller never sent them. Unknown items the caller sent are named.
+        """
         warnings: list[str] = []
-        ids: list[str] = []
+        stored: list[int] = []
         if q.user_id is not None:
             known = self._histories(q.user_id)
             if known is None:
                 warnings.append(f"unknown user_id {q.user_id!r}: no stored history")
             else:
-                ids.extend(known)
-        ids.extend(q.items)
-        history = [self.bundle.id_to_idx.get(i, 0) for i in ids]
-        unknown = [i for i, idx in zip(ids, history, strict=True) if idx == 0]
+                stored = [self.bundle.id_to_idx.get(i, 0) for i in known]
+        sent = [self.bundle.id_to_idx.get(i, 0) for i in q.items]
+        unknown = [i for i, idx in zip(q.items, sent, strict=True) if idx == 0]
         if unknown:
             shown = ", ".join(repr(u) for u in unknown[:10])
             more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
             warnings.append(f"unknown item_id(s) dropped: {shown}{more}")
-        return _Prepared([i for i in history if i > 0], warnings)
+        return _Prepared([i for i in stored + sent if i > 0], warnings)
 
     def _model_topk(
         self, histories: list[list[int]], queries: list[Query]

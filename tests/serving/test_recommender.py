@@ -20,7 +20,7 @@ from tests.serving.bundles import PLANTED_HISTORY, POPULAR, make_bundle
 @pytest.fixture
 def rec(tmp_path: Path) -> Recommender:
     bundle = ModelBundle.load(make_bundle(tmp_path, "v1", num_items=60, target=40))
-    histories = {"u1": ["i1", "i2", "i3"], "u2": ["gone"]}
+    histories = {"u1": ["i1", "i2", "i3"], "u2": ["gone"], "u3": ["new1", "i1", "i2", "new2", "i3"]}
     return Recommender(bundle, build_index(bundle.item_embeddings), histories.get)
 
 
@@ -61,6 +61,13 @@ def test_absolute_softmax_similar_items_rank_by_magnitude(tmp_path: Path) -> Non
     assert "i2" not in [s.item_id for s in as_dot.similar("i1", k=5)]
 
 
+def test_stored_items_the_model_lacks_are_dropped_without_a_warning(rec: Recommender) -> None:
+    stored = rec.recommend(Query(user_id="u3", k=3))  # new1, new2 came after the model
+    assert stored.warnings == [] and top(stored) == top(rec.recommend(Query(user_id="u1", k=3)))
+    sent = rec.recommend(Query(user_id="u3", items=["zzz"], k=3))  # the caller's own unknown id
+    assert sent.warnings == ["unknown item_id(s) dropped: 'zzz'"]
+
+
 def test_exclude_seen_over_fetches_to_keep_k(rec: Recommender) -> None:
     history = [f"i{i}" for i in range(1, 51)]  # 50 of the 60 items seen
     kept = rec.recommend(Query(items=history, k=10))
@@ -72,9 +79,11 @@ def test_popular_fallbacks(rec: Recommender) -> None:
     unknown = rec.recommend(Query(user_id="nobody", k=3))
     assert unknown.strategy == "popular" and top(unknown) == POPULAR
     assert unknown.items[0].score == 10_000.0
-    only_unknown_items = rec.recommend(Query(user_id="u2", k=2))
+    only_unknown_items = rec.recommend(Query(user_id="u2", k=2))  # stored: newer than the model
     assert top(only_unknown_items) == POPULAR[:2]
-    assert "'gone'" in only_unknown_items.warnings[0]
+    assert only_unknown_items.warnings == [
+        "no usable history (unknown user and no known items): popular items"
+    ]
     assert top(rec.recommend(Query(k=2))) == POPULAR[:2]
     assert rec.popular(2, exclude={7}) == rec.popular(3)[1:]
 
