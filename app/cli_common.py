@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from app.log_format import SafeFormatter
 from data.workspace import HOME_ENV_VAR, Workspace
 
 HomeOption = Annotated[
@@ -39,16 +40,15 @@ def emit_json(payload: dict[str, Any]) -> None:
 
 
 def setup_logging(verbose: bool) -> None:
-    """Log to stderr: INFO by default, DEBUG with --verbose.
+    """Log to stderr: INFO by default, DEBUG with --verbose; control characters escaped.
 
     Lightning's start-up chatter (accelerator lines, adverts, a deprecation warning from its
     own internals) is kept to warnings unless --verbose is given.
     """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
+        level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True
     )
     if not verbose:
         logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)

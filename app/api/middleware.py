@@ -1,6 +1,7 @@
 """Pure ASGI middleware: request size limit (413), metrics and one access-log line per request.
 
-Pure ASGI (not BaseHTTPMiddleware) because it sits on every request's latency.
+The access line escapes control characters in the client-chosen method and path. Pure ASGI
+(not BaseHTTPMiddleware) because it sits on every request's latency.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.metrics import Metrics
+from app.log_format import escape_controls
 
 access_log = logging.getLogger("recsys.access")
 
@@ -102,9 +104,8 @@ class MetricsMiddleware:
             route = _route_template(scope)
             self.metrics.observe(scope["method"], route, status, seconds)
             if self.log_requests:
-                access_log.info(
-                    "%s %s %d %.1fms", scope["method"], scope["path"], status, seconds * 1000
-                )
+                method, path = escape_controls(scope["method"]), escape_controls(scope["path"])
+                access_log.info("%s %s %d %.1fms", method, path, status, seconds * 1000)
 
 
 def _route_template(scope: Scope) -> str:

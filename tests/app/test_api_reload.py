@@ -134,3 +134,16 @@ def test_broken_bundles_never_stop_reloading_and_are_reported(tmp_path: Path) ->
         make_bundle(ws.models_dir, "v4", target=43, seed=3)  # the poller still polls
         wait_for(lambda: api.get("/ready").json()["model_version"] == "v4")
         assert "last_reload_error" not in api.get("/ready").json()
+
+
+def test_a_path_with_a_newline_cannot_forge_a_log_line(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1")
+    with running_server(ws.root) as url, httpx.Client(base_url=url) as api:
+        forged = "/items/x%0A2026-01-01 00:00:00,000 INFO recsys.access: GET /admin 200 0.1ms"
+        assert api.get(forged).status_code == 404
+        assert api.get("/items/y%0D%E2%80%A8z").status_code == 404
+    log = (ws.root / "server.log").read_text()
+    assert not [ln for ln in log.splitlines() if ln.startswith("2026-01-01")]
+    assert "GET /items/x\\x0a2026-01-01 00:00:00,000 INFO recsys.access: GET /admin" in log
+    assert "GET /items/y\\x0d\\u2028z 404" in log
