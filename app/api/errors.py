@@ -8,8 +8,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from serving.recommender import UnknownItemError
 
@@ -53,8 +54,37 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+# FastAPI's answer when a JSON body is not UTF-8 (json.loads raised UnicodeDecodeError).
+BODY_PARSE_ERROR = "There was an error parsing the body"
+
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route accepts on this request's path (for `Allow`), OPTIONS included.
+
+    Asked of the routes themselves, one method at a time (a route matches FULL only with one
+    of its methods), so routers included with a prefix count like any other.
+    """
+    allowed = ["OPTIONS"]
+    for method in METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.routes):
+            allowed.append(method)
+    return allowed
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400 and exc.detail == BODY_PARSE_ERROR:
+        error = {"field": "body", "message": "malformed JSON (not valid UTF-8)"}
+        return JSONResponse({"detail": "body: " + error["message"], "errors": [error]}, 422)
+    if exc.status_code == 405:
+        allow = {"Allow": ", ".join(allowed_methods(request))}
+        if request.method == "OPTIONS":  # what may be sent here: no error, no body
+            return Response(status_code=204, headers=allow)
+        return JSONResponse({"detail": exc.detail}, 405, headers=allow)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import socket
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +34,7 @@ def serve(
     from pydantic import ValidationError
 
     from app.api.main import create_app
+    from app.api.protocol import JsonErrorHttpToolsProtocol
     from app.api.settings import Settings
 
     given: dict[str, object] = {"home": home, "host": host, "port": port, "index": index}
@@ -41,18 +44,38 @@ def serve(
     except ValidationError as err:
         first = err.errors()[0]
         raise RecsysInputError(f"setting {first['loc'][0]}: {first['msg']}") from None
-    ws = settings.workspace()
-    log.info("serving %s on http://%s:%d", ws.root, settings.host, settings.port)
-    uvicorn.run(
+    sock = _bind(settings.host, settings.port)  # a port in use is an input error, said first
+    log.info("serving %s on http://%s:%d", settings.workspace().root, settings.host, settings.port)
+    config = uvicorn.Config(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
         log_config=None,  # keep the CLI's logging; our middleware writes the access lines
         access_log=False,
         loop="uvloop",  # C event loop and HTTP parser: the CPU they save goes to the model
-        http="httptools",
+        http=JsonErrorHttpToolsProtocol,  # httptools, with JSON answers to unparsable requests
         timeout_graceful_shutdown=5,
     )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or RecsysInputError naming what is wrong."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise RecsysInputError(f"--host {host}: cannot resolve it ({err.strerror})") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise RecsysInputError(f"port {port} on {host} is already in use") from None
+        raise RecsysInputError(f"cannot listen on {host}:{port} ({err.strerror})") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _summary(ws_current: str | None, version: str, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -119,6 +120,51 @@ def test_wrong_method_and_path_are_4xx(api: httpx.Client) -> None:
     assert api.delete("/recommend").status_code == 405
     assert api.get("/nowhere").status_code == 404
     assert api.get("/recommend/batch").status_code == 405
+
+
+def test_non_utf8_json_body_is_the_documented_422(api: httpx.Client) -> None:
+    raw = b'{"items": ["\xff\xfe"]}'
+    resp = api.post("/recommend", content=raw, headers={"content-type": "application/json"})
+    check_422(resp, "body")
+    assert "not valid UTF-8" in resp.json()["detail"]
+
+
+def test_options_and_405_list_every_method_of_the_path(api: httpx.Client) -> None:
+    options = api.options("/recommend")
+    assert options.status_code == 204 and options.headers["allow"] == "OPTIONS, GET, POST"
+    wrong = api.put("/recommend")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "OPTIONS, GET, POST"
+    assert wrong.json() == {"detail": "Method Not Allowed"}
+    assert api.options("/recommend/batch").headers["allow"] == "OPTIONS, POST"
+
+
+def test_integral_float_for_an_integer_field_is_refused(api: httpx.Client) -> None:
+    check_422(api.post("/recommend", json={"items": ["i1"], "k": 96.0}), "k")  # strict bodies
+
+
+def _raw(api: httpx.Client, request: bytes) -> bytes:
+    host, port = str(api.base_url.host), int(api.base_url.port or 80)
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "detail"),
+    [
+        (b"GET /items/" + b"x" * 70_000 + b" HTTP/1.1\r\nHost: a\r\n\r\n", 414, "URL longer"),
+        (b"GARBAGE\r\n\r\n", 400, "invalid HTTP request"),
+    ],
+)
+def test_requests_the_parser_refuses_get_json(
+    api: httpx.Client, request_bytes: bytes, status: int, detail: str
+) -> None:
+    head, _, body = _raw(api, request_bytes).partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()) and b"application/json" in head
+    assert detail in json.loads(body)["detail"]
 
 
 def test_admin_disabled_without_token(api: httpx.Client) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,14 @@ def test_models_list_empty_and_serve_bad_option(ws: Workspace) -> None:
     assert "no models" in recsys_inproc("models", "list", "--home", str(ws.root))
     bad = recsys("serve", "--home", str(ws.root), "--index", "annoy", "--port", "0")
     assert bad.returncode == 2 and bad.stderr.startswith("error: setting index")
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = recsys("serve", "--home", str(tmp_path), "--host", "127.0.0.1", "--port", str(port))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: port {port} on 127.0.0.1 is already in use"
+    assert "serving" not in done.stderr + done.stdout
