@@ -6,10 +6,10 @@ The defaults live here, in one place; `configs/*.yaml` files are override sets o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from data.errors import RecsysInputError
 
@@ -37,6 +37,15 @@ class ModelConfig(_Section):
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
     share_embeddings: bool = True
     temperature: float = Field(0.05, gt=0.0, description="logit = h . c / temperature.")
+
+    @model_validator(mode="after")
+    def _heads_divide_dim(self) -> ModelConfig:
+        if self.tower == "sasrec" and self.dim % self.num_heads:
+            raise ValueError(
+                f"model.dim {self.dim} is not divisible by model.num_heads {self.num_heads} "
+                "(each attention head takes dim / num_heads of the embedding)"
+            )
+        return self
 
 
 class SamplerConfig(_Section):
@@ -87,7 +96,7 @@ class TrainConfig(_Section):
     )
     sparse_embeddings: bool = False
     seed: int = 42
-    accelerator: str = "auto"
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
     threads: int | None = Field(
         None,
         ge=1,
@@ -104,7 +113,7 @@ class TrainConfig(_Section):
 class EvalConfig(_Section):
     """Full-ranking evaluation (never sampled metrics)."""
 
-    ks: list[int] = Field(default_factory=lambda: [10, 20, 100])
+    ks: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [10, 20, 100])
     exclude_seen: bool = Field(True, description="Mask the user's history items when ranking.")
     item_chunk: int = Field(65536, ge=1, description="Items scored at once (memory bound).")
 
@@ -173,7 +182,8 @@ def _describe(err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"config {where}: {first['msg']}{more}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"config {where}: {message}{more}"
 
 
 def load_config(

@@ -68,6 +68,9 @@ def test_train_json_then_evaluate(
         (["--sampler", "nope"], "unknown sampler"),
         (["--num-negatives", "0"], "num-negatives"),
         (["--set", "model.dim=-3"], "model.dim"),
+        (["--set", "model.dim=33"], "model.dim 33 is not divisible by model.num_heads 2"),
+        (["--set", "eval.ks=[0, 10]"], "eval.ks.0"),
+        (["--set", "train.accelerator=tpu9"], "train.accelerator"),
         (["--dataset", "/no/such/dir"], "no such file"),
     ],
 )
