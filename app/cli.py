@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
+from typer.exceptions import TyperException
 
 from app.cli_common import setup_logging
 from app.commands import bench, clean_cmds, data_cmds, serve_cmds, train_cmds
@@ -37,7 +38,7 @@ for module in (data_cmds, train_cmds, serve_cmds, clean_cmds, bench):
     module.register(app)
 
 
-def _first_line(err: Exception) -> str:
+def _first_line(err: BaseException) -> str:
     """The message's first line: errors are one line on stderr, whatever the library wrote."""
     lines = str(err).strip().splitlines()
     return lines[0] if lines else type(err).__name__
@@ -46,17 +47,35 @@ def _first_line(err: Exception) -> str:
 def main() -> None:
     """Run the CLI; bad input exits 2 with one line on stderr, other failures exit 1.
 
-    Usage errors and `--help` are handled by the CLI library itself (exit 2 and 0).
+    The CLI library runs without its own error handling (which turns any EOFError into a bare
+    "Aborted!"): usage errors are shown as it would (exit 2), `--help` exits 0.
     """
     try:
-        app()
-    except RecsysInputError as err:
-        sys.stderr.write(f"error: {_first_line(err)}\n")
-        sys.exit(2)
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+    except TyperException as err:  # usage errors: the library's own message
+        show = getattr(err, "show", None)
+        if callable(show):
+            show()
+        else:
+            sys.stderr.write(f"error: {err.format_message()}\n")
+        sys.exit(err.exit_code)
+    except typer.Abort as err:  # the library's wrapper of an EOFError
+        _fail(err.__cause__ or err)
+    except Exception as err:
+        _fail(err)
+    except KeyboardInterrupt as err:
+        _fail(err)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(err: BaseException) -> NoReturn:
+    """One line on stderr and the exit code of the error's kind."""
+    if isinstance(err, KeyboardInterrupt):
         sys.stderr.write("interrupted\n")
         sys.exit(130)
-    except Exception as err:  # the one place that turns a crash into exit 1
-        log.debug("unhandled error", exc_info=True)
-        sys.stderr.write(f"error: {type(err).__name__}: {_first_line(err)} (-v for details)\n")
-        sys.exit(1)
+    if isinstance(err, RecsysInputError):
+        sys.stderr.write(f"error: {_first_line(err)}\n")
+        sys.exit(2)
+    log.debug("unhandled error", exc_info=err)  # the one place that turns a crash into exit 1
+    sys.stderr.write(f"error: {type(err).__name__}: {_first_line(err)} (-v for details)\n")
+    sys.exit(1)

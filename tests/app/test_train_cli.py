@@ -60,6 +60,12 @@ def test_train_json_then_evaluate(
     assert again["metrics"]["ndcg@10"] == pytest.approx(payload["metrics"]["test"]["ndcg@10"])
     code, out, err = _main(monkeypatch, capsys, "evaluate", "--model", "nope")
     assert code == 2 and "nope" in err
+    (home / "models" / "v1" / "item_embeddings.npy").write_bytes(b"")  # numpy: EOFError
+    broken = _recsys("evaluate", "--model", "v1", home=home)
+    assert broken.returncode == 2 and "Aborted" not in broken.stderr
+    assert broken.stderr.strip().endswith(
+        "item_embeddings.npy: unreadable (EOFError: No data left in file)"
+    )
 
 
 @pytest.mark.parametrize(
