@@ -6,12 +6,16 @@ import errno
 import json
 import logging
 import socket
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
+from data.workspace import Workspace
 from serving.bundle import ModelBundle, current_version, list_versions, read_manifest
 
 log = logging.getLogger("recsys.serve")
@@ -78,43 +82,82 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _summary(ws_current: str | None, version: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def _published_at(path: Path, manifest: dict[str, Any]) -> float:
+    """Publish time in Unix seconds: the manifest's created_at, else the folder's mtime."""
+    try:
+        return datetime.fromisoformat(str(manifest["created_at"])).timestamp()
+    except (KeyError, ValueError):
+        return path.stat().st_mtime
+
+
+def _broken(path: Path) -> str | None:
+    """Why the bundle would be refused (manifest, embeddings, items, tower file), else None.
+
+    The tower is checked cheaply: `torch.save` writes a zip archive, whose directory sits at
+    the end of the file, so a truncated or empty `query_tower.pt` is not a zip file.
+    """
+    tower = path / "query_tower.pt"
+    try:
+        ModelBundle.load(path, load_tower=False)
+        if not zipfile.is_zipfile(tower):
+            raise RecsysInputError(f"{tower}: truncated or not a saved query tower")
+    except RecsysInputError as err:
+        return str(err).strip().splitlines()[0]
+    return None
+
+
+def _summary(ws: Workspace, ws_current: str | None, version: str) -> dict[str, Any]:
+    """One `models list` row; `broken` is the reason the bundle would be refused, or None."""
+    path = ws.models_dir / version
+    try:
+        manifest = read_manifest(path)
+    except RecsysInputError:
+        manifest = {}
     return {
         "version": version,
         "current": version == ws_current,
         "created_at": manifest.get("created_at"),
+        "published_at": _published_at(path, manifest),
         "dataset": manifest.get("dataset"),
         "sampler": manifest.get("sampler"),
         "num_items": manifest.get("num_items"),
         "metrics": manifest.get("metrics") or {},
+        "broken": _broken(path),
     }
 
 
 @models_app.command("list")
 def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List published versions, newest last; `*` marks the served one (models/CURRENT)."""
+    """List published versions by publish time, newest last; `*` marks the served one.
+
+    A bundle that would be refused (bad manifest, embeddings, items or tower file) is marked
+    `BROKEN: <reason>` (`broken` in the JSON, null for a good one).
+    """
     ws = workspace(home)
     current = current_version(ws)
-    rows = []
-    for version in list_versions(ws):
-        try:
-            manifest = read_manifest(ws.models_dir / version)
-        except RecsysInputError as err:
-            manifest = {"error": str(err)}
-        rows.append(_summary(current, version, manifest))
+    rows = [_summary(ws, current, version) for version in list_versions(ws)]
+    rows.sort(key=lambda row: (row["published_at"], row["version"]))
     if as_json:
         emit_json({"current": current, "models": rows})
         return
     if not rows:
         typer.echo(f"no models in {ws.models_dir}; run `recsys train`")
     for row in rows:
-        ndcg = row["metrics"].get("test", {}).get("ndcg@10")
-        extra = f" ndcg@10={ndcg:.4f}" if isinstance(ndcg, int | float) else ""
-        mark = "*" if row["current"] else " "
-        typer.echo(
-            f"{mark} {row['version']}  {row['created_at']}  dataset={row['dataset']} "
-            f"sampler={row['sampler']} items={row['num_items']}{extra}"
-        )
+        typer.echo(_text_row(row))
+
+
+def _text_row(row: dict[str, Any]) -> str:
+    """A `models list` line: mark, version, publish time, then what it is or why it is broken."""
+    mark = "*" if row["current"] else " "
+    when = datetime.fromtimestamp(row["published_at"], UTC).isoformat(timespec="seconds")
+    if row["broken"]:
+        return f"{mark} {row['version']}  {when}  BROKEN: {row['broken']}"
+    ndcg = row["metrics"].get("test", {}).get("ndcg@10")
+    extra = f" ndcg@10={ndcg:.4f}" if isinstance(ndcg, int | float) else ""
+    return (
+        f"{mark} {row['version']}  {when}  dataset={row['dataset']} "
+        f"sampler={row['sampler']} items={row['num_items']}{extra}"
+    )
 
 
 @models_app.command("show")
@@ -136,7 +179,7 @@ def rollback(version: str, home: HomeOption = None, as_json: JsonOption = False)
     ws = workspace(home)
     if version not in list_versions(ws):
         raise RecsysInputError(f"no model version {version!r} in {ws.models_dir}")
-    ModelBundle.load(ws.models_dir / version, load_tower=False)
+    ModelBundle.load(ws.models_dir / version)  # the server's full validation, tower too
     previous = current_version(ws)
     publish(ws.models_dir, version)
     if as_json:

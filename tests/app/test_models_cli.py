@@ -1,0 +1,72 @@
+"""`recsys models list` (publish order, broken bundles marked) and `rollback`'s full validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli import app
+from data.workspace import Workspace
+from tests.serving.bundles import make_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _set_created_at(bundle: Path, when: str | None) -> None:
+    manifest_path = bundle / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    if when is None:
+        del manifest["created_at"]
+    else:
+        manifest["created_at"] = when
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_list_sorts_by_publish_time_and_marks_broken_bundles(ws: Workspace) -> None:
+    newest = make_bundle(ws.models_dir, "a-newest")
+    _set_created_at(newest, "2026-03-01T00:00:00+00:00")
+    oldest = make_bundle(ws.models_dir, "c-oldest", publish_it=False)
+    _set_created_at(oldest, "2026-01-01T00:00:00+00:00")
+    no_date = make_bundle(ws.models_dir, "b-no-date", publish_it=False)
+    _set_created_at(no_date, None)  # falls back to the folder's mtime: 2026-02-01
+    stamp = 1_769_904_000  # 2026-02-01T00:00:00Z
+    os.utime(no_date, (stamp, stamp))
+    _truncate(oldest / "query_tower.pt")
+    (no_date / "item_embeddings.npy").write_bytes(b"")
+
+    result = CliRunner().invoke(app, ["models", "list", "--home", str(ws.root), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["models"]
+    assert [r["version"] for r in rows] == ["c-oldest", "b-no-date", "a-newest"]
+    assert "query_tower.pt" in rows[0]["broken"] and "item_embeddings.npy" in rows[1]["broken"]
+    assert rows[2]["broken"] is None and rows[2]["current"]
+
+    result = CliRunner().invoke(app, ["models", "list", "--home", str(ws.root)])
+    lines = result.stdout.splitlines()
+    assert [line[2:].split()[0] for line in lines] == ["c-oldest", "b-no-date", "a-newest"]
+    assert "BROKEN: " in lines[0] and "query_tower.pt" in lines[0]
+    assert "2026-02-01T00:00:00+00:00  BROKEN: " in lines[1]
+    assert lines[2].startswith("* a-newest  2026-03-01T00:00:00+00:00  dataset=planted")
+
+
+def test_rollback_refuses_a_truncated_query_tower(ws: Workspace) -> None:
+    make_bundle(ws.models_dir, "good")
+    broken = make_bundle(ws.models_dir, "broken", publish_it=False)
+    _truncate(broken / "query_tower.pt")
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "models", "rollback", "broken", "--home", str(ws.root)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "query_tower.pt" in done.stderr and done.stderr.count("\n") == 1
+    assert ws.current_model_path.read_text().strip() == "good"
