@@ -47,10 +47,23 @@ def setup_logging(verbose: bool) -> None:
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if not verbose:  # a handler filter: Lightning resets its loggers' levels on import
+        handler.addFilter(_quiet_lightning)
+        for noise in QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=noise)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True
     )
-    if not verbose:
-        logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
-        logging.getLogger("lightning").setLevel(logging.WARNING)
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=DeprecationWarning)
+
+
+# Warnings Lightning and torch print on every run that say nothing about the user's run.
+QUIET_WARNINGS = (
+    r".*LeafSpec.*",  # torch's pytree deprecation, raised inside Lightning
+    r".*smaller than the logging interval.*",  # a small dataset's epoch: nothing to do
+)
+
+
+def _quiet_lightning(record: logging.LogRecord) -> bool:
+    """Drop Lightning's INFO chatter (accelerator lines, adverts such as its litlogger tip)."""
+    noisy = record.name.startswith(("pytorch_lightning", "lightning"))
+    return not noisy or record.levelno >= logging.WARNING

@@ -35,7 +35,7 @@ from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule, evaluate_loader
 from training.losses import full_softmax, get_loss
 from training.model import build_model
-from training.progress import EpochProgress
+from training.progress import EpochBar, EpochProgress
 from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
@@ -236,8 +236,9 @@ def _trainer(cfg: RecsysConfig, run_dir: Path, **overrides: Any) -> pl_lightning
             stop,
             EpochTimer(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes),
+            *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
         ],
-        "enable_progress_bar": sys.stderr.isatty(),  # a bar in a log file is noise
+        "enable_progress_bar": sys.stderr.isatty(),
         "logger": loggers,
         "num_sanity_val_steps": 0,
         "enable_model_summary": False,

@@ -1,4 +1,4 @@
-"""One progress line per epoch on stderr (through logging), terminal or not.
+"""One progress line per epoch on stderr (through logging), terminal or not; a bar on one.
 
 `epoch 3/200: train loss 5.812, val ndcg@10 0.0331 recall@10 0.0590, 41.2 s, 1.1 min left of
 the 2.5 min cap`. Epochs count from 1, up to `max_epochs`, as the user set them.
@@ -7,10 +7,12 @@ the 2.5 min cap`. Epochs count from 1, up to `max_epochs`, as the user set them.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
 import pytorch_lightning as pl_lightning
+from pytorch_lightning.callbacks import TQDMProgressBar
 
 log = logging.getLogger("recsys.train")
 
@@ -63,3 +65,14 @@ class EpochProgress(pl_lightning.Callback):
             return f"{left:.1f} min left of the {self.max_minutes:g} min cap"
         per_epoch = elapsed / done
         return f"at most {per_epoch * (self.max_epochs - done) / 60:.1f} min to go"
+
+
+class EpochBar(TQDMProgressBar):
+    """Lightning's progress bar (terminals only), epochs counted 1..max_epochs like the lines."""
+
+    def on_train_epoch_start(self, trainer: Any, *args: Any) -> None:
+        """Name the epoch first, then reset the bar (Lightning's own shows a 0-based name)."""
+        bar = self.train_progress_bar
+        bar.set_description(f"Epoch {trainer.current_epoch + 1}/{trainer.max_epochs}", False)
+        total = self.total_train_batches
+        bar.reset(total=total if math.isfinite(total) else None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -62,16 +61,6 @@ def _check_names(cfg: RecsysConfig) -> None:
         raise RecsysInputError(f"unknown loss {cfg.loss.name!r}; known: {known}")
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr(active: bool) -> Iterator[None]:
-    """With --json, stdout carries only the JSON: route progress bars and prints to stderr."""
-    if not active:
-        yield
-        return
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
-
-
 def train_command(
     home: HomeOption = None,
     dataset: Annotated[
@@ -97,7 +86,7 @@ def train_command(
 
     cfg = build_config(sampler, num_negatives, max_epochs, config or [], set_ or [])
     ws = workspace(home)
-    with _stdout_to_stderr(json_out):
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints
         result = train(ws, cfg, dataset=dataset, version=version)
     payload = result.to_json()
     if json_out:

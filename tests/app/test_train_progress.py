@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import pty
 import re
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import torch
@@ -49,3 +54,29 @@ def test_thread_setting_is_honoured(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         threads[setting] = json.loads(done.stdout)["threads"]
     assert threads == {"1": 1, "null": min(os.cpu_count() or 1, torch.get_num_threads())}
+
+
+def test_on_a_terminal_the_bar_counts_epochs_from_1_on_stderr_and_stdout_is_the_result(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log.csv"
+    generate_events(100, 50, 1200, seed=5).write_csv(log)
+    env = {**os.environ, "RECSYS_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "app", "train", "--dataset", str(log), "--max-epochs", "2"]
+    leader, follower = pty.openpty()  # stderr is a terminal, stdout a pipe
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 120 columns
+    proc = subprocess.Popen(
+        [*cmd, *TINY], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=follower, text=True
+    )
+    os.close(follower)
+    terminal = b""
+    with contextlib.suppress(OSError):  # EIO once the child closed the terminal
+        while chunk := os.read(leader, 65536):
+            terminal += chunk
+    stdout = proc.communicate(timeout=300)[0]
+    os.close(leader)
+    assert proc.returncode == 0, terminal.decode(errors="replace")[-2000:]
+    shown = terminal.decode(errors="replace")
+    assert "Epoch 1/2" in shown and "Epoch 2/2" in shown and "Epoch 0" not in shown
+    assert "Tip" not in shown and "LeafSpec" not in shown and "GPU available" not in shown
+    assert stdout.count("\n") == 1 and stdout.startswith("model ") and "published" in stdout
