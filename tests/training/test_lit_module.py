@@ -12,7 +12,7 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
-from training.lit_module import RetrievalModule, evaluate_loader
+from training.lit_module import RetrievalModule, evaluate_loader, rank_loader
 from training.losses import get_loss
 from training.metrics import popularity_baseline
 from training.model import build_model
@@ -160,3 +160,19 @@ def test_every_registered_sampler_trains_and_validates(splits: Splits, name: str
     _fit(cfg, splits, module, epochs=1, limit_train_batches=3, limit_val_batches=1)
     assert module.opt_steps == 3
     assert not torch.equal(before, module.model.item_embedding_weight.detach())
+
+
+def test_length_sorted_evaluation_gives_the_split_order_figures(splits: Splits) -> None:
+    cfg = load_config(overrides=TINY)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    _fit(cfg, splits, module, 1, limit_train_batches=5, limit_val_batches=0)
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size, eval_batch_size=64)
+    users = len(dm.test_set)
+    in_order = [dm.test_set[list(range(i, min(i + 64, users)))] for i in range(0, users, 64)]
+    tower, emb = module.model.query_tower, module.model.item_tower.all_embeddings().detach()
+    sorted_ranks, sorted_lp = rank_loader(
+        tower, emb, dm.test_dataloader(), 0.05, cfg, absolute=False
+    )
+    ranks, lp = rank_loader(tower, emb, in_order, 0.05, cfg, absolute=False)
+    assert torch.equal(sorted_ranks, ranks) and torch.allclose(sorted_lp, lp, atol=1e-5)
+    assert dm.test_dataloader().dataset is dm.test_set and len(ranks) == users
