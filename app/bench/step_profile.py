@@ -181,7 +181,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     from app.bench import options
 
     rows = payload["results"]
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.8 * len(rows)))
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.8 * len(rows)))
     labels = [f"{r['sampler']}" + (f" m={r['num_negatives']}" if r["num_negatives"] else "")
               for r in rows]  # fmt: skip
     left = [0.0] * len(rows)
@@ -193,5 +193,5 @@ def plot(payload: dict[str, Any], path: Path) -> None:
                label="arithmetic limit (FLOPs / matmul rate)", zorder=3)  # fmt: skip
     ax.set(xlabel="ms per training step", title=f"{payload['dataset']}: one training step, "
            f"{payload['setup']['threads']} thread(s)")  # fmt: skip
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     options.save_figure(fig, path)
