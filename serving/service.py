@@ -162,6 +162,7 @@ class ModelService:
         previous = self._current.version if self._current else None
         version = key[0]
         if version is not None and version == previous and not force:
+            self.last_error, self._failed_key = None, None  # CURRENT is back on what serves
             return ReloadResult(False, version, previous)
         if version is None:
             problem = (

@@ -116,3 +116,18 @@ def test_nothing_published_is_reported_but_not_counted_as_a_failure(tmp_path: Pa
         svc.poll_once()
     state = svc.status()
     assert state.failed_reloads == 0 and "no model is published" in (state.last_error or "")
+
+
+def test_rolling_current_back_to_the_served_version_clears_the_error(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    svc = ModelService(ws)
+    svc.poll_once()
+    truncate(make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1) / "query_tower.pt")
+    svc.poll_once()
+    assert svc.status().last_error is not None
+    ws.current_model_path.write_text("v1\n")  # `recsys models rollback v1`
+    svc.poll_once()
+    state = svc.status()
+    assert (state.served, state.published, state.last_error) == ("v1", "v1", None)
+    assert state.failed_reloads == 1
