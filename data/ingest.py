@@ -13,7 +13,9 @@ Reasons, first match wins, in this order:
 - `duplicate of a stored event`: that triple is already in the store (a polars semi-join
   against the stored parts, never a Python loop over history).
 
-A file that cannot be read at all raises `RecsysInputError` before anything is written.
+A file that cannot be read at all raises `RecsysInputError` before anything is written; so
+does an ingest into a home holding the synthetic demo events (`ingested.json` names the source
+`synthetic`): real events never mix with them.
 The part and the rejects file are staged under temporary names and renamed into place, the
 part first: that rename is the commit. The vocabularies are rewritten after it (they repair
 themselves from the events if a crash lands in between; see `data.vocab`).
@@ -21,6 +23,7 @@ themselves from the events if a crash lands in between; see `data.vocab`).
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from dataclasses import asdict, dataclass
@@ -41,6 +44,8 @@ MAX_ID_CHARS = 256
 KEYS = ["user_id", "item_id", "timestamp"]
 DUP_INPUT = "duplicate within the input"
 DUP_STORED = "duplicate of a stored event"
+INGESTED = "ingested.json"  # sha256 of each file `recsys train --dataset` ingested -> its source
+SYNTHETIC_SOURCE = "synthetic"  # the source recorded for the generated demo log
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,32 @@ class IngestReport:
         return {
             k: out[k] for k in ("ingest_id", "accepted", "rejected", "rejects_path", "events_total")
         }
+
+
+def ingested_sources(ws: Workspace) -> dict[str, str]:
+    """`<home>/ingested.json`: sha256 of each file `recsys train --dataset` ingested -> source."""
+    path = ws.root / INGESTED
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_ingested(ws: Workspace, sources: dict[str, str]) -> None:
+    """Add `sha256 -> source` entries to `<home>/ingested.json`."""
+    path = ws.root / INGESTED
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**ingested_sources(ws), **sources}, indent=1))
+
+
+def holds_synthetic_demo(ws: Workspace) -> bool:
+    """True when the home's events are the generated demo log of `--dataset synthetic`.
+
+    Homes from before the `synthetic` source was recorded name the demo file itself,
+    `<home>/synthetic/events-<users>-<items>-<events>.csv`.
+    """
+    demo = any(
+        source == SYNTHETIC_SOURCE or Path(source).match("synthetic/events-*-*-*.csv")
+        for source in ingested_sources(ws).values()
+    )
+    return demo and store.has_events(ws)
 
 
 def new_ingest_id() -> str:
@@ -184,9 +215,15 @@ def ingest_files(
         The report (see `IngestReport`).
 
     Raises:
-        RecsysInputError: a file cannot be read or lacks a column; nothing is stored then.
+        RecsysInputError: a file cannot be read or lacks a column, or the home holds the
+            synthetic demo events; nothing is stored then.
 
     """
+    if holds_synthetic_demo(ws):
+        raise RecsysInputError(
+            f"{ws.root} holds the synthetic demo events (--dataset synthetic); real logs would "
+            "mix with them: use a separate --home"
+        )
     raw = _read_all([Path(p) for p in paths], fmt, (user_col, item_col, time_col))
     with store.writer_lock(ws):  # one writer at a time: event_seq and vocab need a stable base
         df = _classify(ws, raw)

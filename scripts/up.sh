@@ -4,7 +4,8 @@
 #
 # Environment: RECSYS_HOME (workspace, default ./workspace), RECSYS_PORT (default 8000),
 # RECSYS_HOST (default 127.0.0.1), RECSYS_DATASET (a log file or `synthetic`; default: the
-# workspace's events, else synthetic data), RECSYS_SAMPLER (negative sampler), RECSYS_RETRAIN=1.
+# workspace's events, else the synthetic demo log), RECSYS_SAMPLER (negative sampler),
+# RECSYS_RETRAIN=1.
 set -euo pipefail
 
 export RECSYS_HOME="${RECSYS_HOME:-workspace}"
@@ -13,7 +14,11 @@ current="${RECSYS_HOME}/models/CURRENT"
 
 if [[ "${RECSYS_RETRAIN:-0}" == "1" || ! -s "${current}" ]]; then
     train_args=()
-    [[ -n "${RECSYS_DATASET:-}" ]] && train_args+=(--dataset "${RECSYS_DATASET}")
+    if [[ -n "${RECSYS_DATASET:-}" ]]; then
+        train_args+=(--dataset "${RECSYS_DATASET}")
+    elif ! compgen -G "${RECSYS_HOME}/events/part-*.parquet" >/dev/null; then
+        train_args+=(--dataset synthetic)  # a fresh home: the generated demo log, kept apart
+    fi
     [[ -n "${RECSYS_SAMPLER:-}" ]] && train_args+=(--sampler "${RECSYS_SAMPLER}")
     echo "up: training a model in ${RECSYS_HOME} (recsys train ${train_args[*]:-})" >&2
     recsys train "${train_args[@]}"

@@ -8,7 +8,6 @@ best checkpoint -> full-ranking metrics on val and test -> bundle export -> publ
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import sys
@@ -25,7 +24,13 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from data import owner, store, vocab
 from data.errors import RecsysInputError
-from data.ingest import ingest_files
+from data.ingest import (
+    SYNTHETIC_SOURCE,
+    holds_synthetic_demo,
+    ingest_files,
+    ingested_sources,
+    record_ingested,
+)
 from data.split import Splits, build_splits
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.workspace import Workspace
@@ -44,7 +49,6 @@ FULL = "full"
 MONITOR = "val/ndcg@10"
 LOG_SUFFIXES = (".csv", ".parquet", ".pq", ".ndjson", ".jsonl")
 DATASETS_ENV_VAR = "RECSYS_DATASETS"
-INGESTED = "ingested.json"  # fingerprints of files `recsys train --dataset` already ingested
 
 
 @dataclass
@@ -78,19 +82,19 @@ def _fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _ingest_once(ws: Workspace, files: list[Path]) -> None:
-    """Ingest `files` unless the same contents were ingested into this home before."""
-    record_path = ws.root / INGESTED
-    seen = json.loads(record_path.read_text()) if record_path.exists() else {}
+def _ingest_once(ws: Workspace, files: list[Path], source: str | None = None) -> None:
+    """Ingest `files` unless the same contents were ingested into this home before.
+
+    `ingested.json` records each file's sha256 with its `source` (default: the file's path).
+    """
     prints = {str(f): _fingerprint(f) for f in files}
+    seen = ingested_sources(ws)
     if all(fp in seen for fp in prints.values()) and store.has_events(ws):
         log.info("dataset already ingested into %s; not ingesting again", ws.root)
         return
     report = ingest_files(ws, files)
     log.info("ingested %d events (%d rejected)", report.accepted, report.rejected)
-    seen.update({fp: name for name, fp in prints.items()})
-    record_path.parent.mkdir(parents=True, exist_ok=True)
-    record_path.write_text(json.dumps(seen, indent=1))
+    record_ingested(ws, {fp: source or name for name, fp in prints.items()})
 
 
 def _dataset_files(path: Path) -> list[Path]:
@@ -134,36 +138,55 @@ def _dataset_path(dataset: str) -> Path:
 def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
     """Make sure the home has events; return the dataset's name for the manifest.
 
+    Synthetic demo events and real ones never share a home (`data.ingest` refuses to add real
+    logs to a demo home; `_synthetic_demo` refuses to add the demo to a home with events).
+
     Args:
         ws: The home.
-        dataset: None (the home's events, else the default synthetic set), "synthetic",
-            a log file / folder, or a folder's name under `datasets_root()` (ingested
-            once; a folder's `items.csv` gives titles).
+        dataset: None (the home's events), "synthetic" (the generated demo log), a log file /
+            folder, or a folder's name under `datasets_root()` (ingested once; a folder's
+            `items.csv` gives titles).
 
     Raises:
-        RecsysInputError: the path does not exist or holds no logs.
+        RecsysInputError: no dataset and no events; the path does not exist or holds no logs;
+            the dataset would mix synthetic and real events.
 
     """
-    if dataset is None and store.has_events(ws):
-        return "workspace"
-    if dataset is None or dataset == "synthetic":
-        synth = (
-            ws.root
-            / "synthetic"
-            / "events-{users}-{items}-{events}.csv".format(**DEFAULT_SYNTHETIC)
-        )
-        if not synth.exists():
-            synth.parent.mkdir(parents=True, exist_ok=True)
-            spec = DEFAULT_SYNTHETIC
-            frame = generate_events(spec["users"], spec["items"], spec["events"], seed=0)
-            write_events(frame, str(synth))
-        _ingest_once(ws, [synth])
-        return "synthetic"
+    if dataset is None:
+        if not store.has_events(ws):
+            raise RecsysInputError(
+                f"{ws.root} has no events: ingest logs (`recsys ingest FILE`), or pass --dataset "
+                "with a log file, folder or dataset name, or --dataset synthetic for a generated "
+                "demo log"
+            )
+        return "synthetic" if holds_synthetic_demo(ws) else "workspace"
+    if dataset == "synthetic":
+        return _synthetic_demo(ws)
     path = _dataset_path(dataset)
     _ingest_once(ws, _dataset_files(path))
     if path.is_dir():
         _ingest_titles(ws, path)
     return path.stem if path.is_file() else path.name
+
+
+def _synthetic_demo(ws: Workspace) -> str:
+    """Generate and ingest the demo log into a home with no events (once); "synthetic"."""
+    if holds_synthetic_demo(ws):
+        return "synthetic"
+    if store.has_events(ws):
+        raise RecsysInputError(
+            f"{ws.root} holds real events: synthetic demo events would mix with them; "
+            "use a separate --home for the demo"
+        )
+    name = "events-{users}-{items}-{events}.csv".format(**DEFAULT_SYNTHETIC)
+    synth = ws.root / "synthetic" / name
+    if not synth.exists():
+        synth.parent.mkdir(parents=True, exist_ok=True)
+        spec = DEFAULT_SYNTHETIC
+        frame = generate_events(spec["users"], spec["items"], spec["events"], seed=0)
+        write_events(frame, str(synth))
+    _ingest_once(ws, [synth], source=SYNTHETIC_SOURCE)
+    return "synthetic"
 
 
 class EpochTimer(Callback):

@@ -114,3 +114,33 @@ def test_trainer_command_really_trains(tmp_path: Path) -> None:
     env = {**os.environ, "RECSYS_HOME": str(tmp_path / "home")}
     subprocess.run([sys.executable, "-m", "app", *argv[1:]], env=env, check=True, timeout=900)
     assert (tmp_path / "home" / "models" / "CURRENT").read_text().strip()
+
+
+def _up_calls(tmp_path: Path, home: Path, **env: str) -> list[list[str]]:
+    """The `recsys` command lines scripts/up.sh runs, recorded by a stand-in on PATH."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir(exist_ok=True)
+    stand_in = bin_dir / "recsys"
+    stand_in.write_text(f'#!/usr/bin/env bash\necho "recsys $*" >> {calls}\n')
+    stand_in.chmod(0o755)
+    calls.unlink(missing_ok=True)
+    run_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECSYS_HOME": str(home)}
+    run_env = {k: v for k, v in run_env.items() if not k.startswith("RECSYS_DATASET")}
+    subprocess.run(["bash", str(ROOT / "scripts" / "up.sh")], env={**run_env, **env}, check=True)
+    return [line.split() for line in calls.read_text().splitlines()]
+
+
+def test_up_script_asks_for_the_synthetic_demo_only_in_a_home_without_events(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    train, serve = _up_calls(tmp_path, home)
+    name, params = resolve(train)
+    assert (name, params["dataset"]) == ("train", "synthetic")
+    assert resolve(serve)[0] == "serve"
+    (home / "events").mkdir(parents=True)
+    (home / "events" / "part-1.parquet").write_bytes(b"")
+    train, _ = _up_calls(tmp_path, home)
+    assert resolve(train)[1]["dataset"] is None  # the home's own events
+    train, _ = _up_calls(tmp_path, home, RECSYS_DATASET="/data/logs.csv")
+    assert resolve(train)[1]["dataset"] == "/data/logs.csv"

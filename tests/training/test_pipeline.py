@@ -96,9 +96,12 @@ def test_same_dataset_is_not_ingested_twice(
     assert evaluate(ws, "a", "val")["version"] == "a"
 
 
-def test_no_events_no_dataset_trains_on_synthetic(ws: Workspace) -> None:
+def test_no_events_no_dataset_is_an_error_and_synthetic_is_asked_for(ws: Workspace) -> None:
     cfg = load_config(overrides=[*TINY, "train.max_epochs=1"])
-    result = train(ws, cfg, enable_progress_bar=False, limit_train_batches=2)
+    with pytest.raises(RecsysInputError, match="has no events"):
+        train(ws, cfg, enable_progress_bar=False)
+    assert not store.has_events(ws)
+    result = train(ws, cfg, dataset="synthetic", enable_progress_bar=False, limit_train_batches=2)
     assert result.dataset == "synthetic"
     assert store.count_events(ws) > 10_000
     assert current_version(ws.models_dir) == result.version
