@@ -19,7 +19,12 @@ def samplers(
         "10000,100000,1000000"
     ),
     features: Annotated[str, typer.Option("--features", help="RFF frequencies D.")] = "64,128,256",
-    repeats: Annotated[int, typer.Option("--repeats", min=1)] = 5,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            "--repeats", min=1, help="Timed draws per cell (median and minimum reported)."
+        ),
+    ] = 5,
     leaf_sizes: Annotated[
         str,
         typer.Option(
@@ -28,7 +33,7 @@ def samplers(
             "b = ceil(2D / d) (every b is at least that).",
         ),
     ] = "8",
-    threads: Annotated[int, typer.Option("--threads", min=1)] = 2,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads of torch.")] = 2,
     json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = options.RESULTS
     / "samplers.json",
     plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = options.RESULTS

@@ -32,7 +32,7 @@ def train_step(
     ] = "sasrec,mean",
     history: Annotated[int, typer.Option("--history", min=1, help="Items per history L.")] = 20,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed steps per cell.")] = 5,
-    threads: Annotated[int, typer.Option("--threads", min=1)] = 2,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads of torch.")] = 2,
     json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = options.RESULTS
     / "train_step.json",
     plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = options.RESULTS

@@ -83,10 +83,18 @@ def ingest_items(
 
 def synth(
     out: Annotated[Path, typer.Option("--out", help="Output file: .csv or .parquet.")],
-    users: Annotated[int, typer.Option("--users", min=1)] = DEFAULT_SYNTHETIC["users"],
-    items: Annotated[int, typer.Option("--items", min=1)] = DEFAULT_SYNTHETIC["items"],
-    events: Annotated[int, typer.Option("--events", min=0)] = DEFAULT_SYNTHETIC["events"],
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    users: Annotated[
+        int, typer.Option("--users", min=1, help="Number of users.")
+    ] = DEFAULT_SYNTHETIC["users"],
+    items: Annotated[
+        int, typer.Option("--items", min=1, help="Catalogue size (number of items).")
+    ] = DEFAULT_SYNTHETIC["items"],
+    events: Annotated[
+        int, typer.Option("--events", min=0, help="Number of events (rows) to write.")
+    ] = DEFAULT_SYNTHETIC["events"],
+    seed: Annotated[
+        int, typer.Option("--seed", help="Random seed: the same seed writes the same log.")
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Write a synthetic log with planted sequential structure (see docs/data.md)."""

@@ -20,6 +20,10 @@ from serving.bundle import ModelBundle, current_version, list_versions, read_man
 
 log = logging.getLogger("recsys.serve")
 models_app = typer.Typer(help="Published model versions: list, show, roll back.")
+VersionArgument = Annotated[
+    str,
+    typer.Argument(help="A published version: a folder name under models/ (see `models list`)."),
+]
 
 
 def serve(
@@ -161,7 +165,7 @@ def _text_row(row: dict[str, Any]) -> str:
 
 
 @models_app.command("show")
-def show_model(version: str, home: HomeOption = None) -> None:
+def show_model(version: VersionArgument, home: HomeOption = None) -> None:
     """Print one version's manifest (JSON)."""
     ws = workspace(home)
     if version not in list_versions(ws):
@@ -172,7 +176,9 @@ def show_model(version: str, home: HomeOption = None) -> None:
 
 
 @models_app.command("rollback")
-def rollback(version: str, home: HomeOption = None, as_json: JsonOption = False) -> None:
+def rollback(
+    version: VersionArgument, home: HomeOption = None, as_json: JsonOption = False
+) -> None:
     """Serve VERSION again: validate its bundle, then point models/CURRENT at it atomically."""
     from training.export import publish
 

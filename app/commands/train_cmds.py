@@ -65,7 +65,11 @@ def train_command(
     home: HomeOption = None,
     dataset: Annotated[
         str | None,
-        typer.Option(help="Log file or folder to ingest first, or 'synthetic'."),
+        typer.Option(
+            help="Log file or folder, or a dataset name, to ingest first (once per home), or "
+            "'synthetic' for a generated demo log in a home of its own. Default: the home's "
+            "events (none is an error).",
+        ),
     ] = None,
     sampler: Annotated[
         str | None, typer.Option(help="Negative sampler name, or 'full' for full softmax.")
@@ -73,10 +77,18 @@ def train_command(
     num_negatives: Annotated[int | None, typer.Option(help="Negatives per batch, m.")] = None,
     max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
     config: Annotated[
-        list[Path] | None, typer.Option("--config", help="YAML config file (repeatable).")
+        list[Path] | None,
+        typer.Option(
+            "--config", help="YAML config file (repeatable), keys as in configs/default.yaml."
+        ),
     ] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override section.key=value (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override section.key=value (repeatable); every key, with its default and "
+            "meaning, is in configs/default.yaml.",
+        ),
     ] = None,
     version: Annotated[str | None, typer.Option(help="Bundle version name.")] = None,
     json_out: JsonOption = False,
