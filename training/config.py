@@ -25,6 +25,12 @@ class DataConfig(_Section):
     cutoff: int | None = Field(None, description="Unix time of the global cut for split=time.")
     kcore: int = Field(0, ge=0, description="Iterative k-core filter; 0 disables it.")
 
+    @model_validator(mode="after")
+    def _time_split_has_a_cutoff(self) -> DataConfig:
+        if self.split == "time" and self.cutoff is None:
+            raise ValueError("data.split time needs data.cutoff (Unix seconds of the global cut)")
+        return self
+
 
 class ModelConfig(_Section):
     """The two towers."""
@@ -108,6 +114,15 @@ class TrainConfig(_Section):
         True,
         description="Batch training windows of similar length and trim their common padding.",
     )
+
+    @model_validator(mode="after")
+    def _validates_at_least_once(self) -> TrainConfig:
+        if self.val_every > self.max_epochs:
+            raise ValueError(
+                f"train.val_every {self.val_every} is more than train.max_epochs "
+                f"{self.max_epochs}: no validation round would choose the checkpoint"
+            )
+        return self
 
 
 class EvalConfig(_Section):

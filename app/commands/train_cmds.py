@@ -55,10 +55,12 @@ def _check_names(cfg: RecsysConfig) -> None:
 
     if cfg.sampler.name != "full" and cfg.sampler.name not in SAMPLERS:
         known = ", ".join(["full", *sorted(SAMPLERS)])
-        raise RecsysInputError(f"unknown sampler {cfg.sampler.name!r}; known: {known}")
+        raise RecsysInputError(
+            f"config sampler.name: unknown sampler {cfg.sampler.name!r}; known: {known}"
+        )
     if cfg.loss.name not in SAMPLED_LOSSES:
         known = ", ".join(sorted(SAMPLED_LOSSES))
-        raise RecsysInputError(f"unknown loss {cfg.loss.name!r}; known: {known}")
+        raise RecsysInputError(f"config loss.name: unknown loss {cfg.loss.name!r}; known: {known}")
 
 
 def train_command(

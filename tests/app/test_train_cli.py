@@ -77,6 +77,10 @@ def test_train_json_then_evaluate(
         (["--set", "model.dim=33"], "model.dim 33 is not divisible by model.num_heads 2"),
         (["--set", "eval.ks=[0, 10]"], "eval.ks.0"),
         (["--set", "train.accelerator=tpu9"], "train.accelerator"),
+        (["--set", "sampler.name=nope"], "config sampler.name: unknown sampler 'nope'"),
+        (["--set", "loss.name=nope"], "config loss.name: unknown loss 'nope'"),
+        (["--set", "data.split=time"], "data.split time needs data.cutoff"),
+        (["--max-epochs", "2", "--set", "train.val_every=3"], "train.val_every 3 is more than"),
         (["--dataset", "/no/such/dir"], "no such file"),
     ],
 )

@@ -48,3 +48,24 @@ def test_override_value_that_is_not_yaml() -> None:
 def test_directory_as_config_file(tmp_path: Path) -> None:
     with pytest.raises(RecsysInputError, match="cannot read config"):
         load_config([tmp_path])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.dim=33"], "model.dim 33 is not divisible by model.num_heads 2"),
+        (["model.tower=mean", "model.dim=33"], None),  # the mean tower has no heads
+        (["data.split=time"], "data.split time needs data.cutoff"),
+        (["data.split=time", "data.cutoff=100"], None),
+        (["train.val_every=5", "train.max_epochs=4"], "train.val_every 5 is more than"),
+        (["train.val_every=4", "train.max_epochs=4"], None),
+        (["eval.ks=[10, 0]"], "config eval.ks.1"),
+        (["train.accelerator=tpu9"], "config train.accelerator"),
+    ],
+)
+def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], message: str) -> None:
+    if message is None:
+        load_config(overrides=overrides)
+        return
+    with pytest.raises(RecsysInputError, match=message):
+        load_config(overrides=overrides)
