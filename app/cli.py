@@ -10,6 +10,7 @@ import sys
 from typing import Annotated, NoReturn
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError
 from typer.exceptions import TyperException
 
 from app.cli_common import setup_logging
@@ -44,14 +45,33 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
+def _run(args: list[str]) -> int:
+    """Parse and run one command line; every exception a command raises leaves as it was.
+
+    The CLI library's own runner is not used: it turns an EOFError raised in a command into
+    an empty line and a bare "Aborted!", and a KeyboardInterrupt into a silent exit.
+    """
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context("recsys", args) as ctx:
+            command.invoke(ctx)
+    except typer.Exit as done:  # --help, or a command's own exit code
+        return done.exit_code
+    return 0
+
+
 def main() -> None:
     """Run the CLI; bad input exits 2 with one line on stderr, other failures exit 1.
 
-    The CLI library runs without its own error handling (which turns any EOFError into a bare
-    "Aborted!"): usage errors are shown as it would (exit 2), `--help` exits 0.
+    Usage errors are shown as the CLI library words them (exit 2), `--help` exits 0, an
+    interrupt exits 130.
     """
     try:
-        code = app(standalone_mode=False)
+        code = _run(sys.argv[1:])
+    except NoArgsIsHelpError as err:  # bare `recsys`: the help (rich has printed it already)
+        if text := err.format_message().strip():
+            sys.stdout.write(f"{text}\n")
+        sys.exit(err.exit_code)
     except TyperException as err:  # usage errors: the library's own message
         show = getattr(err, "show", None)
         if callable(show):
@@ -59,13 +79,11 @@ def main() -> None:
         else:
             sys.stderr.write(f"error: {err.format_message()}\n")
         sys.exit(err.exit_code)
-    except typer.Abort as err:  # the library's wrapper of an EOFError
-        _fail(err.__cause__ or err)
     except Exception as err:
         _fail(err)
     except KeyboardInterrupt as err:
         _fail(err)
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(code)
 
 
 def _fail(err: BaseException) -> NoReturn:
