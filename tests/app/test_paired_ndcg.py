@@ -35,7 +35,7 @@ def test_per_user_ndcg_reproduces_the_bench_quality_metric(tmp_path: Path) -> No
     out, home = tmp_path / "q.json", tmp_path / "home"
     run_quality(str(log), ["uniform"], [8], out, None, home, 1, sets, enable_progress_bar=False)
     row = json.loads(out.read_text())["results"][0]
-    (run,) = (home / "runs").iterdir()
+    (run,) = [p for p in (home / "runs").iterdir() if p.is_dir()]  # beside: <id>.owner.json
     label, ndcg = load_script().per_user_ndcg(run)
     assert label["sampler"] == "uniform" and label["num_negatives"] == 8
     assert ndcg.mean() == pytest.approx(row["ndcg@10"], abs=1e-6)
