@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,8 @@ def test_train_json_then_evaluate(
     done = _recsys(*args, "--max-epochs", "1", *TINY, "--version", "v1", "--json", home=home)
     assert done.returncode == 0, done.stderr[-2000:]
     payload = json.loads(done.stdout)  # stdout holds exactly one JSON object
+    noise = [ln for ln in done.stderr.splitlines() if re.search(r"Tip|Warning|warn\(", ln)]
+    assert noise == []  # no Lightning advert or warnings about its own internals
     assert payload["version"] == "v1" and payload["sampler"] == "popularity"
     assert payload["num_negatives"] == 16 and payload["epochs"] == 1
     assert {"recall@10", "ndcg@10", "mrr@10", "full_ce"} <= set(payload["metrics"]["test"])
