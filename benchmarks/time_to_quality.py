@@ -78,7 +78,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
         ax.plot([0] + [c["fit_seconds"] / 60 for c in curve], [0] + [c["ndcg@10"] for c in curve],
                 marker="o", label=f"{rec['name']} (test NDCG@10 {test:.4f})")  # fmt: skip
     ax.set(xlabel="wall-clock minutes of training", ylabel="val NDCG@10 (full ranking)",
-           title="Time to quality: recsys train on this 2-core machine (load: each JSON)")  # fmt: skip
+           title="Time to quality: recsys train, 2-core machine (load: each JSON)")  # fmt: skip
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, path)
