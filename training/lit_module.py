@@ -21,12 +21,12 @@ from training.model import TwoTowerModel
 from training.samplers import NegativeSampler
 
 SampledLoss = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+FullLoss = Callable[[Tensor, Tensor], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
 PHASES = {
     name: f"recsys.{name}"
     for name in ("tower", "sampler", "loss", "backward", "optimizer", "sampler_update")
 }
-FullLoss = Callable[[Tensor, Tensor], Tensor]
 
 
 @torch.no_grad()
