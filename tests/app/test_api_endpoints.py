@@ -24,9 +24,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     ws = Workspace(home)
     make_bundle(ws.models_dir, "v1")
     events = home.parent / "events.csv"
-    # u1 saw the planted history (in time order); u2 saw only items the model lacks
+    # u1 saw the planted history (in time order); u2 saw only items the model lacks; u3 saw
+    # u1's items around two the model lacks (ingested after it was trained)
     events.write_text(
         "user_id,item_id,timestamp\nu1,i2,200\nu1,i1,100\nu1,i3,300\nu2,new-a,100\nu2,new-b,200\n"
+        "u3,new-a,50\nu3,i1,100\nu3,i2,200\nu3,new-c,250\nu3,i3,300\n"
     )
     ingest_files(ws, [events])
     with running_server(home, {"RECSYS_ADMIN_TOKEN": TOKEN}) as url:
@@ -99,6 +101,14 @@ def test_user_with_only_unknown_items_and_empty_body(api: httpx.Client) -> None:
     ]
     anon = api.post("/recommend", json={}).json()
     assert anon["strategy"] == "popular" and len(anon["items"]) == 10
+
+
+def test_stored_items_the_model_lacks_are_dropped_silently(api: httpx.Client) -> None:
+    mixed = api.post("/recommend", json={"user_id": "u3", "k": 3}).json()
+    assert mixed["strategy"] == "model" and mixed["warnings"] == []
+    assert ids(mixed) == ids(api.post("/recommend", json={"user_id": "u1", "k": 3}).json())
+    sent = api.post("/recommend", json={"user_id": "u3", "items": ["new-a", "zzz"], "k": 3})
+    assert sent.json()["warnings"] == ["unknown item_id(s) dropped: 'new-a', 'zzz'"]
 
 
 def test_known_user_plus_items_appends(api: httpx.Client) -> None:
