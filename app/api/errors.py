@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from app.api.schemas import ErrorResponse
 from serving.recommender import UnknownItemError
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,33 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
 
 
-# FastAPI's answer when a JSON body is not UTF-8 (json.loads raised UnicodeDecodeError).
+def _documented(description: str) -> dict[str, Any]:
+    """An OpenAPI `responses` entry: an ErrorResponse body, and when it is sent."""
+    return {"model": ErrorResponse, "description": description}
+
+
+# Answers any operation can give, documented on every one of them (OpenAPI `responses`).
+EVERY_ROUTE_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _documented("A request the HTTP parser refuses (malformed request line or headers)."),
+    413: _documented("A body (declared or streamed) above RECSYS_MAX_BODY_BYTES."),
+    414: _documented("A URL of 65,536 bytes or more (the HTTP parser's limit)."),
+}
+
+
+# FastAPI's 400 when reading or decoding a body raised anything but a JSONDecodeError; the
+# exception it chains tells why: not UTF-8, nested too deeply, an integer of too many digits.
 BODY_PARSE_ERROR = "There was an error parsing the body"
+
+
+def _body_parse_message(cause: BaseException | None) -> str:
+    """What was wrong with a body FastAPI could not parse, from the exception it chained."""
+    if isinstance(cause, UnicodeDecodeError):
+        return "malformed JSON (not valid UTF-8)"
+    if isinstance(cause, RecursionError):
+        return "malformed JSON (nested too deeply)"
+    if isinstance(cause, ValueError):  # int() refuses integers longer than this
+        return f"malformed JSON (an integer of more than {sys.get_int_max_str_digits()} digits)"
+    return "the body could not be read or parsed"
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -78,7 +105,7 @@ def allowed_methods(request: Request) -> list[str]:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400 and exc.detail == BODY_PARSE_ERROR:
-        error = {"field": "body", "message": "malformed JSON (not valid UTF-8)"}
+        error = {"field": "body", "message": _body_parse_message(exc.__cause__)}
         return JSONResponse({"detail": "body: " + error["message"], "errors": [error]}, 422)
     if exc.status_code == 405:
         allow = {"Allow": ", ".join(allowed_methods(request))}

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api.errors import install_error_handlers
+from app.api.errors import EVERY_ROUTE_ERRORS, install_error_handlers
 from app.api.metrics import Metrics
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.api.routes import admin, health, items, recommend
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
         summary="Two-tower next-item recommendations served from a faiss index.",
         version="0.1.0",
         lifespan=lifespan,
+        responses=EVERY_ROUTE_ERRORS,
         strict_content_type=False,  # `curl -d '{...}'` without a JSON content type still works
     )
     app.state.settings = settings

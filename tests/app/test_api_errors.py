@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -122,11 +123,20 @@ def test_wrong_method_and_path_are_4xx(api: httpx.Client) -> None:
     assert api.get("/recommend/batch").status_code == 405
 
 
-def test_non_utf8_json_body_is_the_documented_422(api: httpx.Client) -> None:
-    raw = b'{"items": ["\xff\xfe"]}'
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b'{"items": ["\xff\xfe"]}', "not valid UTF-8"),
+        (b"[" * 10_000, "nested too deeply"),  # json.loads: RecursionError, not a decode error
+        (b'{"k": ' + b"9" * 5_000 + b"}", "an integer of more than 4300 digits"),  # ValueError
+    ],
+)
+def test_every_body_parse_failure_is_the_documented_422(
+    api: httpx.Client, raw: bytes, why: str
+) -> None:
     resp = api.post("/recommend", content=raw, headers={"content-type": "application/json"})
     check_422(resp, "body")
-    assert "not valid UTF-8" in resp.json()["detail"]
+    assert resp.json()["detail"] == f"body: malformed JSON ({why})"
 
 
 def test_options_and_405_list_every_method_of_the_path(api: httpx.Client) -> None:
@@ -136,6 +146,20 @@ def test_options_and_405_list_every_method_of_the_path(api: httpx.Client) -> Non
     assert wrong.status_code == 405 and wrong.headers["allow"] == "OPTIONS, GET, POST"
     assert wrong.json() == {"detail": "Method Not Allowed"}
     assert api.options("/recommend/batch").headers["allow"] == "OPTIONS, POST"
+
+
+def test_cors_preflight_is_still_answered_by_the_cors_middleware(tmp_path: Path) -> None:
+    origin = "https://shop.example"
+    env = {"RECSYS_CORS_ORIGINS": json.dumps([origin])}
+    with running_server(tmp_path / "home", env, wait_ready=False) as url:  # no model needed
+        preflight = httpx.options(
+            url + "/recommend", headers={"Origin": origin, "Access-Control-Request-Method": "POST"}
+        )
+        plain = httpx.options(url + "/recommend")  # no preflight headers: the router's answer
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == origin
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert plain.status_code == 204 and plain.headers["allow"] == "OPTIONS, GET, POST"
 
 
 def test_integral_float_for_an_integer_field_is_refused(api: httpx.Client) -> None:
