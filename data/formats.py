@@ -7,12 +7,14 @@ parquet datetimes) into Unix seconds. Row-level validation lives in `data.ingest
 
 The raw frame has `user_id: str, item_id: str, timestamp: int64` (null where the value was
 missing or could not be parsed) plus `ts_raw: str` (the timestamp as written, for the rejects
-file and to tell "null" from "unparseable").
+file and to tell "null" from "unparseable"). `raw_from_rows` builds the same frame from rows
+already in memory (events posted over HTTP), with the same stripping and timestamp parsing.
 """
 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -206,3 +208,39 @@ def read_raw(
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:
         problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise RecsysInputError(f"{path}: cannot read as {fmt.upper()}: {problem}") from None
+
+
+RawRow = tuple[str | None, str | None, int | str | None]  # user_id, item_id, timestamp
+
+
+def raw_from_rows(rows: Sequence[RawRow], file_no: int = 0) -> pl.DataFrame:
+    """The raw canonical frame of in-memory rows, parsed as a text log would be.
+
+    Args:
+        rows: (user_id, item_id, timestamp) with the timestamp as integer Unix seconds or
+            ISO-8601 text; None where a value is missing.
+        file_no: Kept as `file_no`, as for a file.
+
+    Returns:
+        Columns `file_no, row, user_id, item_id, timestamp, ts_raw` (`row` 1-based); ids are
+        stripped of outer spaces and timestamps parsed exactly like a CSV's.
+
+    """
+    users, items, stamps = zip(*rows, strict=True) if rows else ((), (), ())
+    frame = pl.DataFrame(
+        {
+            "user_id": list(users),
+            "item_id": list(items),
+            "ts_raw": [None if t is None else str(t) for t in stamps],
+        },
+        schema={"user_id": pl.String, "item_id": pl.String, "ts_raw": pl.String},
+    )
+    out = frame.select(
+        pl.lit(file_no, dtype=pl.Int32).alias("file_no"),
+        (pl.int_range(pl.len(), dtype=pl.Int64) + 1).alias("row"),
+        pl.col("user_id").str.strip_chars(),
+        pl.col("item_id").str.strip_chars(),
+        _int_from_text(pl.col("ts_raw")).alias("timestamp"),
+        "ts_raw",
+    )
+    return _fill_iso(out)

@@ -1,4 +1,6 @@
-"""`ingest_files`: validate event logs and append the good rows to the store as one new part.
+"""`ingest_files`, `ingest_rows`: validate events and append the good rows as one new part.
+
+`ingest_files` reads log files; `ingest_rows` takes rows already in memory (`POST /events`).
 
 Every row read ends up either accepted (in the new part) or rejected (in
 `rejects/<ingest-id>.parquet` with a `reason`), so `accepted + rejected == rows read`.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +38,7 @@ import polars as pl
 
 from data import store, vocab
 from data.errors import RecsysInputError
-from data.formats import check_file, detect_format, read_raw
+from data.formats import RawRow, check_file, detect_format, raw_from_rows, read_raw
 from data.workspace import Workspace
 
 log = logging.getLogger("recsys.data.ingest")
@@ -46,6 +49,7 @@ DUP_INPUT = "duplicate within the input"
 DUP_STORED = "duplicate of a stored event"
 INGESTED = "ingested.json"  # sha256 of each file `recsys train --dataset` ingested -> its source
 SYNTHETIC_SOURCE = "synthetic"  # the source recorded for the generated demo log
+HTTP_SOURCE = "POST /events"  # the source rejects files name for rows posted over HTTP
 
 
 @dataclass(frozen=True)
@@ -219,12 +223,50 @@ def ingest_files(
             synthetic demo events; nothing is stored then.
 
     """
+    _refuse_demo_home(ws)  # before reading: a big file is not read for nothing
+    raw = _read_all([Path(p) for p in paths], fmt, (user_col, item_col, time_col))
+    return _ingest(ws, raw, [str(p) for p in paths])[0]
+
+
+def ingest_rows(
+    ws: Workspace, rows: Sequence[RawRow], source: str = HTTP_SOURCE
+) -> tuple[IngestReport, pl.DataFrame]:
+    """Validate in-memory rows and append the good ones as one new part, as `ingest_files` does.
+
+    The same reasons, duplicate checks, rejects file (with `source` for every row), lock and
+    atomic commit as a file ingest: only the reading differs (`formats.raw_from_rows`).
+
+    Args:
+        ws: The workspace to ingest into.
+        rows: (user_id, item_id, timestamp) each; timestamps as integer Unix seconds or
+            ISO-8601 text, None where a value is missing.
+        source: What the rejects file names as the rows' source.
+
+    Returns:
+        The report, and the rejected rows (`source, row, user_id, item_id, timestamp, reason`,
+        `row` 1-based in `rows`, `timestamp` as text), empty when every row was accepted.
+
+    Raises:
+        RecsysInputError: the home holds the synthetic demo events; nothing is stored then.
+
+    """
+    _refuse_demo_home(ws)
+    return _ingest(ws, raw_from_rows(rows).with_row_index("_i"), [source])
+
+
+def _refuse_demo_home(ws: Workspace) -> None:
+    """Real events never mix with the synthetic demo log."""
     if holds_synthetic_demo(ws):
         raise RecsysInputError(
             f"{ws.root} holds the synthetic demo events (--dataset synthetic); real logs would "
             "mix with them: use a separate --home"
         )
-    raw = _read_all([Path(p) for p in paths], fmt, (user_col, item_col, time_col))
+
+
+def _ingest(
+    ws: Workspace, raw: pl.DataFrame, sources: list[str]
+) -> tuple[IngestReport, pl.DataFrame]:
+    """Classify `raw` and commit its good rows as one part (the core of both ingests)."""
     with store.writer_lock(ws):  # one writer at a time: event_seq and vocab need a stable base
         df = _classify(ws, raw)
         start = store.count_events(ws)
@@ -232,12 +274,12 @@ def ingest_files(
         accepted = df.filter(pl.col("reason").is_null()).select(
             *KEYS, (pl.int_range(pl.len(), dtype=pl.Int64) + start).alias("event_seq")
         )
-        rejected = _rejects(df, paths)
+        rejected = _rejects(df, sources)
         assert accepted.height + rejected.height == raw.height  # every row is accounted for
         _log_reasons(rejected)
         ingest_id = new_ingest_id()
         rejects_path = _commit(ws, ingest_id, accepted, rejected, old_vocab)
-    return IngestReport(
+    report = IngestReport(
         ingest_id,
         accepted.height,
         rejected.height,
@@ -246,6 +288,7 @@ def ingest_files(
         users_total=vocab.load_user_vocab(ws).height,
         items_total=vocab.load_item_vocab(ws).height,
     )
+    return report, rejected
 
 
 def _commit(
@@ -281,10 +324,10 @@ def _commit(
     return rejects_path
 
 
-def _rejects(df: pl.DataFrame, paths: list[Path]) -> pl.DataFrame:
+def _rejects(df: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     """Rejected rows: `source, row, user_id, item_id, timestamp` (as written) and `reason`."""
     sources = pl.DataFrame(
-        {"file_no": range(len(paths)), "source": [str(p) for p in paths]},
+        {"file_no": range(len(names)), "source": names},
         schema={"file_no": pl.Int32, "source": pl.String},
     )
     return (
