@@ -23,7 +23,7 @@ import typer
 from training.datamodule import SequenceDataModule
 from training.lit_module import rank_loader
 from training.metrics import ndcg_per_user
-from training.pipeline import load_run
+from training.trainer import load_run
 
 
 def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:

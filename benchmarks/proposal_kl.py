@@ -30,8 +30,8 @@ from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
 from training.diagnostics import proposal_kl
 from training.lit_module import rank_batch
-from training.pipeline import load_run
 from training.samplers import SamplerContext, build_sampler
+from training.trainer import load_run
 
 
 def _run_dir(home: Path, name: str | None) -> Path:

@@ -15,6 +15,8 @@ With P the user's events before T and Q those at or after T:
 - val = (history P[:-1], target P[-1]) for users with len(P) >= 2, i.e. leave-one-out on the
   pre-cut part, and then train = P[:-1]; users with len(P) == 1 keep train = P.
 
+Since (`since=T`): only events at or after T are split (a retrain on a long log's recent part).
+
 k-core (`kcore=k > 0`): before splitting, users and items with fewer than k events are dropped,
 repeatedly, until every remaining user and item has at least k events.
 """
@@ -22,12 +24,13 @@ repeatedly, until every remaining user and item has at least k events.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
 from data.errors import RecsysInputError
-from data.store import count_events, read_events
+from data.store import part_paths, read_events
 from data.vocab import load_item_vocab, load_user_vocab
 from data.workspace import Workspace
 
@@ -44,6 +47,7 @@ class Splits:
         val: `user_idx: i64, history: list[i64], target: i64`.
         test: Same columns as `val`.
         num_items: Size of the item vocabulary; item_idx ranges over 1..num_items.
+        parts: Names of the event parts split (what a model trained on them saw).
 
     """
 
@@ -51,20 +55,24 @@ class Splits:
     val: pl.DataFrame
     test: pl.DataFrame
     num_items: int
+    parts: tuple[str, ...] = ()
 
 
-def indexed_events(ws: Workspace, item_vocab: pl.DataFrame) -> pl.DataFrame:
+def indexed_events(
+    ws: Workspace, item_vocab: pl.DataFrame, parts: list[Path] | None = None
+) -> pl.DataFrame:
     """Stored events with vocabulary indices: `user_idx, item_idx, timestamp, event_seq`.
 
     Items come from `item_vocab`, the one read the caller sizes the catalogue with: an ingest
     that commits new items meanwhile cannot give an item_idx beyond it. Its events on those
     new items are left out; its events on known items may be in (events and the user vocab
-    are read later), so a split taken during an ingest can hold part of it.
+    are read later), so a split taken during an ingest can hold part of it, unless `parts`
+    names the parts to read (default: every committed part).
     """
     items = item_vocab.lazy().select("item_id", "item_idx")
     users = load_user_vocab(ws).lazy().select("user_id", "user_idx")
     return (
-        read_events(ws)
+        read_events(ws, parts)
         .join(users, on="user_id")
         .join(items, on="item_id")
         .select("user_idx", "item_idx", "timestamp", "event_seq")
@@ -142,6 +150,7 @@ def build_splits(
     method: Literal["loo", "time"] = "loo",
     cutoff: int | None = None,
     kcore: int = 0,
+    since: int | None = None,
 ) -> Splits:
     """Split the stored events into train / val / test sequences.
 
@@ -150,6 +159,7 @@ def build_splits(
         method: "loo" (leave-one-out) or "time" (global cut at `cutoff`).
         cutoff: Unix seconds; required for "time", ignored for "loo".
         kcore: Iterative k-core filter applied before splitting; 0 disables it.
+        since: Unix seconds: split only the events at or after it (None: all).
 
     Raises:
         RecsysInputError: no events, unknown method, "time" without cutoff, or a k-core that
@@ -160,10 +170,16 @@ def build_splits(
         raise RecsysInputError(f"unknown split method {method!r} (expected 'loo' or 'time')")
     if method == "time" and cutoff is None:
         raise RecsysInputError("split 'time' needs a cutoff (Unix seconds)")
-    if count_events(ws) == 0:
-        raise RecsysInputError(f"no events in the workspace {ws.root}; run `recsys ingest` first")
+    parts = part_paths(ws)  # the events read are exactly these parts, whatever comes later
     item_vocab = load_item_vocab(ws)
-    events = kcore_filter(indexed_events(ws, item_vocab), kcore)
+    events = indexed_events(ws, item_vocab, parts)
+    if events.height == 0:
+        raise RecsysInputError(f"no events in the workspace {ws.root}; run `recsys ingest` first")
+    if since is not None:
+        events = events.filter(pl.col("timestamp") >= since)
+        if events.height == 0:
+            raise RecsysInputError(f"no events at or after --since {since}")
+    events = kcore_filter(events, kcore)
     if events.height == 0:
         raise RecsysInputError(f"the {kcore}-core filter removed every event")
     if method == "loo":
@@ -173,4 +189,5 @@ def build_splits(
         train, val, test = time_split(events, cutoff)
     if train.height == 0:
         raise RecsysInputError(f"no events before the cutoff {cutoff}: nothing to train on")
-    return Splits(train=train, val=val, test=test, num_items=item_vocab.height)
+    names = tuple(p.stem.removeprefix("part-") for p in parts)
+    return Splits(train=train, val=val, test=test, num_items=item_vocab.height, parts=names)

@@ -42,9 +42,15 @@ def has_events(ws: Workspace) -> bool:
     return count_events(ws) > 0
 
 
-def read_events(ws: Workspace) -> pl.LazyFrame:
-    """All stored events as a lazy frame (`EVENT_SCHEMA`); an empty frame when there are none."""
-    parts = part_paths(ws)
+def read_events(ws: Workspace, parts: list[Path] | None = None) -> pl.LazyFrame:
+    """Stored events as a lazy frame (`EVENT_SCHEMA`); an empty frame when there are none.
+
+    Args:
+        ws: The workspace.
+        parts: Read only these parts (a listing taken earlier); default: every committed part.
+
+    """
+    parts = part_paths(ws) if parts is None else parts
     if not parts:
         return pl.LazyFrame(schema=EVENT_SCHEMA)
     return pl.scan_parquet(parts).select(list(EVENT_SCHEMA))

@@ -68,8 +68,3 @@ class Workspace:
     def models_dir(self) -> Path:
         """Published model bundles, one folder per version."""
         return self.root / "models"
-
-    @property
-    def current_model_path(self) -> Path:
-        """Text file naming the served version; replaced atomically with `os.replace`."""
-        return self.models_dir / "CURRENT"

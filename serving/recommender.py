@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from serving.bundle import ModelBundle
 from serving.index import ItemIndex
+from training.bundle import ModelBundle
 
 HistoryLookup = Callable[[str], Sequence[str] | None]
 

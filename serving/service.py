@@ -20,11 +20,11 @@ from pathlib import Path
 
 from data.errors import RecsysInputError
 from data.workspace import Workspace
-from serving.bundle import BundleError, ModelBundle, current_version
 from serving.history import HistoryStore
 from serving.index import IndexParams, build_index
 from serving.recommender import Recommender
 from serving.threads import limit_threads
+from training.bundle import BundleError, ModelBundle, current_path, current_version
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class ModelService:
         """The served and published versions and the last reload error."""
         current = self._current
         try:
-            published = current_version(self.ws)
+            published = current_version(self.ws.models_dir)
         except (OSError, ValueError):
             published = None
         return ServiceStatus(
@@ -149,9 +149,9 @@ class ModelService:
     def _published_key(self) -> tuple[str | None, tuple[object, ...]]:
         """(version CURRENT names, its bundle's file signature); (None, (error,)) if unreadable."""
         try:
-            version = current_version(self.ws)
+            version = current_version(self.ws.models_dir)
         except (OSError, ValueError) as err:  # a folder, unreadable, not UTF-8...
-            return (None, (f"{self.ws.current_model_path}: unreadable ({err})",))
+            return (None, (f"{current_path(self.ws.models_dir)}: unreadable ({err})",))
         return (version, _bundle_signature(self.ws.models_dir / version) if version else ())
 
     def _reload(self, key: tuple[str | None, tuple[object, ...]], force: bool) -> ReloadResult:
@@ -166,7 +166,9 @@ class ModelService:
             return ReloadResult(False, version, previous)
         if version is None:
             problem = (
-                key[1][0] if key[1] else f"{self.ws.current_model_path}: no model is published"
+                key[1][0]
+                if key[1]
+                else f"{current_path(self.ws.models_dir)}: no model is published"
             )
             raise RecsysInputError(str(problem))
         self._current = self._build(self.ws.models_dir / version)  # the atomic swap

@@ -1,7 +1,7 @@
 """What killed writers left in a workspace: temp bundles, CURRENT temp files, unfinished runs.
 
 Nothing here is ever something a live process is writing: temp bundles follow
-`export.stale_temps`, and a run is a leftover only when its owner record (`runs/<id>.owner.json`,
+`bundle.stale_temps`, and a run is a leftover only when its owner record (`runs/<id>.owner.json`,
 claimed when training starts and finished after publishing) names a process of this host that
 is gone. Runs from before owner records, or from another host, are left alone.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from data import owner
 from data.workspace import Workspace
-from training import export
+from training import bundle
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def _size(path: Path) -> int:
 
 def find_leftovers(ws: Workspace) -> list[Leftover]:
     """Every leftover of the workspace, temp bundles first, then unfinished runs."""
-    found = list(export.stale_temps(ws.models_dir))
+    found = list(bundle.stale_temps(ws.models_dir))
     if ws.runs_dir.is_dir():
         for run in sorted(p for p in ws.runs_dir.iterdir() if p.is_dir()):
             why = owner.abandoned_reason(ws.run_owner_path(run.name))
@@ -45,6 +45,6 @@ def find_leftovers(ws: Workspace) -> list[Leftover]:
 def remove_leftovers(ws: Workspace, leftovers: list[Leftover]) -> None:
     """Delete what `find_leftovers` named (with a run, its owner record)."""
     for item in leftovers:
-        export.remove_path(item.path)
+        bundle.remove_path(item.path)
         if item.path.parent == ws.runs_dir:
             ws.run_owner_path(item.path.name).unlink(missing_ok=True)

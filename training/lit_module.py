@@ -1,6 +1,6 @@
 """The LightningModule: one `_step` for sampled or full softmax, sampler sync, full-ranking eval.
 
-Model, sampler and loss come from outside (`training.pipeline` builds them). Optimisation is
+Model, sampler and loss come from outside (`training.trainer` builds them). Optimisation is
 manual because sparse item tables need a second optimiser (`SparseAdam`) beside the dense one,
 and because the sampler must hear about the rows that changed right after each step.
 """

@@ -28,12 +28,13 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.flop_counter import FlopCounterMode
 
 from app.commands.train_cmds import build_config
+from data.datasets import prepare_dataset
 from data.errors import RecsysInputError
 from data.split import build_splits
 from data.workspace import Workspace
 from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import PHASES, RetrievalModule
-from training.pipeline import build_module, prepare_dataset
+from training.trainer import build_module
 
 WARMUP_STEPS = 5  # allocations, Adam state: not profiled
 

@@ -23,7 +23,7 @@ import torch
 
 from app.bench import options
 from training.config import RecsysConfig, load_config
-from training.pipeline import build_module
+from training.trainer import build_module
 
 FULL = "full"
 

@@ -6,17 +6,14 @@ import errno
 import json
 import logging
 import socket
-import zipfile
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
-from data.workspace import Workspace
-from serving.bundle import ModelBundle, current_version, list_versions, read_manifest
+from training.bundle import current_version, describe, list_versions, read_manifest, rollback
 
 log = logging.getLogger("recsys.serve")
 models_app = typer.Typer(help="Published model versions: list, show, roll back.")
@@ -86,50 +83,6 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _published_at(path: Path, manifest: dict[str, Any]) -> float:
-    """Publish time in Unix seconds: the manifest's created_at, else the folder's mtime."""
-    try:
-        return datetime.fromisoformat(str(manifest["created_at"])).timestamp()
-    except (KeyError, ValueError):
-        return path.stat().st_mtime
-
-
-def _broken(path: Path) -> str | None:
-    """Why the bundle would be refused (manifest, embeddings, items, tower file), else None.
-
-    The tower is checked cheaply: `torch.save` writes a zip archive, whose directory sits at
-    the end of the file, so a truncated or empty `query_tower.pt` is not a zip file.
-    """
-    tower = path / "query_tower.pt"
-    try:
-        ModelBundle.load(path, load_tower=False)
-        if not zipfile.is_zipfile(tower):
-            raise RecsysInputError(f"{tower}: truncated or not a saved query tower")
-    except RecsysInputError as err:
-        return str(err).strip().splitlines()[0]
-    return None
-
-
-def _summary(ws: Workspace, ws_current: str | None, version: str) -> dict[str, Any]:
-    """One `models list` row; `broken` is the reason the bundle would be refused, or None."""
-    path = ws.models_dir / version
-    try:
-        manifest = read_manifest(path)
-    except RecsysInputError:
-        manifest = {}
-    return {
-        "version": version,
-        "current": version == ws_current,
-        "created_at": manifest.get("created_at"),
-        "published_at": _published_at(path, manifest),
-        "dataset": manifest.get("dataset"),
-        "sampler": manifest.get("sampler"),
-        "num_items": manifest.get("num_items"),
-        "metrics": manifest.get("metrics") or {},
-        "broken": _broken(path),
-    }
-
-
 @models_app.command("list")
 def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """List published versions by publish time, newest last; `*` marks the served one.
@@ -137,15 +90,15 @@ def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
     A bundle that would be refused (bad manifest, embeddings, items or tower file) is marked
     `BROKEN: <reason>` (`broken` in the JSON, null for a good one).
     """
-    ws = workspace(home)
-    current = current_version(ws)
-    rows = [_summary(ws, current, version) for version in list_versions(ws)]
+    models_dir = workspace(home).models_dir
+    current = current_version(models_dir)
+    rows = [describe(models_dir, version, current) for version in list_versions(models_dir)]
     rows.sort(key=lambda row: (row["published_at"], row["version"]))
     if as_json:
         emit_json({"current": current, "models": rows})
         return
     if not rows:
-        typer.echo(f"no models in {ws.models_dir}; run `recsys train`")
+        typer.echo(f"no models in {models_dir}; run `recsys train`")
     for row in rows:
         typer.echo(_text_row(row))
 
@@ -167,27 +120,20 @@ def _text_row(row: dict[str, Any]) -> str:
 @models_app.command("show")
 def show_model(version: VersionArgument, home: HomeOption = None) -> None:
     """Print one version's manifest (JSON)."""
-    ws = workspace(home)
-    if version not in list_versions(ws):
-        raise RecsysInputError(f"no model version {version!r} in {ws.models_dir}")
-    manifest = read_manifest(ws.models_dir / version)
-    manifest["current"] = version == current_version(ws)
+    models_dir = workspace(home).models_dir
+    if version not in list_versions(models_dir):
+        raise RecsysInputError(f"no model version {version!r} in {models_dir}")
+    manifest = read_manifest(models_dir / version)
+    manifest["current"] = version == current_version(models_dir)
     typer.echo(json.dumps(manifest, indent=2, default=str))
 
 
 @models_app.command("rollback")
-def rollback(
+def rollback_model(
     version: VersionArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
     """Serve VERSION again: validate its bundle, then point models/CURRENT at it atomically."""
-    from training.export import publish
-
-    ws = workspace(home)
-    if version not in list_versions(ws):
-        raise RecsysInputError(f"no model version {version!r} in {ws.models_dir}")
-    ModelBundle.load(ws.models_dir / version)  # the server's full validation, tower too
-    previous = current_version(ws)
-    publish(ws.models_dir, version)
+    previous = rollback(workspace(home).models_dir, version)
     if as_json:
         emit_json({"current": version, "previous": previous})
     else:

@@ -8,7 +8,7 @@ import torch
 
 from app.bench.step_timing import _batch, _config, _counts, speedups
 from tests.app.test_data_cli import run_inproc
-from training.pipeline import build_module
+from training.trainer import build_module
 
 SMALL = {"num_negatives": 16, "dim": 8, "length": 5, "batch": 12}
 

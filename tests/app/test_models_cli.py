@@ -69,4 +69,4 @@ def test_rollback_refuses_a_truncated_query_tower(ws: Workspace) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "query_tower.pt" in done.stderr and done.stderr.count("\n") == 1
-    assert ws.current_model_path.read_text().strip() == "good"
+    assert (ws.models_dir / "CURRENT").read_text().strip() == "good"

@@ -56,7 +56,7 @@ def test_models_list_show_rollback(ws: Workspace) -> None:
         "current": "20260101-000000-aaaa",
         "previous": "20260102-000000-bbbb",
     }
-    assert ws.current_model_path.read_text().strip() == "20260101-000000-aaaa"
+    assert (ws.models_dir / "CURRENT").read_text().strip() == "20260101-000000-aaaa"
 
 
 def test_rollback_refuses_unknown_or_broken_versions(ws: Workspace) -> None:
@@ -67,7 +67,7 @@ def test_rollback_refuses_unknown_or_broken_versions(ws: Workspace) -> None:
         result = recsys("models", "rollback", version, "--home", str(ws.root))
         assert result.returncode == 2
         assert message in result.stderr and result.stderr.count("\n") == 1
-    assert ws.current_model_path.read_text().strip() == "good"
+    assert (ws.models_dir / "CURRENT").read_text().strip() == "good"
 
 
 def test_models_list_empty_and_serve_bad_option(ws: Workspace) -> None:

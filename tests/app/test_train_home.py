@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from data import store
+from data.datasets import prepare_dataset
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.pipeline import prepare_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 

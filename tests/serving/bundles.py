@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from training.export import publish, write_bundle
+from training.bundle import publish, write_bundle
 from training.model import build_query_tower
 
 MODEL_CFG = {

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from serving.batcher import RequestBatcher
-from serving.bundle import ModelBundle
 from serving.index import build_index
 from serving.recommender import Query, Recommender, Result
 from tests.serving.bundles import make_bundle
+from training.bundle import ModelBundle
 
 
 class CountingRecommender(Recommender):

@@ -99,13 +99,13 @@ def test_first_load_of_a_broken_bundle_then_a_fixed_current(tmp_path: Path) -> N
 def test_unreadable_current_is_a_failed_reload_not_a_crash(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "home")
     make_bundle(ws.models_dir, "v1", num_items=30, target=20, publish_it=False)
-    ws.current_model_path.mkdir(parents=True)  # CURRENT is a folder
+    (ws.models_dir / "CURRENT").mkdir(parents=True)  # CURRENT is a folder
     svc = ModelService(ws)
     svc.poll_once()
     assert svc.current is None and "CURRENT: unreadable" in (svc.last_error or "")
     assert svc.status().failed_reloads == 1
-    ws.current_model_path.rmdir()
-    ws.current_model_path.write_text("v1\n")
+    (ws.models_dir / "CURRENT").rmdir()
+    (ws.models_dir / "CURRENT").write_text("v1\n")
     svc.poll_once()
     assert svc.current is not None and svc.current.version == "v1"
 
@@ -126,7 +126,7 @@ def test_rolling_current_back_to_the_served_version_clears_the_error(tmp_path: P
     truncate(make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1) / "query_tower.pt")
     svc.poll_once()
     assert svc.status().last_error is not None
-    ws.current_model_path.write_text("v1\n")  # `recsys models rollback v1`
+    (ws.models_dir / "CURRENT").write_text("v1\n")  # `recsys models rollback v1`
     svc.poll_once()
     state = svc.status()
     assert (state.served, state.published, state.last_error) == ("v1", "v1", None)

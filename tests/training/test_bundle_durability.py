@@ -18,7 +18,7 @@ import torch
 
 from data import owner
 from data.errors import RecsysInputError
-from training.export import load_item_embeddings, load_query_tower, read_manifest, write_bundle
+from training.bundle import ModelBundle, load_query_tower, read_manifest, write_bundle
 from training.model import build_query_tower
 
 MODEL = {"tower": "mean", "dim": 8, "max_len": 4}
@@ -29,8 +29,11 @@ def _write(models_dir: Path, version: str) -> Path:
     emb = np.zeros((N + 1, 8), np.float32)
     emb[1:, 0] = 1.0
     items = pl.DataFrame(
-        {"item_idx": range(1, N + 1), "item_id": [f"i{k}" for k in range(1, N + 1)],
-         "popularity": [1] * N}  # fmt: skip
+        {
+            "item_idx": range(1, N + 1),
+            "item_id": [f"i{k}" for k in range(1, N + 1)],
+            "popularity": [1] * N,
+        }  # fmt: skip
     )
     return write_bundle(
         models_dir, version, query_tower=build_query_tower(MODEL, N), model_cfg=MODEL,
@@ -91,7 +94,7 @@ def test_loaders_name_the_broken_file(tmp_path: Path) -> None:
     manifest = read_manifest(bundle)
     (bundle / "item_embeddings.npy").write_bytes(b"")  # numpy: EOFError
     with pytest.raises(RecsysInputError, match="item_embeddings.npy: unreadable"):
-        load_item_embeddings(bundle)
+        ModelBundle.load(bundle, load_tower=False)
     tower = bundle / "query_tower.pt"
     tower.write_bytes(tower.read_bytes()[:100])
     with pytest.raises(RecsysInputError, match="query_tower.pt: cannot load"):

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from serving.bundle import BundleError, ModelBundle
 from tests.serving.bundles import make_bundle
+from training.bundle import BundleError, ModelBundle
 
 
 @pytest.fixture

@@ -9,17 +9,16 @@ import pytest
 import torch
 
 from data.errors import RecsysInputError
-from training.config import ModelConfig
-from training.export import (
+from training.bundle import (
+    ModelBundle,
     current_version,
-    load_item_embeddings,
-    load_query_tower,
     new_version_name,
     publish,
     read_manifest,
     resolve_bundle,
     write_bundle,
 )
+from training.config import ModelConfig
 from training.model import build_model
 
 N_ITEMS = 40
@@ -63,11 +62,11 @@ def test_round_trip_reproduces_top_k(tmp_path: Path, tower: str, share: bool) ->
     assert manifest["model"]["tower"] == tower
     for key in ("created_at", "dataset", "temperature", "sampler", "metrics"):
         assert key in manifest
-    loaded = load_query_tower(path, manifest)
+    loaded = ModelBundle.load(path)
     history = torch.tensor([[0, 0, 3, 9, 12, 5], [1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 17]])
     with torch.no_grad():
         expected = model.query_tower.encode(history) @ torch.from_numpy(emb).T
-        got = loaded.encode(history) @ torch.from_numpy(load_item_embeddings(path)).T
+        got = loaded.query_tower.encode(history) @ torch.from_numpy(loaded.item_embeddings).T
     assert torch.equal(expected.topk(10).indices, got.topk(10).indices)
     assert torch.allclose(expected, got, atol=1e-6)
     items = pl.read_parquet(path / "items.parquet")

@@ -16,8 +16,8 @@ from training.lit_module import RetrievalModule, evaluate_loader, rank_loader
 from training.losses import get_loss
 from training.metrics import popularity_baseline
 from training.model import build_model
-from training.pipeline import build_module
 from training.samplers import SAMPLERS, SamplerContext, build_sampler
+from training.trainer import build_module
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
 

@@ -11,8 +11,8 @@ from data import store
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
+from training.bundle import current_version, read_manifest
 from training.config import load_config
-from training.export import current_version, read_manifest
 from training.pipeline import evaluate, train
 
 TINY = [

@@ -1,9 +1,8 @@
-"""Load and validate a published model bundle (`models/<version>/`) for serving.
+"""Read and validate a model bundle (`models/<version>/`, layout in `training.bundle.layout`).
 
-A bundle is the training side's export (see `training/export.py` and docs/architecture.md):
-`manifest.json`, `item_embeddings.npy` (float32 [n + 1, d], row 0 = padding zeros),
-`query_tower.pt` and `items.parquet` (item_idx, item_id, popularity, title). Everything is
-checked here, before anything is served, and every problem is named in the error.
+The one reader of the format: serving, evaluation and the CLI all load bundles through
+`ModelBundle.load`. Everything is checked before anything is used, and every problem is named
+in the error.
 """
 
 from __future__ import annotations
@@ -15,15 +14,25 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import torch
+from torch import nn
 
 from data.errors import RecsysInputError
-from data.workspace import Workspace
+from training.bundle.layout import (
+    ABS_DOT,
+    BUNDLE_FILES,
+    DOT,
+    ITEM_EMBEDDINGS,
+    ITEMS,
+    MANIFEST,
+    MANIFEST_KEYS,
+    QUERY_TOWER,
+    READABLE_FORMATS,
+    SCORES,
+)
+from training.model import build_query_tower
 
-READABLE_FORMATS = (1, 2)  # format 2 added "score"; format 1 bundles rank by h . c
-MANIFEST_KEYS = ("format_version", "version", "num_items", "dim", "model")
-BUNDLE_FILES = ("manifest.json", "item_embeddings.npy", "query_tower.pt", "items.parquet")
 ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
-SCORES = ("dot", "abs_dot")  # manifest "score": rank by h . c, or by |h . c| (absolute softmax)
 
 
 class BundleError(RecsysInputError):
@@ -63,7 +72,7 @@ class ModelBundle:
     @property
     def ranks_by_magnitude(self) -> bool:
         """The model ranks items by |h . c| (trained with the absolute softmax), not h . c."""
-        return self.manifest.get("score", "dot") == "abs_dot"
+        return self.manifest.get("score", DOT) == ABS_DOT
 
     @property
     def num_items(self) -> int:
@@ -99,9 +108,9 @@ class ModelBundle:
             if not (path / name).is_file():
                 raise BundleError(f"{path}: bundle file {name} is missing")
         manifest = read_manifest(path)
-        emb = _load_embeddings(path / "item_embeddings.npy", manifest)
-        ids, titles, pop = _load_items(path / "items.parquet", int(manifest["num_items"]))
-        tower = _load_tower(path, manifest) if load_tower else None
+        emb = _load_embeddings(path / ITEM_EMBEDDINGS, manifest)
+        ids, titles, pop = _load_items(path / ITEMS, int(manifest["num_items"]))
+        tower = load_query_tower(path, manifest) if load_tower else None
         return cls(
             path=path,
             manifest=manifest,
@@ -121,7 +130,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         BundleError: unreadable JSON, a missing key, a wrong format_version or bad sizes.
 
     """
-    where = path / "manifest.json"
+    where = path / MANIFEST
     try:
         manifest = json.loads(where.read_text())
     except FileNotFoundError:
@@ -143,7 +152,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
             raise BundleError(f"{where}: {key} must be a positive integer")
     if not isinstance(manifest["model"], dict):
         raise BundleError(f"{where}: model must be an object (the query tower's kwargs)")
-    if manifest.get("score", "dot") not in SCORES:
+    if manifest.get("score", DOT) not in SCORES:
         raise BundleError(f"{where}: score must be one of {', '.join(SCORES)}")
     return manifest
 
@@ -186,34 +195,17 @@ def _load_items(where: Path, num_items: int) -> tuple[list[str], list[str | None
     return ids, titles, pop
 
 
-def _load_tower(path: Path, manifest: dict[str, Any]) -> Any:
-    from training.export import load_query_tower  # torch is imported only when serving a model
+def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
+    """Rebuild the bundle's query tower in eval mode on CPU (no checkpoint needed).
 
+    Raises:
+        BundleError: the file is missing, truncated or does not fit the manifest.
+
+    """
+    where = path / QUERY_TOWER
     try:
-        tower = load_query_tower(path, manifest)
+        tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
+        tower.load_state_dict(torch.load(where, map_location="cpu", weights_only=True))
     except Exception as err:  # torch/pickle raise many types for a corrupt or mismatched file
-        raise BundleError(
-            f"{path / 'query_tower.pt'}: cannot load the query tower ({err})"
-        ) from None
-    tower.eval()
-    return tower
-
-
-def current_version(ws: Workspace) -> str | None:
-    """The version named in `models/CURRENT`, or None when nothing is published."""
-    try:
-        name = ws.current_model_path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    return name or None
-
-
-def list_versions(ws: Workspace) -> list[str]:
-    """Names of the bundle directories under models/ (sorted; temp dirs excluded)."""
-    if not ws.models_dir.is_dir():
-        return []
-    return sorted(
-        p.name
-        for p in ws.models_dir.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and (p / "manifest.json").is_file()
-    )
+        raise BundleError(f"{where}: cannot load the query tower ({err})") from None
+    return tower.eval()

@@ -1,12 +1,8 @@
-"""Model bundles: write one atomically under `models/<version>/`, publish it via `CURRENT`.
-
-Bundle layout (docs/architecture.md): `manifest.json`, `item_embeddings.npy` (float32
-`[n + 1, d]`, L2-normalised, row 0 zeros), `query_tower.pt` (the query tower's state_dict,
-self-contained), `items.parquet` (item_idx, item_id, popularity, title).
+"""Write a model bundle atomically under `models/<version>/`; find what killed writers left.
 
 Nothing half-written is visible under a name a reader would load: the bundle is written into
-a hidden temp folder inside `models/` and renamed into place (same filesystem, so atomic);
-`CURRENT` is written to a temp file and moved over the old one with `os.replace`.
+a hidden temp folder inside `models/` (with an owner record naming the writer), every file is
+fsynced, and the folder is renamed into place (same filesystem, so atomic).
 """
 
 from __future__ import annotations
@@ -27,41 +23,19 @@ from torch import nn
 
 from data import owner
 from data.errors import RecsysInputError
-from training.model import build_query_tower
+from training.bundle.layout import (
+    FORMAT_VERSION,
+    ITEM_EMBEDDINGS,
+    ITEMS,
+    ITEMS_SCHEMA,
+    MANIFEST,
+    QUERY_TOWER,
+    TMP_BUNDLE_PREFIX,
+    TMP_CURRENT_PREFIX,
+    check_version_name,
+)
 
-# Format 2 added manifest["score"]; a format-1 reader would rank an abs_dot model by h . c
-# without noticing, so it must refuse these bundles. Format 1 bundles still load (as "dot").
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
-MANIFEST = "manifest.json"
-ITEM_EMBEDDINGS = "item_embeddings.npy"
-QUERY_TOWER = "query_tower.pt"
-ITEMS = "items.parquet"
-CURRENT = "CURRENT"
-TMP_BUNDLE_PREFIX = ".tmp-"  # models/.tmp-<version>-<hex>: a bundle being written
-TMP_CURRENT_PREFIX = f".{CURRENT}.tmp-"  # models/.CURRENT.tmp-<hex>: CURRENT being replaced
 TEMP_MAX_AGE_S = 3600  # a temp with no owner record this old is a crashed writer's
-# manifest["score"]: how the model ranks item c for query h (absent in older bundles: "dot").
-DOT = "dot"  # h . c, the ordinary softmax's logit
-ABS_DOT = "abs_dot"  # |h . c|, a model trained with the absolute softmax
-
-ITEMS_SCHEMA = {
-    "item_idx": pl.Int64,
-    "item_id": pl.String,
-    "popularity": pl.Int64,
-    "title": pl.String,
-}
-
-
-def check_version_name(version: str) -> None:
-    """Raise RecsysInputError unless `version` is a plain folder name a bundle may take."""
-    if not version or "/" in version or version.startswith(".") or version == CURRENT:
-        raise RecsysInputError(f"bad model version name {version!r}")
-
-
-def new_version_name() -> str:
-    """A sortable, unique-enough version name such as `20261122-143501-ab12` (UTC)."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
 def _check_embeddings(item_embeddings: np.ndarray, num_items: int) -> np.ndarray:
@@ -82,7 +56,8 @@ def _items_frame(items: pl.DataFrame) -> pl.DataFrame:
     return items.select([pl.col(c).cast(t) for c, t in ITEMS_SCHEMA.items()]).sort("item_idx")
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new entry in folder `path` durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -185,12 +160,12 @@ def write_bundle(
     try:
         _write_files(tmp, query_tower, emb, _items_frame(items), full_manifest)
         (tmp / owner.OWNER_FILE).unlink()
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_dir(models_dir)
+    fsync_dir(models_dir)
     return target
 
 
@@ -204,94 +179,3 @@ def _write_files(
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     for name in (ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS, MANIFEST):
         _fsync_file(folder / name)
-
-
-def publish(models_dir: Path, version: str) -> None:
-    """Make `version` the served model: write `models/CURRENT` atomically.
-
-    Raises:
-        RecsysInputError: no complete bundle of that version exists.
-
-    """
-    if not (models_dir / version / MANIFEST).is_file():
-        raise RecsysInputError(f"no model bundle {version!r} in {models_dir}")
-    tmp = models_dir / f"{TMP_CURRENT_PREFIX}{secrets.token_hex(4)}"
-    with open(tmp, "w") as handle:
-        handle.write(version + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, models_dir / CURRENT)
-    _fsync_dir(models_dir)
-
-
-def current_version(models_dir: Path) -> str | None:
-    """The published version named by `models/CURRENT`, or None if nothing is published."""
-    path = models_dir / CURRENT
-    if not path.is_file():
-        return None
-    return path.read_text().strip() or None
-
-
-def resolve_bundle(models_dir: Path, version: str | None) -> Path:
-    """The bundle folder of `version`, or of the published one when `version` is None.
-
-    Raises:
-        RecsysInputError: nothing published, or no such version.
-
-    """
-    chosen = version or current_version(models_dir)
-    if chosen is None:
-        raise RecsysInputError(f"no published model in {models_dir}; run `recsys train` first")
-    bundle = models_dir / chosen
-    if not (bundle / MANIFEST).is_file():
-        raise RecsysInputError(f"no model bundle {chosen!r} in {models_dir}")
-    return bundle
-
-
-def read_manifest(bundle_dir: Path) -> dict[str, Any]:
-    """The bundle's manifest; checks the format version.
-
-    Raises:
-        RecsysInputError: missing or unreadable manifest, or an unknown format version.
-
-    """
-    try:
-        manifest: dict[str, Any] = json.loads((bundle_dir / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise RecsysInputError(f"{bundle_dir}: unreadable bundle manifest ({err})") from None
-    if manifest.get("format_version") not in READABLE_FORMATS:
-        raise RecsysInputError(
-            f"{bundle_dir}: bundle format {manifest.get('format_version')!r}, "
-            f"this version reads {', '.join(map(str, READABLE_FORMATS))}"
-        )
-    return manifest
-
-
-def load_query_tower(bundle_dir: Path, manifest: dict[str, Any]) -> nn.Module:
-    """Rebuild the bundle's query tower in eval mode on CPU (no checkpoint needed).
-
-    Raises:
-        RecsysInputError: the file is missing, truncated or does not fit the manifest.
-
-    """
-    path = bundle_dir / QUERY_TOWER
-    try:
-        tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
-        tower.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    except Exception as err:  # torch raises many types for a corrupt or mismatched file
-        raise RecsysInputError(f"{path}: cannot load the query tower ({err})") from None
-    return tower.eval()
-
-
-def load_item_embeddings(bundle_dir: Path) -> np.ndarray:
-    """float32 `[n + 1, d]` L2-normalised item table (row 0 zeros).
-
-    Raises:
-        RecsysInputError: the file is missing or unreadable (empty, truncated, not .npy).
-
-    """
-    path = bundle_dir / ITEM_EMBEDDINGS
-    try:
-        return np.load(path, allow_pickle=False)
-    except Exception as err:  # numpy raises EOFError, ValueError, OSError... for a bad file
-        raise RecsysInputError(f"{path}: unreadable ({type(err).__name__}: {err})") from None

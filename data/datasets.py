@@ -1,0 +1,156 @@
+"""Where a training's events come from: a dataset by path or name, or the synthetic demo.
+
+`prepare_dataset` ingests a dataset into the home once (by the files' sha256), with the titles
+of a folder's `items.csv`; `recsys train --dataset` and `recsys retrain --logs` go through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+import polars as pl
+
+from data import store, vocab
+from data.errors import RecsysInputError
+from data.ingest import (
+    SYNTHETIC_SOURCE,
+    IngestReport,
+    holds_synthetic_demo,
+    ingest_files,
+    ingested_sources,
+    record_ingested,
+)
+from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
+from data.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIXES = (".csv", ".parquet", ".pq", ".ndjson", ".jsonl")
+DATASETS_ENV_VAR = "RECSYS_DATASETS"
+
+
+def fingerprint(path: Path) -> str:
+    """sha256 of a file's contents (hex): what `ingested.json` remembers of an ingested file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def ingest_once(ws: Workspace, files: list[Path], source: str | None = None) -> IngestReport | None:
+    """Ingest `files` unless the same contents were ingested into this home before.
+
+    `ingested.json` records each file's sha256 with its `source` (default: the file's path),
+    after the part is committed. A process killed between the two re-reads the files on the
+    next run, and the store's duplicate check rejects every row it already holds.
+
+    Returns:
+        The ingest's report, or None when every file was ingested before.
+
+    """
+    prints = {str(f): fingerprint(f) for f in files}
+    seen = ingested_sources(ws)
+    if all(fp in seen for fp in prints.values()) and store.has_events(ws):
+        log.info("already ingested into %s; not ingesting again", ws.root)
+        return None
+    report = ingest_files(ws, files)
+    log.info("ingested %d events (%d rejected)", report.accepted, report.rejected)
+    record_ingested(ws, {fp: source or name for name, fp in prints.items()})
+    return report
+
+
+def dataset_files(path: Path) -> list[Path]:
+    """The log files of a dataset path: the file, a folder's interactions.csv, or its logs."""
+    if path.is_file():
+        return [path]
+    if (path / "interactions.csv").is_file():
+        return [path / "interactions.csv"]
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() in LOG_SUFFIXES)
+    if not files:
+        raise RecsysInputError(f"{path}: no log files (.csv, .parquet, .ndjson) in the folder")
+    return files
+
+
+def _ingest_titles(ws: Workspace, folder: Path) -> None:
+    items = folder / "items.csv"
+    if items.is_file():
+        titles = pl.read_csv(items, infer_schema_length=0)
+        if {"item_id", "title"} <= set(titles.columns):
+            vocab.save_item_titles(ws, titles.select("item_id", "title"))
+
+
+def datasets_root() -> Path:
+    """Where dataset names are looked up: `$RECSYS_DATASETS`, else `../shared/datasets`."""
+    default = Path(__file__).resolve().parents[2] / "shared" / "datasets"  # beside the repo
+    return Path(os.environ.get(DATASETS_ENV_VAR) or default)
+
+
+def _dataset_path(dataset: str) -> Path:
+    """A log file or folder given by path, or by name under `datasets_root()`."""
+    path = Path(dataset).expanduser()
+    if path.exists():
+        return path
+    named = datasets_root() / dataset
+    if "/" not in dataset and named.exists():
+        return named
+    raise RecsysInputError(
+        f"--dataset {dataset}: no such file or folder (nor a dataset name in {datasets_root()})"
+    )
+
+
+def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
+    """Make sure the home has events; return the dataset's name for the manifest.
+
+    Synthetic demo events and real ones never share a home (`data.ingest` refuses to add real
+    logs to a demo home; `_synthetic_demo` refuses to add the demo to a home with events).
+
+    Args:
+        ws: The home.
+        dataset: None (the home's events), "synthetic" (the generated demo log), a log file /
+            folder, or a folder's name under `datasets_root()` (ingested once; a folder's
+            `items.csv` gives titles).
+
+    Raises:
+        RecsysInputError: no dataset and no events; the path does not exist or holds no logs;
+            the dataset would mix synthetic and real events.
+
+    """
+    if dataset is None:
+        if not store.has_events(ws):
+            raise RecsysInputError(
+                f"{ws.root} has no events: ingest logs (`recsys ingest FILE`), or pass --dataset "
+                "with a log file, folder or dataset name, or --dataset synthetic for a generated "
+                "demo log"
+            )
+        return "synthetic" if holds_synthetic_demo(ws) else "workspace"
+    if dataset == "synthetic":
+        return _synthetic_demo(ws)
+    path = _dataset_path(dataset)
+    ingest_once(ws, dataset_files(path))
+    if path.is_dir():
+        _ingest_titles(ws, path)
+    return path.stem if path.is_file() else path.name
+
+
+def _synthetic_demo(ws: Workspace) -> str:
+    """Generate and ingest the demo log into a home with no events (once); "synthetic"."""
+    if holds_synthetic_demo(ws):
+        return "synthetic"
+    if store.has_events(ws):
+        raise RecsysInputError(
+            f"{ws.root} holds real events: synthetic demo events would mix with them; "
+            "use a separate --home for the demo"
+        )
+    name = "events-{users}-{items}-{events}.csv".format(**DEFAULT_SYNTHETIC)
+    synth = ws.root / "synthetic" / name
+    if not synth.exists():
+        synth.parent.mkdir(parents=True, exist_ok=True)
+        spec = DEFAULT_SYNTHETIC
+        frame = generate_events(spec["users"], spec["items"], spec["events"], seed=0)
+        write_events(frame, str(synth))
+    ingest_once(ws, [synth], source=SYNTHETIC_SOURCE)
+    return "synthetic"

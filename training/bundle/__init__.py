@@ -1,0 +1,44 @@
+"""The model bundle, owned here: its layout, writing, validation, reading and publishing.
+
+Training writes bundles, serving and the CLI read and publish them, all through this package
+(see docs/architecture.md, Bundle); nobody else spells a bundle file name.
+"""
+
+from training.bundle.layout import (
+    ABS_DOT,
+    DOT,
+    check_version_name,
+    current_path,
+    new_version_name,
+)
+from training.bundle.publish import (
+    current_version,
+    describe,
+    list_versions,
+    publish,
+    resolve_bundle,
+    rollback,
+)
+from training.bundle.read import BundleError, ModelBundle, load_query_tower, read_manifest
+from training.bundle.write import remove_path, stale_temps, write_bundle
+
+__all__ = [
+    "ABS_DOT",
+    "DOT",
+    "BundleError",
+    "ModelBundle",
+    "check_version_name",
+    "current_path",
+    "current_version",
+    "describe",
+    "list_versions",
+    "load_query_tower",
+    "new_version_name",
+    "publish",
+    "read_manifest",
+    "remove_path",
+    "resolve_bundle",
+    "rollback",
+    "stale_temps",
+    "write_bundle",
+]

@@ -1,0 +1,136 @@
+"""Which bundle is served: `CURRENT` (publish, roll back, read) and the list of versions.
+
+`CURRENT` is written to a temp file, fsynced and moved over the old one with `os.replace`,
+so a reader sees the old name or the new one, never a partial write.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import zipfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from data.errors import RecsysInputError
+from training.bundle.layout import MANIFEST, QUERY_TOWER, TMP_CURRENT_PREFIX, current_path
+from training.bundle.read import ModelBundle, read_manifest
+from training.bundle.write import fsync_dir
+
+
+def publish(models_dir: Path, version: str) -> None:
+    """Make `version` the served model: write `models/CURRENT` atomically.
+
+    Raises:
+        RecsysInputError: no complete bundle of that version exists.
+
+    """
+    if not (models_dir / version / MANIFEST).is_file():
+        raise RecsysInputError(f"no model bundle {version!r} in {models_dir}")
+    tmp = models_dir / f"{TMP_CURRENT_PREFIX}{secrets.token_hex(4)}"
+    with open(tmp, "w") as handle:
+        handle.write(version + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, current_path(models_dir))
+    fsync_dir(models_dir)
+
+
+def rollback(models_dir: Path, version: str) -> str | None:
+    """Serve `version` again after the full validation a server does; the previous version.
+
+    Raises:
+        RecsysInputError: no such version, or its bundle would be refused (named in the error).
+
+    """
+    if version not in list_versions(models_dir):
+        raise RecsysInputError(f"no model version {version!r} in {models_dir}")
+    ModelBundle.load(models_dir / version)  # the tower too: what a server would load
+    previous = current_version(models_dir)
+    publish(models_dir, version)
+    return previous
+
+
+def current_version(models_dir: Path) -> str | None:
+    """The version named by `models/CURRENT`, or None when nothing is published.
+
+    Raises:
+        OSError, ValueError: CURRENT exists but cannot be read (a folder, not UTF-8...).
+
+    """
+    try:
+        name = current_path(models_dir).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return name or None
+
+
+def list_versions(models_dir: Path) -> list[str]:
+    """Names of the bundle folders under models/ (sorted; temp folders excluded)."""
+    if not models_dir.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in models_dir.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and (p / MANIFEST).is_file()
+    )
+
+
+def resolve_bundle(models_dir: Path, version: str | None) -> Path:
+    """The bundle folder of `version`, or of the published one when `version` is None.
+
+    Raises:
+        RecsysInputError: nothing published, or no such version.
+
+    """
+    chosen = version or current_version(models_dir)
+    if chosen is None:
+        raise RecsysInputError(f"no published model in {models_dir}; run `recsys train` first")
+    if chosen not in list_versions(models_dir):
+        raise RecsysInputError(f"no model bundle {chosen!r} in {models_dir}")
+    return models_dir / chosen
+
+
+def describe(models_dir: Path, version: str, current: str | None) -> dict[str, Any]:
+    """One version's summary (`recsys models list`); `broken` says why it would be refused."""
+    path = models_dir / version
+    try:
+        manifest = read_manifest(path)
+    except RecsysInputError:
+        manifest = {}
+    return {
+        "version": version,
+        "current": version == current,
+        "created_at": manifest.get("created_at"),
+        "published_at": _published_at(path, manifest),
+        "dataset": manifest.get("dataset"),
+        "sampler": manifest.get("sampler"),
+        "num_items": manifest.get("num_items"),
+        "metrics": manifest.get("metrics") or {},
+        "broken": _broken(path),
+    }
+
+
+def _published_at(path: Path, manifest: dict[str, Any]) -> float:
+    """Publish time in Unix seconds: the manifest's created_at, else the folder's mtime."""
+    try:
+        return datetime.fromisoformat(str(manifest["created_at"])).timestamp()
+    except (KeyError, ValueError):
+        return path.stat().st_mtime
+
+
+def _broken(path: Path) -> str | None:
+    """Why the bundle would be refused (manifest, embeddings, items, tower file), else None.
+
+    The tower is checked cheaply: `torch.save` writes a zip archive, whose directory sits at
+    the end of the file, so a truncated or empty `query_tower.pt` is not a zip file.
+    """
+    tower = path / QUERY_TOWER
+    try:
+        ModelBundle.load(path, load_tower=False)
+        if not zipfile.is_zipfile(tower):
+            raise RecsysInputError(f"{tower}: truncated or not a saved query tower")
+    except RecsysInputError as err:
+        return str(err).strip().splitlines()[0]
+    return None

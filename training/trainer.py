@@ -1,0 +1,204 @@
+"""The Lightning side of a training: the module from a config, the Trainer and its callbacks, fit.
+
+`fit()` is the one place a model is trained: `recsys train`, `recsys retrain` and the
+benchmarks all call it. A retrain passes a warm start (the served model's weights and optimiser
+state, see `training.warm_start`) and asks for a `last.ckpt` every epoch so that a killed run
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl_lightning
+import torch
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
+
+from data.errors import RecsysInputError
+from data.split import Splits, build_splits
+from data.workspace import Workspace
+from training.config import RecsysConfig, load_config
+from training.datamodule import SequenceDataModule, item_counts
+from training.lit_module import RetrievalModule
+from training.losses import full_softmax, get_loss
+from training.model import build_model
+from training.progress import EpochBar, EpochProgress
+from training.samplers import SamplerContext, build_sampler
+
+FULL = "full"
+MONITOR = "val/ndcg@10"
+LAST_CHECKPOINT = "last.ckpt"
+
+
+class EpochTimer(Callback):
+    """Wall seconds of each training epoch, its validation round included.
+
+    Lightning runs an epoch's validation before `on_train_epoch_end`. Each validation round
+    also logs `time/fit_seconds`, the wall time since the fit started (quality against time).
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self._start = self._fit_start = 0.0
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the fit's clock."""
+        self._fit_start = time.perf_counter()
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the clock."""
+        self._start = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Log the wall time of this validation round's end since the fit started."""
+        if not trainer.sanity_checking:
+            pl_module.log("time/fit_seconds", time.perf_counter() - self._fit_start)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Stop the clock."""
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalModule:
+    """Model, sampler (None for `sampler.name == "full"`) and loss, wired into the module.
+
+    Args:
+        cfg: The run's configuration.
+        n: Catalogue size (item_idx 1..n).
+        counts: `[n + 1]` training interaction counts per item_idx (popularity, log-q).
+
+    """
+    if cfg.sampler.name == FULL and cfg.train.sparse_embeddings:
+        raise RecsysInputError(
+            "full softmax touches every item row: use train.sparse_embeddings=false"
+        )
+    model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
+    if cfg.sampler.name == FULL:
+        return RetrievalModule(model, cfg, None, full_loss=full_softmax)
+    ctx = SamplerContext(n, counts, cfg.model.temperature)
+    sampler = build_sampler(cfg.sampler, ctx)
+    return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
+
+
+def _trainer(
+    cfg: RecsysConfig, run_dir: Path, extra: list[Callback], save_last: bool, **overrides: Any
+) -> pl_lightning.Trainer:
+    ckpt = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints",
+        filename="best",
+        monitor=MONITOR,
+        mode="max",
+        save_last=save_last or None,
+    )
+    stop = EarlyStopping(monitor=MONITOR, mode="max", patience=cfg.train.patience)
+    loggers = [
+        CSVLogger(run_dir.parent, name=run_dir.name, version=""),
+        TensorBoardLogger(run_dir.parent, name=run_dir.name, version=""),
+    ]
+    kwargs: dict[str, Any] = {
+        "max_epochs": cfg.train.max_epochs,
+        "max_time": {"minutes": cfg.train.max_minutes} if cfg.train.max_minutes else None,
+        "check_val_every_n_epoch": cfg.train.val_every,
+        "accelerator": cfg.train.accelerator,
+        "devices": 1,
+        "callbacks": [
+            ckpt,
+            stop,
+            EpochTimer(),
+            EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes),
+            *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
+            *extra,
+        ],
+        "enable_progress_bar": sys.stderr.isatty(),
+        "logger": loggers,
+        "num_sanity_val_steps": 0,
+        "enable_model_summary": False,
+        "log_every_n_steps": 10,
+    }
+    kwargs.update(overrides)
+    return pl_lightning.Trainer(**kwargs)
+
+
+def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]:
+    """Load a Lightning checkpoint's weights into `module` (on its device); the checkpoint."""
+    state: dict[str, Any] = torch.load(path, map_location=module.device, weights_only=False)
+    module.load_state_dict(state["state_dict"])
+    return state
+
+
+def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> None:
+    ckpt = next(c for c in trainer.callbacks if isinstance(c, ModelCheckpoint))  # type: ignore[attr-defined]
+    if ckpt.best_model_path:
+        load_checkpoint(module, ckpt.best_model_path)
+
+
+def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
+    """A finished run `HOME/runs/NAME`: its config, its home's splits, its best module.
+
+    The config is the run's `hparams.yaml`; the splits are rebuilt from HOME's events as the
+    config defines them; the module (eval mode, CPU) holds `checkpoints/best.ckpt`.
+    """
+    cfg = load_config([run_dir / "hparams.yaml"], [])
+    ws = Workspace(run_dir.parent.parent)
+    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    load_checkpoint(module, run_dir / "checkpoints" / "best.ckpt")
+    return cfg, splits, module.eval()
+
+
+@dataclass
+class Fitted:
+    """A finished fit: the best checkpoint's module, the data, and what the fit cost."""
+
+    module: RetrievalModule
+    data: SequenceDataModule
+    seconds: float
+    epoch_seconds: list[float]
+
+
+def fit(
+    cfg: RecsysConfig,
+    splits: Splits,
+    run_dir: Path,
+    *,
+    start: Any = None,
+    resumable: bool = False,
+    **overrides: Any,
+) -> Fitted:
+    """Seed, build, fit and restore the best checkpoint.
+
+    Args:
+        cfg: The run's configuration.
+        splits: Train / val / test sequences.
+        run_dir: `runs/<run-id>`: logs and checkpoints.
+        start: None (fresh weights) or a warm start with `apply(module) -> list[Callback]`
+            (`training.warm_start.WarmStart`); skipped when resuming.
+        resumable: Save `last.ckpt` every epoch and resume from it when it exists.
+        **overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
+
+    """
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
+    dm = SequenceDataModule(
+        splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
+        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, cfg.train.val_users,
+    )  # fmt: skip
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    last = run_dir / "checkpoints" / LAST_CHECKPOINT
+    resume_from = last if resumable and last.is_file() else None
+    extra = start.apply(module) if start is not None and resume_from is None else []
+    trainer = _trainer(cfg, run_dir, extra, resumable, **overrides)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(cfg.model_dump())
+    began = time.perf_counter()
+    trainer.fit(module, datamodule=dm, ckpt_path=resume_from)
+    seconds = time.perf_counter() - began
+    _restore_best(trainer, module)
+    timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
+    return Fitted(module, dm, seconds, timer.seconds)
