@@ -1,7 +1,8 @@
-"""Shared route dependencies: the served Recommender (503 until one is loaded)."""
+"""Shared route dependencies: the served Recommender (503 until one is loaded), the token."""
 
 from __future__ import annotations
 
+import hmac
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -34,6 +35,24 @@ async def recommender(request: Request) -> Recommender:
     if current is None:
         raise HTTPException(503, "no model loaded yet; train one with `recsys train`")
     return current
+
+
+def check_token(request: Request, authorization: str | None, what: str) -> None:
+    """Refuse a request without `Bearer $RECSYS_ADMIN_TOKEN`.
+
+    404 when no token is set (`what`, e.g. "admin routes are", names what is then off), 401
+    when the header is missing or the token wrong.
+    """
+    token = request.app.state.settings.admin_token
+    if not token:
+        raise HTTPException(404, f"{what} disabled (no RECSYS_ADMIN_TOKEN set)")
+    scheme, _, given = (authorization or "").partition(" ")
+    # Bytes, not str: compare_digest refuses non-ASCII str, and a header may carry any byte.
+    matches = hmac.compare_digest(given.strip().encode(), token.encode())
+    if scheme.lower() != "bearer" or not matches:
+        raise HTTPException(
+            401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
+        )
 
 
 Rec = Annotated[Recommender, Depends(recommender)]

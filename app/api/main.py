@@ -13,7 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from app.api.errors import EVERY_ROUTE_ERRORS, install_error_handlers
 from app.api.metrics import Metrics
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
-from app.api.routes import admin, health, items, recommend
+from app.api.routes import admin, events, health, items, recommend
 from app.api.settings import Settings
 from serving.batcher import RequestBatcher
 from serving.service import ModelService
@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     app.state.service = svc
     app.state.metrics = Metrics()
     app.state.batcher = batcher = RequestBatcher(settings.max_batch, settings.threads)
-    for module in (recommend, items, health, admin):
+    for module in (recommend, items, health, admin, events):
         app.include_router(module.router)
     install_error_handlers(app)
     if settings.cors_origins:

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 MAX_K = 1000
 MAX_HISTORY = 1000
 MAX_BATCH = 1000
 MAX_ID_LENGTH = 256
+MAX_EVENTS = 10_000  # rows per POST /events (RECSYS_MAX_BODY_BYTES bounds the bytes)
 
 ItemId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 K = Annotated[int, Field(ge=1, le=MAX_K, description=f"Number of items, 1..{MAX_K}.")]
@@ -107,6 +117,61 @@ class ReloadResponse(BaseModel):
     model_version: str | None
     previous: str | None
     seconds: float
+
+
+def _one_timestamp_error(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """One error for the field, not one per member of the union (`timestamp.int`, `.str`)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError(
+            "timestamp_type", "Input should be an integer (Unix seconds), a string or null"
+        ) from None
+
+
+Timestamp = Annotated[
+    int | str | None,
+    WrapValidator(_one_timestamp_error),
+    Field(description="Unix seconds (integer) or ISO-8601 text (naive times are UTC)."),
+]
+
+
+class Event(_Body):
+    """One interaction, as in a log file.
+
+    Every key is required; a null or otherwise invalid value rejects this row only, with the
+    reason a file ingest gives (ids are stripped of outer spaces and at most 256 characters).
+    """
+
+    user_id: str | None
+    item_id: str | None
+    timestamp: Timestamp
+
+
+class EventsRequest(_Body):
+    """A batch of events to append to the event store as one part."""
+
+    events: list[Event] = Field(min_length=1, max_length=MAX_EVENTS)
+
+
+class RejectedEvent(BaseModel):
+    """A refused row: its position in `events`, its values as sent, and why."""
+
+    index: int
+    user_id: str | None
+    item_id: str | None
+    timestamp: int | str | None
+    reason: str
+
+
+class EventsResponse(BaseModel):
+    """What POST /events stored: accepted + rejected == rows sent."""
+
+    ingest_id: str = Field(description="Names the part, events/part-<ingest_id>.parquet.")
+    accepted: int
+    rejected: int
+    rejects: list[RejectedEvent]
+    events_total: int = Field(description="Events in the store after this batch.")
 
 
 class ErrorResponse(BaseModel):

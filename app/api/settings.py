@@ -23,7 +23,9 @@ class Settings(BaseSettings):
     home: Path | None = Field(None, description="Workspace; default ./workspace.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    admin_token: str | None = Field(None, description="Bearer token of /admin/*; unset = off.")
+    admin_token: str | None = Field(
+        None, description="Bearer token of /admin/* and POST /events; unset = both off."
+    )
     index: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
     hnsw_m: int = Field(32, ge=2)
     hnsw_ef_construction: int = Field(80, ge=1)

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import service
+from app.api.deps import check_token, service
 from app.api.schemas import ErrorResponse, ReloadResponse
 from data.errors import RecsysInputError
 
 router = APIRouter(prefix="/admin", tags=["admin"])
-
-
-def _check_token(request: Request, authorization: str | None) -> None:
-    token = request.app.state.settings.admin_token
-    if not token:
-        raise HTTPException(404, "admin routes are disabled (no RECSYS_ADMIN_TOKEN set)")
-    scheme, _, given = (authorization or "").partition(" ")
-    # Bytes, not str: compare_digest refuses non-ASCII str, and a header may carry any byte.
-    matches = hmac.compare_digest(given.strip().encode(), token.encode())
-    if scheme.lower() != "bearer" or not matches:
-        raise HTTPException(
-            401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
-        )
 
 
 @router.post(
@@ -37,7 +23,7 @@ async def reload(
     request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> ReloadResponse:
     """Load the version in models/CURRENT; the old model serves until the new one is built."""
-    _check_token(request, authorization)
+    check_token(request, authorization, "admin routes are")
     try:
         # built on a worker thread: the event loop keeps answering on the old model
         result = await run_in_threadpool(service(request).reload)
