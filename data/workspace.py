@@ -68,3 +68,8 @@ class Workspace:
     def models_dir(self) -> Path:
         """Published model bundles, one folder per version."""
         return self.root / "models"
+
+    @property
+    def retrain_journal_path(self) -> Path:
+        """`retrain.json`: the retrain in progress (its inputs' key, version, counts)."""
+        return self.root / "retrain.json"

@@ -133,6 +133,24 @@ class EvalConfig(_Section):
     item_chunk: int = Field(65536, ge=1, description="Items scored at once (memory bound).")
 
 
+class RetrainConfig(_Section):
+    """`recsys retrain`: the warm start and the quality gate."""
+
+    tolerance: float = Field(
+        0.001,
+        ge=0.0,
+        description="Publish when the candidate's val NDCG@10 >= the served model's minus this.",
+    )
+    new_item_init: Literal["context", "random"] = Field(
+        "context",
+        description="New items' rows: the mean query vector of the histories that precede them "
+        "in the training sequences, less the mean query (context), or random rows (random).",
+    )
+    patience: int = Field(
+        3, ge=1, description="Early stopping of a warm retrain, in validation rounds."
+    )
+
+
 class RecsysConfig(_Section):
     """The whole run configuration."""
 
@@ -142,6 +160,7 @@ class RecsysConfig(_Section):
     loss: LossConfig = LossConfig()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
+    retrain: RetrainConfig = RetrainConfig()
 
     @property
     def ranks_by_magnitude(self) -> bool:
@@ -202,15 +221,22 @@ def _describe(err: ValidationError) -> str:
 
 
 def load_config(
-    paths: list[Path] | None = None, overrides: list[str] | None = None
+    paths: list[Path] | None = None,
+    overrides: list[str] | None = None,
+    base: dict[str, Any] | None = None,
 ) -> RecsysConfig:
-    """Build the config: defaults, then each YAML file in order, then `--set` overrides.
+    """Build the config: defaults, `base`, then each YAML file in order, then `--set` overrides.
+
+    Args:
+        paths: YAML files.
+        overrides: `section.key=value` texts.
+        base: A whole config to start from (a served model's, for a retrain).
 
     Raises:
         RecsysInputError: unknown key, bad value, unreadable file; the message names the key.
 
     """
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = dict(base or {})
     for path in paths or []:
         raw = _deep_merge(raw, _read_yaml(Path(path)))
     for text in overrides or []:

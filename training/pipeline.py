@@ -109,6 +109,7 @@ def train_on(
     export: bool = True,
     start: Any = None,
     resumable: bool = False,
+    patience: int | None = None,
     manifest: dict[str, Any] | None = None,
     **trainer_overrides: Any,
 ) -> TrainResult:
@@ -123,13 +124,17 @@ def train_on(
         export: Write the bundle (False: metrics only).
         start: A warm start for `training.trainer.fit` (None: fresh weights).
         resumable: Keep `last.ckpt` and resume from it (see `fit`).
+        patience: Early-stopping patience (default: `cfg.train.patience`).
         manifest: Extra manifest fields.
         **trainer_overrides: Extra `pl.Trainer` arguments.
 
     """
     run_dir = ws.runs_dir / version
     owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
-    fitted = fit(cfg, splits, run_dir, start=start, resumable=resumable, **trainer_overrides)
+    fitted = fit(
+        cfg, splits, run_dir, start=start, resumable=resumable, patience=patience,
+        **trainer_overrides,
+    )  # fmt: skip
     metrics = {split: measure(fitted.module, fitted.data, cfg, split) for split in VAL_TEST}
     epochs = len(fitted.epoch_seconds)
     result = TrainResult(

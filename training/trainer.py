@@ -86,7 +86,12 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
 
 
 def _trainer(
-    cfg: RecsysConfig, run_dir: Path, extra: list[Callback], save_last: bool, **overrides: Any
+    cfg: RecsysConfig,
+    run_dir: Path,
+    extra: list[Callback],
+    save_last: bool,
+    patience: int,
+    **overrides: Any,
 ) -> pl_lightning.Trainer:
     ckpt = ModelCheckpoint(
         dirpath=run_dir / "checkpoints",
@@ -95,7 +100,7 @@ def _trainer(
         mode="max",
         save_last=save_last or None,
     )
-    stop = EarlyStopping(monitor=MONITOR, mode="max", patience=cfg.train.patience)
+    stop = EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
     loggers = [
         CSVLogger(run_dir.parent, name=run_dir.name, version=""),
         TensorBoardLogger(run_dir.parent, name=run_dir.name, version=""),
@@ -168,6 +173,7 @@ def fit(
     *,
     start: Any = None,
     resumable: bool = False,
+    patience: int | None = None,
     **overrides: Any,
 ) -> Fitted:
     """Seed, build, fit and restore the best checkpoint.
@@ -179,6 +185,7 @@ def fit(
         start: None (fresh weights) or a warm start with `apply(module) -> list[Callback]`
             (`training.warm_start.WarmStart`); skipped when resuming.
         resumable: Save `last.ckpt` every epoch and resume from it when it exists.
+        patience: Early-stopping patience in validation rounds (default `cfg.train.patience`).
         **overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
 
     """
@@ -193,7 +200,8 @@ def fit(
     last = run_dir / "checkpoints" / LAST_CHECKPOINT
     resume_from = last if resumable and last.is_file() else None
     extra = start.apply(module) if start is not None and resume_from is None else []
-    trainer = _trainer(cfg, run_dir, extra, resumable, **overrides)
+    patience = cfg.train.patience if patience is None else patience
+    trainer = _trainer(cfg, run_dir, extra, resumable, patience, **overrides)
     for logger in trainer.loggers:
         logger.log_hyperparams(cfg.model_dump())
     began = time.perf_counter()

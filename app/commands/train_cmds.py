@@ -1,4 +1,4 @@
-"""`recsys train` and `recsys evaluate`: thin wrappers over `training.pipeline`.
+"""`recsys train`, `recsys retrain` and `recsys evaluate`: thin wrappers over `training`.
 
 Config precedence: defaults < `configs/samplers/<sampler>.yaml` (when `--sampler` names one)
 < each `--config FILE` < each `--set k=v` < the explicit flags (`--num-negatives`, ...).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +18,20 @@ from data.errors import RecsysInputError
 from training.config import RecsysConfig, load_config
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+ConfigOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--config", help="YAML config file (repeatable), keys as in configs/default.yaml."
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override section.key=value (repeatable); every key, with its default and "
+        "meaning, is in configs/default.yaml.",
+    ),
+]
 
 
 def build_config(
@@ -26,8 +40,9 @@ def build_config(
     max_epochs: int | None,
     config_files: list[Path],
     overrides: list[str],
+    base: dict[str, Any] | None = None,
 ) -> RecsysConfig:
-    """The run config from files, `--set` overrides and flags (see the module docstring)."""
+    """The run config from `base`, files, `--set` overrides and flags (module docstring)."""
     files: list[Path] = []
     if sampler is not None and (CONFIGS_DIR / "samplers" / f"{sampler}.yaml").is_file():
         files.append(CONFIGS_DIR / "samplers" / f"{sampler}.yaml")
@@ -43,7 +58,7 @@ def build_config(
         if max_epochs < 1:
             raise RecsysInputError("--max-epochs must be >= 1")
         flags.append(f"train.max_epochs={max_epochs}")
-    cfg = load_config(files, flags)
+    cfg = load_config(files, flags, base)
     _check_names(cfg)
     return cfg
 
@@ -78,20 +93,8 @@ def train_command(
     ] = None,
     num_negatives: Annotated[int | None, typer.Option(help="Negatives per batch, m.")] = None,
     max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
-    config: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--config", help="YAML config file (repeatable), keys as in configs/default.yaml."
-        ),
-    ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            help="Override section.key=value (repeatable); every key, with its default and "
-            "meaning, is in configs/default.yaml.",
-        ),
-    ] = None,
+    config: ConfigOption = None,
+    set_: SetOption = None,
     version: Annotated[str | None, typer.Option(help="Bundle version name.")] = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -135,6 +138,9 @@ def evaluate_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `train` and `evaluate`."""
+    """Attach `train`, `retrain` and `evaluate`."""
+    from app.commands.retrain_cmd import retrain_command
+
     app.command("train")(train_command)
+    app.command("retrain")(retrain_command)
     app.command("evaluate")(evaluate_command)

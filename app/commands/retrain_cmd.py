@@ -1,0 +1,99 @@
+"""`recsys retrain`: ingest new logs, warm-start a candidate, publish it behind a quality gate."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from app.commands.train_cmds import ConfigOption, SetOption, build_config
+from data.errors import RecsysInputError
+
+
+def parse_since(text: str | None) -> int | None:
+    """`--since`: Unix seconds, or an ISO-8601 date/time (UTC unless it names a zone)."""
+    if text is None:
+        return None
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise RecsysInputError(
+            f"--since {text!r}: expected Unix seconds or an ISO-8601 time (2026-11-01T00:00)"
+        ) from None
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp())
+
+
+def retrain_command(
+    logs: Annotated[
+        list[Path],
+        typer.Option(
+            "--logs",
+            help="New log file or folder (repeat --logs for several); ingested once, by "
+            "content: a file ingested before is not read again.",
+        ),
+    ],
+    home: HomeOption = None,
+    max_epochs: Annotated[
+        int | None,
+        typer.Option(help="Upper bound on epochs; 0: the warm start itself is the candidate."),
+    ] = None,
+    max_minutes: Annotated[
+        float | None, typer.Option(help="Wall-clock cap on training, in minutes.")
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Train from scratch instead of warm-starting.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Publish even if the gate finds it worse.")
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Train only on events at or after this time (Unix s or ISO-8601)."),
+    ] = None,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Retrain on new logs: warm start from the served model, publish only if not worse.
+
+    The served model's config is the base; --config and --set apply on top. Exit 0 when the
+    candidate was published or kept out by the gate (the output says which), 1 on failure,
+    2 on bad input or a home another training holds. Run the same command again after a crash:
+    it resumes, and ingests nothing twice.
+    """
+    from training.retrain import RetrainRequest, retrain, served_config
+
+    ws = workspace(home)
+    if max_epochs is not None and max_epochs < 0:
+        raise RecsysInputError("--max-epochs must be >= 0")
+    sets = list(set_ or [])
+    if max_minutes is not None:
+        if max_minutes <= 0:
+            raise RecsysInputError("--max-minutes must be > 0")
+        sets.append(f"train.max_minutes={max_minutes}")
+    epochs = max_epochs or None  # 0: no fit at all, handled by the retrain
+    cfg = build_config(None, None, epochs, config or [], sets, served_config(ws.models_dir))
+    request = RetrainRequest(list(logs), full, force, parse_since(since), max_epochs)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only
+        result = retrain(ws, cfg, request)
+    if json_out:
+        emit_json(result.to_json())
+        return
+    typer.echo(_summary(result.to_json()))
+
+
+def _summary(res: dict[str, object]) -> str:
+    """The human result: what was added, the decision and why."""
+    head = (
+        f"{res['new_events']} new events ({res['rejected']} rejected), {res['new_items']} new "
+        f"items, {res['new_users']} new users; "
+    )
+    verb = "published" if res["published"] else "not published"
+    return f"{head}model {res['version']} {verb}: {res['reason']}"

@@ -1,0 +1,151 @@
+"""retrain(): new items and users, warm start, the quality gate, the home lock, resuming."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from data import store, vocab
+from data.lock import HomeBusyError, training_lock
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.bundle import ModelBundle, current_version, read_manifest
+from training.config import load_config
+from training.pipeline import train
+from training.retrain import RetrainRequest, retrain, served_config
+
+TINY = [
+    "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
+    "sampler.num_negatives=32", "train.max_epochs=3", "eval.ks=[10,20]",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """An old log, and a new one with later events, 15 new items and some new users."""
+    folder = tmp_path_factory.mktemp("logs")
+    events = generate_events(200, 120, 3000, seed=2)
+    first_seen = events.group_by("item_id").agg(pl.col("timestamp").min()).sort("timestamp")
+    late = first_seen.tail(15)["item_id"].implode()
+    cut = events["timestamp"].quantile(0.8)
+    old = events.filter((pl.col("timestamp") < cut) & ~pl.col("item_id").is_in(late))
+    new = events.join(old, on=["user_id", "item_id", "timestamp"], how="anti")
+    old.write_csv(folder / "old.csv")
+    new.write_csv(folder / "new.csv")
+    return folder / "old.csv", folder / "new.csv"
+
+
+def _served(ws: Workspace, old: Path) -> None:
+    train(ws, load_config(overrides=TINY), dataset=str(old), version="v1")
+
+
+def _retrain(ws: Workspace, new: Path, *sets: str, **flags: object):
+    cfg = load_config(overrides=list(sets), base=served_config(ws.models_dir))
+    return retrain(ws, cfg, RetrainRequest([new], **flags))  # type: ignore[arg-type]
+
+
+def test_retrain_adds_items_and_users_keeps_indices_and_publishes(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    before = vocab.load_item_vocab(ws).select("item_id", "item_idx")
+    users_before = vocab.load_user_vocab(ws).height
+    res = _retrain(ws, new, "retrain.tolerance=1.0")  # publish whatever the gate measures
+    new_rows = pl.read_csv(new)
+    assert res.published and res.previous_version == "v1"
+    assert current_version(ws.models_dir) == res.version
+    assert res.new_events == new_rows.height and res.rejected == 0
+    assert res.new_items == 15
+    assert res.new_users == vocab.load_user_vocab(ws).height - users_before > 0
+    after = vocab.load_item_vocab(ws).select("item_id", "item_idx")
+    assert (
+        before.join(after, on="item_id", suffix="_now")
+        .filter(pl.col("item_idx") != pl.col("item_idx_now"))
+        .is_empty()
+    )  # known items keep their index
+    manifest = read_manifest(ws.models_dir / res.version)
+    assert manifest["warm_start"] and manifest["previous_version"] == "v1"
+    assert manifest["num_items"] == after.height and len(manifest["events"]) == 2
+    assert set(res.metrics) == {"candidate", "current"} and "ndcg@10" in res.metrics["current"]
+    assert "not worse" in res.reason and not ws.retrain_journal_path.exists()
+
+
+def test_zero_epochs_keeps_known_rows_and_the_tower(ws: Workspace, logs: tuple[Path, Path]) -> None:
+    old, new = logs
+    _served(ws, old)
+    res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    served, cand = (
+        ModelBundle.load(ws.models_dir / "v1"),
+        ModelBundle.load(ws.models_dir / res.version),
+    )
+    n = served.num_items
+    assert cand.num_items == n + 15
+    np.testing.assert_array_equal(cand.item_embeddings[: n + 1], served.item_embeddings)
+    assert cand.item_ids[: n + 1] == served.item_ids
+    for name, weight in served.query_tower.state_dict().items():
+        torch.testing.assert_close(cand.query_tower.state_dict()[name][: weight.shape[0]], weight)
+    fresh = cand.item_embeddings[n + 1 :]
+    assert np.isfinite(fresh).all() and np.allclose(np.linalg.norm(fresh, axis=1), 1, atol=1e-5)
+
+
+def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    # --full with no epochs: an untrained random model, much worse than the served one
+    kept = _retrain(ws, new, full=True, max_epochs=0)
+    assert not kept.published and current_version(ws.models_dir) == "v1"
+    cand, cur = kept.metrics["candidate"], kept.metrics["current"]
+    assert cur is not None and cand["ndcg@10"] < cur["ndcg@10"] - 0.001
+    assert "served model kept" in kept.reason and f"{cur['ndcg@10']:.4f}" in kept.reason
+    forced = _retrain(ws, new, full=True, max_epochs=0, force=True)
+    assert forced.published and "--force" in forced.reason
+    assert current_version(ws.models_dir) == forced.version
+
+
+def test_a_busy_home_is_refused_with_the_holder_named(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    events = store.count_events(ws)
+    with training_lock(ws, "train"), pytest.raises(HomeBusyError) as err:
+        _retrain(ws, new)
+    assert f"pid {os.getpid()}" in str(err.value) and "recsys train" in str(err.value)
+    assert store.count_events(ws) == events  # nothing ingested by the refused retrain
+
+
+def test_a_dead_holders_lock_is_taken_over(ws: Workspace, logs: tuple[Path, Path]) -> None:
+    old, new = logs
+    ws.root.mkdir(parents=True)
+    record = {"command": "retrain", "pid": 999_999_999, "host": "h", "started_at": 0}
+    (ws.root / ".training.lock").write_text(json.dumps(record))  # left by a killed process
+    _served(ws, old)
+    assert current_version(ws.models_dir) == "v1"
+
+
+def test_the_same_logs_again_ingest_nothing(ws: Workspace, logs: tuple[Path, Path]) -> None:
+    old, new = logs
+    _served(ws, old)
+    first = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    events, items = store.count_events(ws), vocab.load_item_vocab(ws).height
+    again = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    assert (again.new_events, again.new_items, again.new_users) == (0, 0, 0)
+    assert store.count_events(ws) == events and vocab.load_item_vocab(ws).height == items
+    assert again.previous_version == first.version != again.version

@@ -1,0 +1,236 @@
+"""`recsys retrain`: new logs in, a warm-started candidate out, published behind a quality gate.
+
+One retrain, top to bottom (`retrain()`):
+1. take the home's training lock (a second training or retrain is refused, its holder named);
+2. ingest the new logs once (a file ingested before, by sha256, is not read again);
+3. record the attempt in `retrain.json` (inputs' key, version, counts) so that the same command
+   after a crash resumes the same run from its `last.ckpt` instead of starting over;
+4. split every event (or those since `--since`), warm-start from the served model
+   (`training.warm_start`) unless `--full`, fit, write the candidate bundle;
+5. gate: the candidate's and the served model's val NDCG@10 on the same rows (each user's
+   latest events; a target the served model cannot know counts as its miss), publish when the
+   candidate is not worse by more than `retrain.tolerance` (or with `--force`).
+A SIGKILL anywhere leaves the served model as it was: `CURRENT` changes only in step 5, by an
+atomic rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data import store, vocab
+from data.datasets import dataset_files, fingerprint, ingest_once
+from data.errors import RecsysInputError
+from data.lock import training_lock
+from data.split import Splits
+from data.workspace import Workspace
+from training import bundle, warm_start
+from training.config import RecsysConfig
+from training.pipeline import bundle_metrics, load_splits, train_on
+from training.warm_start import WarmStart
+
+GATE_METRIC = "ndcg@10"
+
+
+@dataclass
+class RetrainResult:
+    """What a retrain did; `to_json()` is the `recsys retrain --json` payload."""
+
+    version: str
+    previous_version: str | None
+    published: bool
+    reason: str
+    metrics: dict[str, dict[str, float] | None]
+    new_items: int
+    new_users: int
+    new_events: int
+    rejected: int
+
+    def to_json(self) -> dict[str, Any]:
+        """All fields as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass
+class RetrainRequest:
+    """The command's inputs (see `recsys retrain --help`)."""
+
+    logs: list[Path]
+    full: bool = False
+    force: bool = False
+    since: int | None = None
+    max_epochs: int | None = None
+
+
+def served_config(models_dir: Path) -> dict[str, Any] | None:
+    """The served model's config (a retrain's base), or None when nothing is published."""
+    version = bundle.current_version(models_dir)
+    if version is None:
+        return None
+    return dict(bundle.read_manifest(models_dir / version).get("config") or {})
+
+
+def retrain(
+    ws: Workspace, cfg: RecsysConfig, request: RetrainRequest, **trainer_overrides: Any
+) -> RetrainResult:
+    """Ingest `request.logs`, train a candidate, publish it if it passes the gate.
+
+    Args:
+        ws: The home.
+        cfg: The run config: the served model's, with the user's files and `--set` on top.
+        request: Logs and flags.
+        **trainer_overrides: Extra `pl.Trainer` arguments (tests).
+
+    Raises:
+        RecsysInputError: a log is missing or unreadable; the home is busy (HomeBusyError);
+            the model cannot be warm-started (a changed shape without --full).
+
+    """
+    files = [f for log in request.logs for f in dataset_files(_existing(log))]
+    with training_lock(ws, "retrain"):
+        previous = bundle.current_version(ws.models_dir)
+        journal = _resume_or_ingest(ws, files, previous, cfg, request)
+        version = journal["version"]
+        splits = load_splits(ws, cfg, request.since)
+        served = _load(ws, journal["previous_version"])
+        if not (ws.models_dir / version).is_dir():
+            _train_candidate(ws, cfg, splits, journal, served, request, trainer_overrides)
+        result = _gate_and_publish(ws, cfg, splits, journal, served, request.force)
+        ws.retrain_journal_path.unlink(missing_ok=True)
+    return result
+
+
+def _existing(path: Path) -> Path:
+    if not path.exists():
+        raise RecsysInputError(f"--logs {path}: no such file or folder")
+    return path
+
+
+def _journal_key(prints: list[str], previous: str | None, cfg: RecsysConfig, req: Any) -> str:
+    """What makes two retrain commands the same attempt (a re-run after a crash resumes it)."""
+    parts = [sorted(prints), previous, cfg.model_dump(), req.full, req.since, req.max_epochs]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _resume_or_ingest(
+    ws: Workspace, files: list[Path], previous: str | None, cfg: RecsysConfig, req: RetrainRequest
+) -> dict[str, Any]:
+    """The journal of this attempt: resumed if a killed run of the same command left one."""
+    prints = [fingerprint(f) for f in files]
+    path = ws.retrain_journal_path
+    if path.is_file():
+        journal: dict[str, Any] = json.loads(path.read_text())
+        # killed after publishing: CURRENT already names the attempt's own version
+        base = journal.get("previous_version") if journal.get("version") == previous else previous
+        if journal.get("key") == _journal_key(prints, base, cfg, req):
+            return journal
+    key = _journal_key(prints, previous, cfg, req)
+    users_before = vocab.load_user_vocab(ws).height
+    report = ingest_once(ws, files)
+    served_items = _load(ws, previous).num_items if previous else 0
+    journal = {
+        "key": key,
+        "version": bundle.new_version_name(),
+        "previous_version": previous,
+        "new_items": vocab.load_item_vocab(ws).height - served_items,
+        "new_users": vocab.load_user_vocab(ws).height - users_before,
+        "new_events": report.accepted if report else 0,
+        "rejected": report.rejected if report else 0,
+    }
+    store.atomic_write(path, lambda tmp: tmp.write_text(json.dumps(journal, indent=1)))
+    return journal
+
+
+def _load(ws: Workspace, version: str | None) -> bundle.ModelBundle | None:
+    return bundle.ModelBundle.load(ws.models_dir / version) if version else None
+
+
+def _train_candidate(
+    ws: Workspace,
+    cfg: RecsysConfig,
+    splits: Splits,
+    journal: dict[str, Any],
+    served: bundle.ModelBundle | None,
+    req: RetrainRequest,
+    overrides: dict[str, Any],
+) -> None:
+    """Fit (warm unless --full or nothing is served) and write the candidate bundle."""
+    start = None if req.full or served is None else _warm_start(ws, cfg, splits, served)
+    patience = cfg.retrain.patience if start is not None else None
+    if req.max_epochs == 0:
+        overrides = {**overrides, "max_epochs": 0}
+    label = str(served.manifest.get("dataset", "workspace")) if served else "workspace"
+    extra = {"previous_version": journal["previous_version"], "warm_start": start is not None}
+    train_on(
+        ws, cfg, splits, journal["version"], label, start=start, resumable=True,
+        patience=patience, manifest=extra, **overrides,
+    )  # fmt: skip
+
+
+def _warm_start(
+    ws: Workspace, cfg: RecsysConfig, splits: Splits, served: bundle.ModelBundle
+) -> WarmStart:
+    ckpt_path = ws.runs_dir / served.version / "checkpoints" / "best.ckpt"
+    checkpoint = None
+    if ckpt_path.is_file():
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
+    return warm_start.from_served(served, checkpoint, cfg.retrain.new_item_init, contexts)
+
+
+def _gate_and_publish(
+    ws: Workspace,
+    cfg: RecsysConfig,
+    splits: Splits,
+    journal: dict[str, Any],
+    served: bundle.ModelBundle | None,
+    force: bool,
+) -> RetrainResult:
+    """Compare the candidate with the served model on the same val rows; publish or keep."""
+    version = journal["version"]
+    candidate = bundle.ModelBundle.load(ws.models_dir / version)
+    ours = _val_metrics(candidate, splits)
+    theirs = _val_metrics(served, splits) if served is not None else None
+    published, reason = _decide(ours, theirs, cfg.retrain.tolerance, force)
+    if bundle.current_version(ws.models_dir) == version:
+        published, reason = True, "published already (by the run this one resumed)"
+    elif published:
+        bundle.publish(ws.models_dir, version)
+    counts = {k: journal[k] for k in ("new_items", "new_users", "new_events", "rejected")}
+    return RetrainResult(
+        version, journal["previous_version"], published, reason,
+        {"candidate": ours, "current": theirs}, **counts,
+    )  # fmt: skip
+
+
+def _val_metrics(model: bundle.ModelBundle, splits: Splits) -> dict[str, float]:
+    """Val metrics over every val row; rows whose target the model does not know are misses.
+
+    Recall, NDCG and MRR at K score a miss 0, so the metrics on the known rows scale by the
+    known share. The full cross-entropy has no value for an unknown target: it covers the
+    known rows only.
+    """
+    metrics, known = bundle_metrics(model, splits.val)
+    share = known / max(splits.val.height, 1)
+    return {k: (v if k == "full_ce" else v * share) for k, v in metrics.items()}
+
+
+def _decide(
+    ours: dict[str, float], theirs: dict[str, float] | None, tolerance: float, force: bool
+) -> tuple[bool, str]:
+    """(publish?, why) from the candidate's and the served model's val metrics."""
+    if theirs is None:
+        return True, "nothing was served"
+    new, old = ours[GATE_METRIC], theirs[GATE_METRIC]
+    verdict = f"val {GATE_METRIC} {new:.4f} vs served {old:.4f} (tolerance {tolerance:g})"
+    if new >= old - tolerance:
+        return True, f"candidate is not worse: {verdict}"
+    if force:
+        return True, f"published by --force although worse: {verdict}"
+    return False, f"candidate is worse, served model kept: {verdict}"
