@@ -74,6 +74,30 @@ class SamplerConfig(_Section):
     leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
     refresh_every: int = Field(100, ge=1, description="Full kernel-tree rebuild period (steps).")
     score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
+    tapas_ratio: float = Field(
+        8.0, ge=1.0, description="tapas: presample factor r (min(r m, n) items in the first pass)."
+    )
+    tapas_alpha: float = Field(
+        0.75, ge=0.0, le=1.0, description="tapas: first pass ~ max(count^alpha, beta)."
+    )
+    tapas_beta: float = Field(
+        1.0, gt=0.0, description="tapas: floor beta of the squashed popularity count^alpha."
+    )
+    tapas_temperature: float | None = Field(
+        None, gt=0.0, description="tapas: second-pass temperature at the start; None = the model's."
+    )
+    tapas_temperature_final: float | None = Field(
+        None, gt=0.0, description="tapas: temperature at the end of training; None = no annealing."
+    )
+    tapas_anneal: Literal["exponential", "linear"] = Field(
+        "exponential", description="tapas: how the temperature moves from start to final."
+    )
+    tapas_correction: Literal["none", "presample"] = Field(
+        "none", description="tapas: subtract nothing (the paper) or the presample's log q."
+    )
+    tapas_shards: int = Field(
+        1, ge=1, description="tapas: k shards each keeping the top m / k of its presample slice."
+    )
 
 
 class LossConfig(_Section):

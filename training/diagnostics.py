@@ -8,17 +8,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from training.samplers import NegativeSampler
+
 _CHUNK = 1 << 23  # floats of one [queries, n] block
 
 
 @torch.no_grad()
 def proposal_kl(
-    sampler: object,
+    sampler: NegativeSampler,
     queries: Tensor,
     item_emb: Tensor,
     temperature: float,
     absolute: bool = False,
-) -> float | None:
+) -> float:
     """Mean over queries of KL(model softmax || sampler proposal) over items 1..n.
 
     Queries are measured in blocks of 2^23 / n rows (a whole 512-query validation batch up to
@@ -26,21 +28,17 @@ def proposal_kl(
     the exact sampler's and `mixed`'s mixtures), so above that size it is each block's.
 
     Args:
-        sampler: Any sampler; only those with `proposal_log_probs(queries) -> [N, n + 1]`
-            can be measured.
+        sampler: The sampler; its `proposal_log_probs(queries) -> [N, n + 1]` (for `tapas`,
+            the first pass) is what is measured.
         queries: `[N, d]` query embeddings.
         item_emb: `[n + 1, d]` item embeddings (row 0 is padding and is left out).
         temperature: The model's softmax temperature (logit = h . c / temperature).
         absolute: The model predicts softmax(|o|) (absolute-softmax training).
 
     Returns:
-        The mean KL in nats (inf where the proposal gives 0 to an item the model does not),
-        or None when the sampler exposes no proposal.
+        The mean KL in nats (inf where the proposal gives 0 to an item the model does not).
 
     """
-    proposal = getattr(sampler, "proposal_log_probs", None)
-    if proposal is None:
-        return None
     items = item_emb[1:].to(queries)
     step = max(1, _CHUNK // max(1, items.shape[0]))
     total = 0.0
@@ -48,7 +46,7 @@ def proposal_kl(
         q = queries[first : first + step]
         scores = q @ items.T
         log_p = torch.log_softmax((scores.abs() if absolute else scores) / temperature, dim=-1)
-        log_q = proposal(q)[:, 1:].to(log_p)
+        log_q = sampler.proposal_log_probs(q)[:, 1:].to(log_p)
         terms = log_p.exp() * (log_p - log_q)
         terms = torch.where(log_p.exp() > 0, terms, torch.zeros_like(terms))
         total += float(terms.sum())

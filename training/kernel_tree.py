@@ -344,3 +344,36 @@ class KernelTree:
         log_items = log_node[:, leaf] + torch.log(weights) - torch.log(bucket_mass[:, leaf])
         pad = torch.full((p.shape[0], 1), -math.inf, device=p.device)
         return torch.cat([pad, log_items], dim=1)
+
+    @torch.no_grad()
+    def log_prob(self, h: Tensor, ids: Tensor, shared: bool = False) -> Tensor:
+        """O((F + b d) log n) per query: the log-probability of one draw being `ids [B]`.
+
+        Row b is `ids[b]`'s probability under query b's own distribution (or, `shared`, under
+        the batch's summed kernel): the branch log-probabilities down to its bucket plus its
+        share of the bucket's kernel weight, exactly as `sample` and `log_prob_all` compute.
+        """
+        h = h.detach().to(self.items)
+        ids = ids.to(self.items.device)
+        if shared:
+            p_bar, coef = self._summed_vector(h)
+            p = p_bar.expand(ids.shape[0], -1)
+        else:
+            p = self._per_query_vectors(h)
+        leaf = (ids - 1) // self.b
+        depth = len(self.z) - 1
+        log_p = torch.zeros(ids.shape[0], device=p.device)
+        for level in range(1, depth + 1):
+            node = leaf >> (depth - level)
+            pair = torch.stack([node ^ (node & 1), node | 1], dim=1)  # [B, 2]: left, right
+            s = (p.unsqueeze(1) * self.z[level][pair]).sum(-1)
+            s = self._scores(s, self.valid[level][pair])
+            log_p += torch.log(s.gather(1, (node & 1).unsqueeze(1))[:, 0]) - torch.log(s.sum(1))
+        rows, ok = self._bucket_rows(leaf)  # [B, b]
+        if shared:
+            weights = self.fmap.mixture_kernel(h, coef, self.items[rows.flatten()]).view_as(rows)
+        else:
+            weights = self.fmap.kernel(torch.einsum("qbd,qd->qb", self.items[rows], h))
+        w = torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
+        mine = w.gather(1, (ids - 1 - leaf * self.b).unsqueeze(1))[:, 0]
+        return log_p + torch.log(mine) - torch.log(w.sum(1))

@@ -7,6 +7,7 @@ and because the sampler must hear about the rows that changed right after each s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,10 +18,10 @@ from torch.profiler import record_function
 
 from training.config import RecsysConfig
 from training.diagnostics import proposal_kl
+from training.losses import SampledLoss
 from training.model import TwoTowerModel
 from training.samplers import NegativeSampler
 
-SampledLoss = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 FullLoss = Callable[[Tensor, Tensor], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
 PHASES = {
@@ -146,6 +147,8 @@ class RetrievalModule(pl.LightningModule):
         self.temperature = cfg.model.temperature
         self.automatic_optimization = False
         self.opt_steps = 0
+        self._fit_started: float | None = None
+        self._total_steps: float | None = None
         self._val: dict[str, Any] = {}
 
     # ---- training -------------------------------------------------------------------------
@@ -175,14 +178,13 @@ class RetrievalModule(pl.LightningModule):
             neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
         with record_function(PHASES["loss"]):
             ids = neg.ids.to(queries.device)
-            log_q = neg.log_q.to(queries.device, queries.dtype)
-            pos_logits = (queries * self.model.item_tower(positives)).sum(-1) / tau  # [N]
+            pos_scores = (queries * self.model.item_tower(positives)).sum(-1)  # [N]
             neg_emb = self.model.item_tower(ids)  # [m, d] or [N, m, d]
             if ids.dim() == 1:
-                neg_logits = queries @ neg_emb.T / tau  # [N, m]
+                neg_scores = queries @ neg_emb.T  # [N, m]
             else:
-                neg_logits = torch.einsum("nd,nmd->nm", queries, neg_emb) / tau
-            loss = self.sampled_loss(pos_logits, neg_logits, ids, log_q, positives)  # type: ignore[misc]
+                neg_scores = torch.einsum("nd,nmd->nm", queries, neg_emb)
+            loss = self.sampled_loss(pos_scores, neg_scores, neg, positives, tau)  # type: ignore[misc]
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
 
@@ -216,8 +218,25 @@ class RetrievalModule(pl.LightningModule):
             self._sync_sampler(touched)
         return loss.detach()
 
+    def _progress(self) -> float:
+        """Fraction of training done: steps of the planned total, or of `train.max_minutes`.
+
+        The planned total is the Trainer's (`max_epochs` epochs of batches); early stopping
+        may end training before the fraction reaches 1.
+        """
+        if self._total_steps is None:
+            self._total_steps = float(self.trainer.estimated_stepping_batches)
+        total = self._total_steps
+        done = self.opt_steps / total if 0 < total < float("inf") else 0.0
+        budget = self.cfg.train.max_minutes
+        if budget is not None and self._fit_started is not None:
+            done = max(done, (time.monotonic() - self._fit_started) / (60.0 * budget))
+        return min(1.0, done)
+
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        """One optimiser step (manual), then the sampler update."""
+        """Tell the sampler the training progress, one optimiser step (manual), sampler update."""
+        if self.sampler is not None:
+            self.sampler.set_progress(self._progress())
         loss = self.optimisation_step(batch, self._optimizers(), self.manual_backward)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
         return loss
@@ -239,7 +258,8 @@ class RetrievalModule(pl.LightningModule):
             self.sampler.update(touched, self.model.item_tower(touched))
 
     def on_train_start(self) -> None:
-        """Build the sampler's state from the initial table."""
+        """Build the sampler's state from the initial table; start the progress clock."""
+        self._fit_started = time.monotonic()
         if self.sampler is not None:
             with torch.no_grad():
                 self.sampler.refresh(self.model.item_tower.all_embeddings())
@@ -306,8 +326,7 @@ class RetrievalModule(pl.LightningModule):
                 self.temperature,
                 self.cfg.ranks_by_magnitude,
             )
-            if kl is not None:
-                self.log("val/proposal_kl", float(kl))
+            self.log("val/proposal_kl", kl)
         self._val = {}
 
     def on_validation_epoch_start(self) -> None:

@@ -1,4 +1,4 @@
-"""proposal_kl: hand-worked values, None without a proposal, planted ordering of samplers."""
+"""proposal_kl: hand-worked values, planted ordering of samplers."""
 
 from __future__ import annotations
 
@@ -41,10 +41,6 @@ def test_absolute_model_softmax_is_over_magnitudes() -> None:
         0.0, abs=1e-6
     )
     assert proposal_kl(matched, torch.ones(1, 1), item_emb, 1.0) > 0.5
-
-
-def test_none_without_a_proposal() -> None:
-    assert proposal_kl(object(), torch.ones(1, 2), torch.ones(3, 2), 1.0) is None
 
 
 def test_planted_clusters_kernel_samplers_beat_uniform_and_exact_is_zero() -> None:

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from training.config import SamplerConfig
-from training.losses import full_softmax, sampled_softmax
-from training.samplers import SAMPLERS, SamplerContext
+from training.losses import full_softmax, get_loss
+from training.samplers import SAMPLERS, Negatives, SamplerContext
 
 N_ITEMS, DIM, BATCH, TAU, DRAWS = 40, 8, 12, 0.15, 200
 
@@ -48,16 +48,13 @@ def _mean_sampled_grad(b, sampler, num: int, correct: bool) -> torch.Tensor:
     pos = b["positives"]
     for _ in range(DRAWS):
         neg = sampler.sample(b["queries"], pos, num)
-        log_q = neg.log_q if correct else torch.zeros_like(neg.log_q)
+        if not correct:
+            neg = Negatives(neg.ids, None, None)
 
-        def loss_of(q, e, neg=neg, log_q=log_q):
-            pos_logits = (q * e[pos]).sum(1) / TAU
+        def loss_of(q, e, neg=neg):
             cand = e[neg.ids]
-            if neg.ids.dim() == 1:
-                neg_logits = q @ cand.T / TAU
-            else:
-                neg_logits = torch.einsum("nd,nmd->nm", q, cand) / TAU
-            return sampled_softmax(pos_logits, neg_logits, neg.ids, log_q, pos)
+            neg_scores = q @ cand.T if neg.ids.dim() == 1 else torch.einsum("nd,nmd->nm", q, cand)
+            return get_loss("sampled_softmax")((q * e[pos]).sum(1), neg_scores, neg, pos, TAU)
 
         g = _grad(b, loss_of)
         total = g if total.numel() == 0 else total + g

@@ -1,4 +1,5 @@
-"""Every loss on tiny hand-worked cases (values computed by hand in the comments)."""
+"""Every loss on tiny hand-worked cases (values computed by hand in the comments), and the
+property its paper states."""
 
 from __future__ import annotations
 
@@ -8,20 +9,35 @@ import pytest
 import torch
 
 from data.errors import RecsysInputError
-from training.losses import SAMPLED_LOSSES, full_softmax, get_loss
+from training.losses import (
+    SAMPLED_LOSSES,
+    UNCORRECTED,
+    SampledLoss,
+    full_softmax,
+    get_loss,
+    ranking_family,
+)
+from training.samplers import Negatives
 
 E = math.e
 LOG2 = math.log(2.0)
 
 
-def _case(pos: float = 1.0, neg: tuple[float, float] = (0.0, 2.0), positive: int = 5):
-    """One query, two shared negatives (ids 3, 4) with log_q = (log 2, 0)."""
+def _neg(ids, log_q, pos_log_q=None) -> Negatives:
+    log_q = torch.as_tensor(log_q, dtype=torch.float32)
+    if pos_log_q is None:  # the positive's own log q: irrelevant to the loss at hand
+        pos_log_q = torch.zeros(1)
+    return Negatives(torch.as_tensor(ids), log_q, torch.as_tensor(pos_log_q, dtype=torch.float32))
+
+
+def _case(pos: float = 1.0, neg: tuple[float, float] = (0.0, 2.0), positive: int = 5, pos_lq=0.0):
+    """One query, two shared negatives (ids 3, 4) with log_q = (log 2, 0); tau = 1."""
     return (
         torch.tensor([pos]),
         torch.tensor([list(neg)]),
-        torch.tensor([3, 4]),
-        torch.tensor([LOG2, 0.0]),
+        _neg([3, 4], [LOG2, 0.0], [pos_lq]),
         torch.tensor([positive]),
+        1.0,
     )
 
 
@@ -46,7 +62,7 @@ def test_all_hits_give_zero_loss_and_finite_gradients() -> None:
     pos = torch.tensor([1.0], requires_grad=True)
     neg = torch.tensor([[0.0, 2.0]], requires_grad=True)
     for name, fn in SAMPLED_LOSSES.items():
-        loss = fn(pos, neg, torch.tensor([4, 4]), torch.zeros(2), torch.tensor([4]))
+        loss = fn(pos, neg, _neg([4, 4], [0.0, 0.0]), torch.tensor([4]), 1.0)
         grads = torch.autograd.grad(loss, [pos, neg])
         assert all(torch.isfinite(g).all() for g in grads), name
         assert torch.isfinite(loss), name
@@ -60,12 +76,12 @@ def test_all_hits_give_zero_loss_and_finite_gradients() -> None:
 def test_shared_and_per_query_negatives_agree() -> None:
     torch.manual_seed(0)
     pos, neg = torch.randn(3), torch.randn(3, 4)
-    ids, log_q = torch.tensor([1, 2, 3, 2]), torch.randn(4)
+    ids, log_q, pos_lq = torch.tensor([1, 2, 3, 2]), torch.randn(4), torch.randn(3)
     positives = torch.tensor([2, 7, 3])
     for name, fn in SAMPLED_LOSSES.items():
-        shared = fn(pos, neg, ids, log_q, positives)
-        per_query = fn(pos, neg, ids.expand(3, -1), log_q.expand(3, -1), positives)
-        torch.testing.assert_close(shared, per_query, msg=name)
+        shared = fn(pos, neg, Negatives(ids, log_q, pos_lq), positives, 0.5)
+        rows = Negatives(ids.expand(3, -1), log_q.expand(3, -1), pos_lq)
+        torch.testing.assert_close(shared, fn(pos, neg, rows, positives, 0.5), msg=name)
 
 
 def test_absolute_softmax_uses_absolute_logits() -> None:
@@ -76,8 +92,8 @@ def test_absolute_softmax_uses_absolute_logits() -> None:
 
 def test_bernoulli_counts_each_id_once_with_weight_one_over_b() -> None:
     pos, neg = torch.tensor([1.0]), torch.tensor([[0.0, 0.0, 2.0]])
-    ids, log_b = torch.tensor([3, 3, 4]), torch.log(torch.tensor([0.5, 0.5, 1.0]))
-    loss = get_loss("bernoulli")(pos, neg, ids, log_b, torch.tensor([9]))
+    draw = _neg([3, 3, 4], torch.log(torch.tensor([0.5, 0.5, 1.0])))
+    loss = get_loss("bernoulli")(pos, neg, draw, torch.tensor([9]), 1.0)
     # Z~ = e^1 + e^0 / 0.5 (id 3 once) + e^2 / 1
     assert loss.item() == pytest.approx(-1.0 + math.log(E + 2.0 + E**2), rel=1e-6)
 
@@ -86,52 +102,45 @@ def test_ranking_default_alpha_is_log_one_over_q() -> None:
     # m = 2, log(m q) = (log 2, 0) -> q = (1, 1/2) -> alpha = (0, log 2)
     expected = -0.5 * (math.log(_sig(1.0 - 0.0 - 0.0)) + math.log(_sig(1.0 - 2.0 - LOG2)))
     assert get_loss("ranking")(*_case()).item() == pytest.approx(expected, rel=1e-6)
-    fixed = get_loss("ranking")(*_case(), alpha=1.0)
+    fixed = SampledLoss(ranking_family(alpha=1.0), UNCORRECTED)(*_case())
     expected_fixed = -0.5 * (math.log(_sig(0.0)) + math.log(_sig(-2.0)))
     assert fixed.item() == pytest.approx(expected_fixed, rel=1e-6)
 
 
 def test_ranking_with_uniform_q_uses_log_n() -> None:
     # uniform over n = 101 items, m = 2: alpha = log(101) = log(C - 1) for C = 102 classes
-    log_q = torch.full((2,), math.log(2 / 101))
+    draw = _neg([1, 2], torch.full((2,), math.log(2 / 101)))
     loss = get_loss("ranking")(
-        torch.tensor([3.0]),
-        torch.tensor([[0.0, 0.0]]),
-        torch.tensor([1, 2]),
-        log_q,
-        torch.tensor([5]),
+        torch.tensor([3.0]), torch.tensor([[0.0, 0.0]]), draw, torch.tensor([5]), 1.0
     )
     assert loss.item() == pytest.approx(-math.log(_sig(3.0 - math.log(101))), rel=1e-5)
 
 
-def test_negative_sampling_binary_terms() -> None:
+def test_negative_sampling_binary_terms_ignore_q() -> None:
     expected = -(math.log(_sig(1.0)) + math.log(_sig(-0.0)) + math.log(_sig(-2.0)))
     loss = get_loss("negative_sampling")(*_case())
     assert loss.item() == pytest.approx(expected, rel=1e-6)
+    # Mikolov's objective ignores q: any other log q gives the same value
+    other = get_loss("negative_sampling")(*_case()[:2], _neg([3, 4], [5.0, -3.0]), *_case()[3:])
+    assert other.item() == pytest.approx(expected, rel=1e-6)
 
 
 def test_nce_classifies_data_against_m_times_noise() -> None:
-    pos_lq = torch.tensor([math.log(0.5)])
     expected = -(
         math.log(_sig(1.0 - math.log(0.5)))
         + math.log(_sig(-(0.0 - LOG2)))
         + math.log(_sig(-(2.0 - 0.0)))
     )
-    loss = get_loss("nce")(*_case(), pos_log_q=pos_lq)
+    loss = get_loss("nce")(*_case(pos_lq=math.log(0.5)))
     assert loss.item() == pytest.approx(expected, rel=1e-6)
-    # without pos_log_q the positive uses the row mean of the negatives' log_q
-    fallback = get_loss("nce")(*_case())
-    expected_fb = expected + math.log(_sig(1.0 - math.log(0.5))) - math.log(_sig(1.0 - LOG2 / 2))
-    assert fallback.item() == pytest.approx(expected_fb, rel=1e-6)
 
 
 def test_blackout_weighted_discriminative_objective() -> None:
-    pos_lq = torch.tensor([0.0])
-    logits = [1.0 - 0.0, 0.0 - LOG2, 2.0 - 0.0]
+    logits = [1.0 - 1.5, 0.0 - LOG2, 2.0 - 0.0]  # the positive by its own log q, 1.5
     z = sum(math.exp(v) for v in logits)
     p = [math.exp(v) / z for v in logits]
     expected = -(math.log(p[0]) + math.log(1 - p[1]) + math.log(1 - p[2]))
-    loss = get_loss("blackout")(*_case(), pos_log_q=pos_lq)
+    loss = get_loss("blackout")(*_case(pos_lq=1.5))
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 

@@ -75,9 +75,7 @@ def step_losses(sampler: str, loss: str, per_query: bool) -> list[float]:
     )
     module.on_train_start()
     opts = module.standalone_optimizers()
-    return [
-        float(module.optimisation_step(b, opts, torch.Tensor.backward)) for b in _batches(gen)
-    ]
+    return [float(module.optimisation_step(b, opts, torch.Tensor.backward)) for b in _batches(gen)]
 
 
 @pytest.fixture(autouse=True, scope="module")

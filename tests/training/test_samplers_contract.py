@@ -1,7 +1,8 @@
 """Contract suite run over EVERY registered sampler, plus a few sampler-specific checks.
 
 The frequency test is the one that matters: over many draws with fixed queries and table,
-the empirical count of each id must match the expected count the sampler reports as
+the empirical count of each id in the random draw (`Negatives.draw`: the draw itself, or a
+two-pass sampler's first pass) must match the expected count the sampler reports as
 exp(log_q), both in shape (total-variation distance) and in scale (the expected counts of
 all ids sum to the number of slots drawn).
 """
@@ -16,17 +17,20 @@ import torch.nn.functional as F  # noqa: N812
 
 from data.errors import RecsysInputError
 from training.config import SamplerConfig
-from training.samplers import SAMPLERS, SamplerContext, build_sampler
+from training.samplers import SAMPLERS, NegativeSampler, SamplerContext, build_sampler
 
-N_ITEMS, DIM, BATCH, NUM = 20, 6, 8, 48
-TRIALS = 250
+N_ITEMS, DIM, BATCH, NUM = 20, 6, 8, 12
+TRIALS = 600
 COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.float32)])
 
 
 def _setup(name: str, per_query: bool, seed: int = 0):
     torch.manual_seed(seed)
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.5)
-    cfg = SamplerConfig(name=name, per_query=per_query, leaf_size=4, rff_features=64)
+    cfg = SamplerConfig(
+        name=name, per_query=per_query, leaf_size=4, rff_features=64, tapas_ratio=1.5,
+        num_negatives=NUM,
+    )  # fmt: skip
     sampler = SAMPLERS[name](cfg, ctx)
     table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
     table[0] = 0.0
@@ -40,43 +44,72 @@ def _positives() -> torch.Tensor:
     return torch.multinomial(COUNTS / COUNTS.sum(), BATCH, replacement=True)
 
 
-def _expected_width(name: str) -> int:
-    return {"in-batch": BATCH, "mixed": BATCH + NUM}.get(name, NUM)
+def _width_ok(name: str, width: int) -> bool:
+    """Slots per row: fixed, or (a Bernoulli sample, tapas' top m) varying per draw."""
+    if name == "bernoulli":
+        return 1 <= width <= N_ITEMS
+    if name == "tapas":
+        return 1 <= width <= NUM
+    return width == {"in-batch": BATCH, "mixed": BATCH + NUM}.get(name, NUM)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_every_sampler_has_the_whole_protocol(name: str) -> None:
+    sampler, _ = _setup(name, per_query=False)
+    missing = [
+        member
+        for member in (
+            "per_query",
+            "sample",
+            "proposal_log_probs",
+            "update",
+            "refresh",
+            "set_progress",
+        )  # fmt: skip
+        if not hasattr(sampler, member)
+    ]
+    assert not missing, f"{name} lacks {missing}"
+    assert isinstance(sampler, NegativeSampler)
 
 
 @pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per_query"])
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_shapes_dtypes_and_range(name: str, per_query: bool) -> None:
     sampler, queries = _setup(name, per_query)
-    neg = sampler.sample(queries, _positives(), NUM)
-    assert neg.ids.dtype == torch.int64
-    assert neg.log_q.dtype == torch.float32
-    assert neg.ids.shape == neg.log_q.shape
-    if per_query and name != "in-batch":
-        assert neg.ids.shape == (BATCH, _expected_width(name))
-    else:
-        assert neg.ids.shape == (_expected_width(name),)
-    assert int(neg.ids.min()) >= 1 and int(neg.ids.max()) <= N_ITEMS
-    assert torch.isfinite(neg.log_q).all()
+    positives = _positives()
+    neg = sampler.sample(queries, positives, NUM)
+    for part in (neg, neg.draw):
+        assert part.ids.dtype == torch.int64
+        assert int(part.ids.min()) >= 1 and int(part.ids.max()) <= N_ITEMS
+        if part.log_q is not None:
+            assert part.log_q.dtype == torch.float32 and part.ids.shape == part.log_q.shape
+            assert torch.isfinite(part.log_q).all()
+            assert part.pos_log_q.shape == positives.shape and torch.isfinite(part.pos_log_q).all()
+    assert neg.draw.log_q is not None  # the random draw always reports its log q
+    assert neg.ids.dim() == (2 if sampler.per_query else 1)
+    if sampler.per_query:
+        assert neg.ids.shape[0] == BATCH
+    assert _width_ok(name, neg.ids.shape[-1])
 
 
 @pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per_query"])
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_frequencies_match_log_q(name: str, per_query: bool) -> None:
     sampler, queries = _setup(name, per_query, seed=1)
-    rows = BATCH if per_query and name != "in-batch" else 1
+    rows = BATCH if sampler.per_query else 1
     counts = torch.zeros(rows, N_ITEMS + 1, dtype=torch.float64)
     q_sum = torch.zeros(rows, N_ITEMS + 1, dtype=torch.float64)
     seen = torch.zeros(rows, N_ITEMS + 1, dtype=torch.float64)
+    slots = 0.0
     for _ in range(TRIALS):
-        neg = sampler.sample(queries, _positives(), NUM)
-        ids = neg.ids.reshape(rows, -1)
-        expected = neg.log_q.reshape(rows, -1).double().exp()
+        draw = sampler.sample(queries, _positives(), NUM).draw
+        ids = draw.ids.reshape(rows, -1)
+        expected = draw.log_q.reshape(rows, -1).double().exp()
         ones = torch.ones_like(expected)
         counts.scatter_add_(1, ids, ones)
         q_sum.scatter_add_(1, ids, expected)
         seen.scatter_add_(1, ids, ones)
-    slots = neg.ids.reshape(rows, -1).shape[1]
+        slots += ids.shape[1] / TRIALS
     expected_count = torch.where(seen > 0, q_sum / seen.clamp_min(1), torch.zeros_like(q_sum))
     # Scale: the expected counts of every id (nearly all are seen) add up to the slots.
     totals = expected_count.sum(1)
@@ -91,8 +124,6 @@ def test_frequencies_match_log_q(name: str, per_query: bool) -> None:
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_proposal_log_probs_is_a_distribution(name: str) -> None:
     sampler, queries = _setup(name, per_query=True)
-    if not hasattr(sampler, "proposal_log_probs"):
-        pytest.skip(f"{name} has no proposal_log_probs")
     log_p = sampler.proposal_log_probs(queries)
     assert log_p.shape == (BATCH, N_ITEMS + 1)
     assert torch.all(log_p[:, 0] == -math.inf)
@@ -162,3 +193,26 @@ def test_build_sampler_unknown_name_lists_known() -> None:
     ctx = SamplerContext(num_items=3, item_counts=torch.ones(4))
     with pytest.raises(RecsysInputError, match="uniform"):
         build_sampler(SamplerConfig(name="nope"), ctx)
+
+
+@pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per_query"])
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_pos_log_q_is_what_the_proposal_gives_the_positive(name: str, per_query: bool) -> None:
+    # pos_log_q = log(expected draw size) + log q(positive) of one draw, on every row with the
+    # same offset; where a row's positive was drawn, its slot reports the same number.
+    sampler, queries = _setup(name, per_query, seed=2)
+    positives = _positives()
+    one = sampler.proposal_log_probs(queries).gather(1, positives.unsqueeze(1))[:, 0]
+    hits = 0
+    for _ in range(5):
+        draw = sampler.sample(queries, positives, NUM).draw
+        offset = draw.pos_log_q - one
+        torch.testing.assert_close(offset, offset[:1].expand_as(offset), atol=1e-4, rtol=0)
+        ids = draw.ids if draw.ids.dim() == 2 else draw.ids.expand(BATCH, -1)
+        log_q = draw.log_q if draw.log_q.dim() == 2 else draw.log_q.expand(BATCH, -1)
+        hit = ids == positives.unsqueeze(1)
+        torch.testing.assert_close(
+            log_q[hit], draw.pos_log_q[hit.nonzero()[:, 0]], atol=1e-4, rtol=0
+        )
+        hits += int(hit.sum())
+    assert hits > 0

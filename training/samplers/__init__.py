@@ -5,12 +5,14 @@ from training.config import SamplerConfig
 
 # Importing a sampler module registers it.
 from training.samplers import (  # noqa: E402, F401
+    bernoulli,
     exact,
     in_batch,
     mixed,
     popularity,
     quadratic,
     rff,
+    tapas,
     uniform,
 )
 from training.samplers.base import (

@@ -75,11 +75,21 @@ class KernelTreeSampler:
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """Shared `[m]` draws from the batch's summed kernel, or `[N, m]` per query (per_query).
 
-        log_q = log(m q_i) with q_i the probability under the tree as it is now.
+        log_q = log(m q_i) with q_i the probability under the tree as it is now; pos_log_q
+        the same for each positive (`KernelTree.log_prob`, O((F + b d) log n) per query).
         """
-        ids, log_p = self._built().sample(queries, num, shared=not self.per_query)
-        log_q = log_p + math.log(num)
-        return Negatives(ids=ids.to(queries.device), log_q=log_q.to(queries.device))
+        tree = self._built()
+        ids, log_p = tree.sample(queries, num, shared=not self.per_query)
+        pos_log_p = tree.log_prob(queries, positives, shared=not self.per_query)
+        dev = queries.device
+        return Negatives(
+            ids=ids.to(dev),
+            log_q=(log_p + math.log(num)).to(dev),
+            pos_log_q=(pos_log_p + math.log(num)).to(dev),
+        )
+
+    def set_progress(self, fraction: float) -> None:
+        """No-op: the kernel has no schedule."""
 
     @torch.no_grad()
     def proposal_log_probs(self, queries: Tensor) -> Tensor:

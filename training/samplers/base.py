@@ -18,14 +18,36 @@ class Negatives:
     Attributes:
         ids: int64 item_idx, `[m]` shared by the whole batch or `[N, m]` per query.
             Never 0 (padding). May contain a query's own positive: the loss masks it.
-        log_q: float32, same shape as `ids`: log of the expected number of times the id
-            appears in this draw under the procedure actually run (`log(m * q_i)` for m draws
-            with replacement, `log(b_i)` for Bernoulli inclusion probabilities).
+            A shared draw's width m may vary from draw to draw (`bernoulli`, `tapas`).
+        log_q: float32, same shape as `ids`: what the loss's log-q step subtracts. For a
+            random draw it is the log of the expected number of times the id appears in the
+            draw under the procedure actually run (`log(m q_i)` for m draws with replacement,
+            `log(b_i)` for Bernoulli inclusion). `tapas` keeps a deterministic top m of a
+            random presample: with `tapas_correction: presample` this is the presample's
+            expected count of each kept id; None (`tapas_correction: none`, the paper's
+            choice) when no correction is applied: then the loss subtracts nothing.
+        pos_log_q: float32 `[N]`: the same quantity for each query's positive, i.e. what the
+            sampler's own proposal gives it (`nce` and `blackout` weigh the positive by it);
+            None exactly when `log_q` is None.
+        presample: The random first pass of a two-pass sampler (`tapas`), whose `log_q` is
+            the exact expected count of its ids; None for a one-pass sampler, whose own draw
+            this is. The contract suite checks the frequencies of `presample or self`.
 
     """
 
     ids: Tensor
-    log_q: Tensor
+    log_q: Tensor | None
+    pos_log_q: Tensor | None
+    presample: Negatives | None = None
+
+    def __post_init__(self) -> None:
+        if (self.log_q is None) != (self.pos_log_q is None):
+            raise ValueError("Negatives: log_q and pos_log_q are both given or both None")
+
+    @property
+    def draw(self) -> Negatives:
+        """The random draw behind these negatives: the presample, or these negatives."""
+        return self if self.presample is None else self.presample
 
 
 @dataclass
@@ -47,7 +69,19 @@ class SamplerContext:
 
 @runtime_checkable
 class NegativeSampler(Protocol):
-    """Draws negatives for a batch of queries; stateful samplers track item embeddings."""
+    """Draws negatives for a batch of queries; stateful samplers track item embeddings.
+
+    Everything the trainer (`training/lit_module.py`) and the diagnostics call is declared
+    here; the contract suite fails a registered sampler that lacks any of it.
+
+    Attributes:
+        per_query: True when `sample` returns `[N, m]` (each query its own draw), False for
+            one shared `[m]` draw. Samplers that only draw shared negatives (`in-batch`,
+            `bernoulli`, `tapas`) set False whatever `cfg.per_query` says.
+
+    """
+
+    per_query: bool
 
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """Draw negatives.
@@ -60,12 +94,23 @@ class NegativeSampler(Protocol):
         """
         ...
 
+    def proposal_log_probs(self, queries: Tensor) -> Tensor:
+        """`[N, n + 1]` log-probability of one draw of the (first-pass) proposal per query.
+
+        Column 0 (padding) is -inf. Used by the KL diagnostic (`val/proposal_kl`) and tests.
+        """
+        ...
+
     def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
         """Tell the sampler that rows `item_idx [k]` now have embeddings `item_emb [k, d]`."""
         ...
 
     def refresh(self, item_emb: Tensor) -> None:
         """Full rebuild from the whole table `item_emb [n + 1, d]` (row 0 is padding)."""
+        ...
+
+    def set_progress(self, fraction: float) -> None:
+        """Training progress in [0, 1], told before each training step (schedules: `tapas`)."""
         ...
 
 
@@ -83,3 +128,16 @@ def register_sampler(name: str) -> Callable[[SamplerFactory], SamplerFactory]:
         return factory
 
     return add
+
+
+class Stateless:
+    """No-op `update`, `refresh` and `set_progress` for samplers that track nothing."""
+
+    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
+        """No-op: the proposal does not depend on embeddings."""
+
+    def refresh(self, item_emb: Tensor) -> None:
+        """No-op: the proposal does not depend on embeddings."""
+
+    def set_progress(self, fraction: float) -> None:
+        """No-op: the proposal has no schedule."""

@@ -42,16 +42,23 @@ class ExactSampler:
             raise RuntimeError("exact sampler: refresh() must be called before update()")
         self.items[item_idx.to(self.items.device)] = item_emb.detach().to(self.items)
 
+    def _rows(self) -> int:
+        """Query rows scored at once."""
+        return max(1, _MAX_CHUNK_CELLS // max(self.num_items, 1))
+
     def _row_chunks(self, queries: Tensor) -> list[Tensor]:
-        rows = max(1, _MAX_CHUNK_CELLS // max(self.num_items, 1))
-        return list(queries.detach().to(torch.float32).split(rows))
+        return list(queries.detach().to(torch.float32).split(self._rows()))
+
+    def _built(self) -> Tensor:
+        if self.items is None:
+            raise RuntimeError("exact sampler: refresh() must be called before sample()")
+        return self.items
 
     def _logits(self, q: Tensor) -> Tensor:
         """`[c, n]` logits nu h . c over items 1..n (column j is item j + 1); nu = 1 / tau."""
-        if self.items is None:
-            raise RuntimeError("exact sampler: refresh() must be called before sample()")
-        scaled = q.to(self.items.device) * self.nu  # [c, d]: scale before the product
-        return scaled @ self.items[1:].T
+        items = self._built()
+        scaled = q.to(items.device) * self.nu  # [c, d]: scale before the product
+        return scaled @ items[1:].T
 
     def _log_softmax(self, q: Tensor) -> Tensor:
         """`[c, n]` log softmax over items 1..n (column j is item j + 1)."""
@@ -68,20 +75,36 @@ class ExactSampler:
         return torch.log(torch.as_tensor(total) / queries.shape[0])
 
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
-        """Draw `num` ids: `[m]` from the batch mixture or `[N, m]` per query."""
+        """Draw `num` ids: `[m]` from the batch mixture or `[N, m]` per query.
+
+        `pos_log_q [N]` is `log(m q)` of each positive under the distribution its row's
+        draws come from (the mixture, or the query's own softmax).
+        """
+        log_m = torch.log(torch.tensor(float(num)))
+        pos0 = (positives.to(torch.int64) - 1).to(self._built().device)
         if not self.per_query:
             log_mix = self._mixture_log_probs(queries)
             ids0 = torch.multinomial(log_mix.exp(), num, replacement=True)
-            log_q = torch.log(torch.tensor(float(num))) + log_mix[ids0]
-            return Negatives(ids=(ids0 + 1).to(queries.device), log_q=log_q.to(queries.device))
-        ids_parts, logq_parts = [], []
-        for q in self._row_chunks(queries):
+            return self._negatives(ids0, log_m + log_mix[ids0], log_m + log_mix[pos0], queries)
+        ids_parts, logq_parts, pos_parts = [], [], []
+        for q, p0 in zip(self._row_chunks(queries), pos0.split(self._rows()), strict=True):
             log_p = self._log_softmax(q)
             ids0 = torch.multinomial(log_p.exp(), num, replacement=True)
-            ids_parts.append(ids0 + 1)
-            logq_parts.append(torch.log(torch.tensor(float(num))) + log_p.gather(1, ids0))
-        ids = torch.cat(ids_parts).to(queries.device)
-        return Negatives(ids=ids, log_q=torch.cat(logq_parts).to(queries.device))
+            ids_parts.append(ids0)
+            logq_parts.append(log_m + log_p.gather(1, ids0))
+            pos_parts.append(log_m + log_p.gather(1, p0.unsqueeze(1))[:, 0])
+        return self._negatives(
+            torch.cat(ids_parts), torch.cat(logq_parts), torch.cat(pos_parts), queries
+        )
+
+    @staticmethod
+    def _negatives(ids0: Tensor, log_q: Tensor, pos_log_q: Tensor, queries: Tensor) -> Negatives:
+        """Negatives on the queries' device from 0-based ids (column j is item j + 1)."""
+        dev = queries.device
+        return Negatives(ids=(ids0 + 1).to(dev), log_q=log_q.to(dev), pos_log_q=pos_log_q.to(dev))
+
+    def set_progress(self, fraction: float) -> None:
+        """No-op: the model's softmax has no schedule."""
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log q of one draw: per-query softmax rows, or the shared mixture repeated.

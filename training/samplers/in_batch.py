@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from training.config import SamplerConfig
-from training.samplers.base import Negatives, SamplerContext, register_sampler
+from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
 def data_log_probs(ctx: SamplerContext) -> Tensor:
@@ -30,8 +30,10 @@ def data_log_probs(ctx: SamplerContext) -> Tensor:
 
 
 @register_sampler("in-batch")
-class InBatchSampler:
+class InBatchSampler(Stateless):
     """Negatives = the batch's positives `[N]`; `log_q = log(N p_i)` (see module doc)."""
+
+    per_query = False  # always one shared draw, the batch's positives
 
     def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
         self.log_p = data_log_probs(ctx)
@@ -41,15 +43,10 @@ class InBatchSampler:
         ids = positives.reshape(-1).to(torch.int64)
         log_p = self.log_p.to(ids.device)[ids]
         log_q = (log_p + torch.log(torch.tensor(float(ids.shape[0])))).to(torch.float32)
-        return Negatives(ids=ids, log_q=log_q)
+        # Each positive is one of the N draws: its expected count is its own slot's.
+        return Negatives(ids=ids, log_q=log_q, pos_log_q=log_q.clone())
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log p_i of one positive (the same row for every query)."""
         row = self.log_p.to(device=queries.device, dtype=torch.float32)
         return row.unsqueeze(0).expand(queries.shape[0], -1).clone()
-
-    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """No-op: in-batch sampling does not depend on embeddings."""
-
-    def refresh(self, item_emb: Tensor) -> None:
-        """No-op: in-batch sampling does not depend on embeddings."""

@@ -14,13 +14,13 @@ import torch
 from torch import Tensor
 
 from training.config import SamplerConfig
-from training.samplers.base import Negatives, SamplerContext, register_sampler
+from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 from training.samplers.in_batch import data_log_probs
 from training.samplers.popularity import CategoricalTable, popularity_weights
 
 
 @register_sampler("mixed")
-class MixedSampler:
+class MixedSampler(Stateless):
     """In-batch positives + `num` popularity/uniform draws; see the module docstring."""
 
     def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
@@ -43,7 +43,11 @@ class MixedSampler:
             ids = torch.cat([pos.unsqueeze(0).expand(n, -1), drawn], dim=1)
         else:
             ids = torch.cat([pos, self.table.draw((num,), queries.device)])
-        return Negatives(ids=ids, log_q=self._log_expected(ids, n, num))
+        return Negatives(
+            ids=ids,
+            log_q=self._log_expected(ids, n, num),
+            pos_log_q=self._log_expected(pos, n, num),
+        )
 
     def proposal_log_probs(self, queries: Tensor, num: int | None = None) -> Tensor:
         """`[N, n + 1]` log q of one slot of the combined draw, N = `queries.shape[0]`.
@@ -56,9 +60,3 @@ class MixedSampler:
         mix = (n * self.data_p + num * self.table.probs) / (n + num)
         row = torch.log(mix).to(device=queries.device, dtype=torch.float32)
         return row.unsqueeze(0).expand(n, -1).clone()
-
-    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """No-op: the mixture does not depend on embeddings."""
-
-    def refresh(self, item_emb: Tensor) -> None:
-        """No-op: the mixture does not depend on embeddings."""

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from training.config import SamplerConfig
-from training.samplers.base import Negatives, SamplerContext, register_sampler
+from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
 class CategoricalTable:
@@ -52,7 +52,7 @@ def popularity_weights(cfg: SamplerConfig, ctx: SamplerContext) -> Tensor:
 
 
 @register_sampler("popularity")
-class PopularitySampler:
+class PopularitySampler(Stateless):
     """Draws item_idx with q_i proportional to `(count_i + floor)^alpha`; `log_q = log(m q_i)`.
 
     Shared `[m]` negatives by default, `[N, m]` with `cfg.per_query`. Stateless.
@@ -67,15 +67,10 @@ class PopularitySampler:
         shape = (queries.shape[0], num) if self.per_query else (num,)
         ids = self.table.draw(shape, queries.device)
         log_q = torch.log(num * self.table.probs_of(ids)).to(torch.float32)
-        return Negatives(ids=ids, log_q=log_q)
+        pos_log_q = torch.log(num * self.table.probs_of(positives.to(ids.device)))
+        return Negatives(ids=ids, log_q=log_q, pos_log_q=pos_log_q.to(torch.float32))
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log q of one draw (the same row for every query; -inf at padding)."""
         row = self.table.log_probs.to(device=queries.device, dtype=torch.float32)
         return row.unsqueeze(0).expand(queries.shape[0], -1).clone()
-
-    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """No-op: popularity does not depend on embeddings."""
-
-    def refresh(self, item_emb: Tensor) -> None:
-        """No-op: popularity does not depend on embeddings."""

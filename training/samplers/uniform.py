@@ -8,11 +8,11 @@ import torch
 from torch import Tensor
 
 from training.config import SamplerConfig
-from training.samplers.base import Negatives, SamplerContext, register_sampler
+from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
 @register_sampler("uniform")
-class UniformSampler:
+class UniformSampler(Stateless):
     """Draws item_idx uniformly from 1..n; `log_q = log(m / n)` for every draw.
 
     Shared `[m]` negatives by default, `[N, m]` with `cfg.per_query`. Stateless.
@@ -27,7 +27,8 @@ class UniformSampler:
         shape = (queries.shape[0], num) if self.per_query else (num,)
         ids = torch.randint(1, self.num_items + 1, shape, device=queries.device)
         log_q = torch.full(shape, math.log(num / self.num_items), device=queries.device)
-        return Negatives(ids=ids, log_q=log_q)
+        pos_log_q = torch.full(positives.shape, math.log(num / self.num_items), device=ids.device)
+        return Negatives(ids=ids, log_q=log_q, pos_log_q=pos_log_q)
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log q of one draw: `-log n` on items, -inf on the padding column."""
@@ -36,9 +37,3 @@ class UniformSampler:
         )
         out[:, 0] = -math.inf
         return out
-
-    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """No-op: the uniform sampler does not depend on embeddings."""
-
-    def refresh(self, item_emb: Tensor) -> None:
-        """No-op: the uniform sampler does not depend on embeddings."""

@@ -1,0 +1,151 @@
+"""TAPAS, two-pass approximate adaptive sampling (Bai, Goldman & Zhang; tapas.txt).
+
+Algorithm 1, for one batch of queries h_1..h_N and m negatives:
+
+1. Non-adaptive pass: a presample S' of min(r m, n) distinct items from the squashed
+   popularity Q_c ~ max(count_c^alpha, beta) (the paper's max(f^alpha, beta), f the item's
+   training count). Drawn as a Bernoulli sample (`training/samplers/bernoulli.py`) with
+   inclusion probabilities b_c = min(1, s Q_c) summing to min(r m, n): a set, as the paper's
+   S' is, whose expected size is exactly min(r m, n), with exact log q = log b_c; r m >= n
+   takes the whole catalogue, as the paper's min does.
+2. Adaptive pass: score every c in S' against the whole batch, sum_i exp(h_i . c / tau),
+   and keep the top m as the batch's shared negatives (computed as a logsumexp: one
+   `[N, |S'|]` product and a top-k).
+
+Algorithm 2 (`tapas_shards` k): the catalogue is split once into k random shards; each shard
+keeps the top m / k of its own slice of S' (the first m mod k shards one more), and the
+negatives are their union. k = 1 is exactly Algorithm 1.
+
+The temperature tau decreases over training ("during the training, we reduce the temperature
+over time", sec. 3.2; the paper gives no formula): from `tapas_temperature` at the start to
+`tapas_temperature_final` at the end, geometrically (`exponential`) or linearly, following
+the fraction of training the trainer reports through `set_progress`.
+
+Correction: the paper deliberately does not correct for the skew of the second pass
+(`tapas_correction: none`: `log_q` is None and the loss subtracts nothing). `presample`
+subtracts each kept id's presample log q, log b_c: the kept ids are then the largest terms
+of the presample's importance-sampling estimate of the partition function. Either way the
+random first pass travels in `Negatives.presample` with its exact log q.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from training.config import SamplerConfig
+from training.samplers.base import Negatives, SamplerContext, register_sampler
+from training.samplers.bernoulli import BernoulliTable, inclusion_probabilities
+
+
+def annealed_temperature(start: float, final: float | None, how: str, fraction: float) -> float:
+    """The temperature at `fraction` in [0, 1] of training: `start` -> `final` (None: constant)."""
+    if final is None:
+        return start
+    p = min(1.0, max(0.0, fraction))
+    if how == "linear":
+        return start + (final - start) * p
+    return start * (final / start) ** p
+
+
+def shard_top(scores: Tensor, shard: Tensor, num: int, shards: int) -> Tensor:
+    """Positions of the kept entries: the top `num // k (+1)` scores within each shard.
+
+    Args:
+        scores: `[p]` scores of the presample.
+        shard: `[p]` int64 shard (0..k-1) of each presampled item.
+        num: m, the number kept in all (shard j keeps m // k, plus 1 for j < m mod k).
+        shards: k.
+
+    Returns:
+        int64 positions into `scores`, shard by shard, best first within a shard.
+
+    """
+    order = torch.argsort(scores, descending=True, stable=True)
+    grouped = order[torch.argsort(shard[order], stable=True)]  # by shard, then by score
+    sizes = torch.bincount(shard, minlength=shards)
+    starts = torch.cumsum(sizes, 0) - sizes
+    by_shard = shard[grouped]
+    rank = torch.arange(grouped.numel(), device=scores.device) - starts[by_shard]
+    quota = num // shards + (torch.arange(shards, device=scores.device) < num % shards).long()
+    return grouped[rank < quota[by_shard]]
+
+
+@register_sampler("tapas")
+class TapasSampler:
+    """Two-pass adaptive sampler; see the module docstring. Keeps a copy of the item table."""
+
+    per_query = False  # the second pass scores against the whole batch: one shared set
+
+    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+        counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
+        self.weights = counts.pow(cfg.tapas_alpha).clamp_min(cfg.tapas_beta)
+        self.weights[0] = 0.0
+        self.num_items = ctx.num_items
+        self.ratio = cfg.tapas_ratio
+        self.correct = cfg.tapas_correction == "presample"
+        self.num_negatives = cfg.num_negatives
+        self.shards = cfg.tapas_shards
+        gen = torch.Generator().manual_seed(0)
+        self.shard_of = torch.randint(0, self.shards, (ctx.num_items + 1,), generator=gen)
+        start = cfg.tapas_temperature or ctx.temperature
+        self.schedule = (start, cfg.tapas_temperature_final, cfg.tapas_anneal)
+        self.temperature = start
+        self.items: Tensor | None = None  # [n + 1, d]
+        self.tables: dict[int, BernoulliTable] = {}
+
+    def presample_size(self, num: int) -> int:
+        """min(r m, n): the first pass's expected size."""
+        return min(math.ceil(self.ratio * num), self.num_items)
+
+    def _table(self, num: int) -> BernoulliTable:
+        size = self.presample_size(num)
+        if size not in self.tables:
+            self.tables[size] = BernoulliTable(inclusion_probabilities(self.weights, size))
+        return self.tables[size]
+
+    def set_progress(self, fraction: float) -> None:
+        """Move the second-pass temperature along its schedule."""
+        self.temperature = annealed_temperature(*self.schedule[:2], self.schedule[2], fraction)
+
+    def refresh(self, item_emb: Tensor) -> None:
+        """Copy the whole table `[n + 1, d]`."""
+        self.items = item_emb.detach().to(torch.float32).clone()
+
+    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
+        """Overwrite rows `item_idx [k]` with `item_emb [k, d]`."""
+        if self.items is None:
+            raise RuntimeError("tapas sampler: refresh() must be called before update()")
+        self.items[item_idx.to(self.items.device)] = item_emb.detach().to(self.items)
+
+    def batch_scores(self, queries: Tensor, ids: Tensor) -> Tensor:
+        """`[p]` log sum_i exp(h_i . c / tau) of items `ids [p]` against queries `[N, d]`."""
+        if self.items is None:
+            raise RuntimeError("tapas sampler: refresh() must be called before sample()")
+        cand = self.items[ids.to(self.items.device)]  # [p, d]
+        logits = queries.detach().to(cand) @ cand.T / self.temperature  # [N, p]
+        return torch.logsumexp(logits, dim=0)
+
+    @torch.no_grad()
+    def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
+        """Shared `[k]` negatives, k <= m (fewer when the presample or a shard runs short)."""
+        table = self._table(num)
+        pre_ids = table.draw(queries.device)
+        presample = Negatives(pre_ids, table.log_b(pre_ids), table.log_b(positives))
+        scores = self.batch_scores(queries, pre_ids)
+        keep = shard_top(scores, self.shard_of[pre_ids.cpu()].to(scores.device), num, self.shards)
+        ids = pre_ids[keep.to(pre_ids.device)]
+        if not self.correct:
+            return Negatives(ids, None, None, presample=presample)
+        return Negatives(ids, table.log_b(ids), presample.pos_log_q, presample=presample)
+
+    def proposal_log_probs(self, queries: Tensor) -> Tensor:
+        """`[N, n + 1]` log(b_c / sum b): one slot of the first pass (the second is not a law).
+
+        The presample's size is that of `cfg.num_negatives` negatives.
+        """
+        b = self._table(self.num_negatives).b
+        row = torch.log(b / b.sum()).to(device=queries.device, dtype=torch.float32)
+        return row.unsqueeze(0).expand(queries.shape[0], -1).clone()
