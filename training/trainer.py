@@ -8,6 +8,7 @@ resumes where it stopped.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from training.losses import full_softmax, get_loss
 from training.model import build_model
 from training.progress import EpochBar, EpochProgress
 from training.samplers import SamplerContext, build_sampler
+
+log = logging.getLogger(__name__)
 
 FULL = "full"
 MONITOR = "val/ndcg@10"
@@ -156,6 +159,21 @@ def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
     return cfg, splits, module.eval()
 
 
+def _resumable_checkpoint(run_dir: Path) -> Path | None:
+    """`last.ckpt` of a killed run if it loads; one cut short by the kill is removed."""
+    last = run_dir / "checkpoints" / LAST_CHECKPOINT
+    if not last.is_file():
+        return None
+    try:
+        torch.load(last, map_location="cpu", weights_only=False)
+    except Exception as err:  # torch raises many types for a truncated file
+        log.warning("%s is unreadable (%s): training this run from its start", last, err)
+        last.unlink()
+        return None
+    log.info("resuming from %s", last)
+    return last
+
+
 @dataclass
 class Fitted:
     """A finished fit: the best checkpoint's module, the data, and what the fit cost."""
@@ -197,8 +215,7 @@ def fit(
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, cfg.train.val_users,
     )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
-    last = run_dir / "checkpoints" / LAST_CHECKPOINT
-    resume_from = last if resumable and last.is_file() else None
+    resume_from = _resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
     trainer = _trainer(cfg, run_dir, extra, resumable, patience, **overrides)

@@ -1,0 +1,134 @@
+"""`recsys retrain` killed with SIGKILL at several points, then run again: nothing lost or doubled.
+
+A real `recsys retrain` process is killed once its ingest has committed the new part, once
+it has written a training checkpoint, and once it has started writing the candidate bundle.
+After every kill the served model is untouched and the event store holds no duplicate; the
+same command run again resumes (from the checkpoint: it trains only the epochs left) and
+publishes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+from data import store
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.bundle import ModelBundle, current_version, read_manifest
+
+RECSYS = str(Path(sys.executable).parent / "recsys")
+TINY = [
+    "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
+    "sampler.num_negatives=32", "eval.ks=[10,20]", "train.threads=1",
+]  # fmt: skip
+EPOCHS = 6
+
+
+def _sets() -> list[str]:
+    return [arg for item in TINY for arg in ("--set", item)]
+
+
+def _recsys(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [RECSYS, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _retrain(home: Path, new: Path) -> subprocess.Popen[str]:
+    return _recsys(
+        "retrain", "--home", str(home), "--logs", str(new), "--max-epochs", str(EPOCHS),
+        "--set", "retrain.tolerance=1.0", "--set", "retrain.patience=50", "--json",
+    )  # fmt: skip
+
+
+def _kill_when(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 120
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ready():
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return
+        time.sleep(0.002)
+    _, err = proc.communicate()
+    pytest.fail(f"the kill point was never reached (exit {proc.returncode}): {err[-2000:]}")
+
+
+def _assert_consistent(ws: Workspace, served: str, expected_max: int) -> None:
+    """Served model untouched; events without duplicates, never more than the logs hold."""
+    assert current_version(ws.models_dir) == served
+    ModelBundle.load(ws.models_dir / served)
+    events = store.read_events(ws).collect()
+    assert events.height <= expected_max
+    assert events.select("user_id", "item_id", "timestamp").is_duplicated().sum() == 0
+
+
+def _version(ws: Workspace) -> str | None:
+    if not ws.retrain_journal_path.is_file():
+        return None
+    return str(json.loads(ws.retrain_journal_path.read_text())["version"])
+
+
+def _checkpoint(ws: Workspace) -> Path | None:
+    version = _version(ws)
+    path = ws.runs_dir / str(version) / "checkpoints" / "last.ckpt"
+    return path if version and path.is_file() else None
+
+
+@pytest.mark.slow
+def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: Path) -> None:
+    events = generate_events(200, 120, 3000, seed=2)
+    cuts = events["timestamp"].quantile(0.7), events["timestamp"].quantile(0.85)
+    logs = [tmp_path / name for name in ("old.csv", "new_a.csv", "new_b.csv")]
+    events.filter(pl.col("timestamp") < cuts[0]).write_csv(logs[0])
+    events.filter(pl.col("timestamp").is_between(*cuts, closed="left")).write_csv(logs[1])
+    events.filter(pl.col("timestamp") >= cuts[1]).write_csv(logs[2])
+    ws = Workspace(tmp_path / "home")
+    first = _recsys("train", "--home", str(ws.root), "--dataset", str(logs[0]), "--version", "v1",
+                    "--max-epochs", "2", *_sets())  # fmt: skip
+    assert first.wait() == 0, first.communicate()[1][-2000:]
+    base_parts = len(store.part_paths(ws))
+
+    # 1. just after the ingest committed the new part
+    _kill_when(_retrain(ws.root, logs[1]), lambda: len(store.part_paths(ws)) > base_parts)
+    _assert_consistent(ws, "v1", events.height)
+    # 2. once a training checkpoint exists: the re-run continues from it
+    _kill_when(_retrain(ws.root, logs[1]), lambda: _checkpoint(ws) is not None)
+    _assert_consistent(ws, "v1", events.height)
+    ckpt = _checkpoint(ws)
+    assert ckpt is not None
+    done = torch.load(ckpt, map_location="cpu", weights_only=False)["epoch"] + 1
+    version = _finish(ws, logs[1])
+    assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS - done  # not started over
+    # 3. while the next candidate bundle is being written
+    _kill_when(
+        _retrain(ws.root, logs[2]),
+        lambda: any(p.name.startswith(".tmp-") for p in ws.models_dir.iterdir()),
+    )
+    _assert_consistent(ws, version, events.height)
+    assert _finish(ws, logs[2]) != version
+    assert store.read_events(ws).collect().height == events.height  # every event, once
+
+
+def _finish(ws: Workspace, log: Path) -> str:
+    """Run the retrain to the end; the version it published."""
+    final = _retrain(ws.root, log)
+    _, err = final.communicate(timeout=300)
+    assert final.returncode == 0, err[-2000:]
+    assert not ws.retrain_journal_path.exists()
+    version = current_version(ws.models_dir)
+    assert version is not None
+    return version
