@@ -84,16 +84,16 @@ class SamplerConfig(_Section):
         1.0, gt=0.0, description="tapas: floor beta of the squashed popularity count^alpha."
     )
     tapas_temperature: float | None = Field(
-        None, gt=0.0, description="tapas: second-pass temperature at the start; None = the model's."
+        1.0, gt=0.0, description="tapas: second-pass temperature at the start; None = the model's."
     )
     tapas_temperature_final: float | None = Field(
-        None, gt=0.0, description="tapas: temperature at the end of training; None = no annealing."
+        0.05, gt=0.0, description="tapas: temperature at the end of training; None = no annealing."
     )
     tapas_anneal: Literal["exponential", "linear"] = Field(
         "exponential", description="tapas: how the temperature moves from start to final."
     )
     tapas_correction: Literal["none", "presample"] = Field(
-        "none", description="tapas: subtract nothing (the paper) or the presample's log q."
+        "presample", description="tapas: the presample's log q, or nothing (the paper's choice)."
     )
     tapas_shards: int = Field(
         1, ge=1, description="tapas: k shards each keeping the top m / k of its presample slice."

@@ -45,9 +45,13 @@ def _batch(
     return seq[:, :-1], targets
 
 
-def _config(sampler: str, tower: str, args: dict[str, Any]) -> RecsysConfig:
+def _config(
+    sampler: str, tower: str, args: dict[str, Any], tapas_ratio: int | None = None
+) -> RecsysConfig:
+    ratio = [] if tapas_ratio is None else [f"sampler.tapas_ratio={tapas_ratio}"]
     return load_config(
         overrides=[
+            *ratio,
             f"sampler.name={sampler}",
             f"sampler.num_negatives={args['num_negatives']}",
             f"model.dim={args['dim']}",
@@ -59,12 +63,17 @@ def _config(sampler: str, tower: str, args: dict[str, Any]) -> RecsysConfig:
 
 
 def bench_one(
-    sampler: str, tower: str, n: int, counts: torch.Tensor, args: dict[str, Any]
+    sampler: str,
+    tower: str,
+    n: int,
+    counts: torch.Tensor,
+    args: dict[str, Any],
+    tapas_ratio: int | None = None,
 ) -> dict[str, Any]:
-    """Median and minimum ms per step of one sampler and query tower on n items."""
+    """Median and minimum ms per step of one sampler (tapas: at one r) and tower on n items."""
     gen = torch.Generator().manual_seed(n)
     torch.manual_seed(n)
-    cfg = _config(sampler, tower, args)
+    cfg = _config(sampler, tower, args, tapas_ratio)
     module = build_module(cfg, n, counts)
     module.on_train_start()  # the sampler's initial state, as in training
     opts = module.standalone_optimizers()
@@ -77,6 +86,7 @@ def bench_one(
             times.append((time.perf_counter() - started) * 1000)
     return {
         "sampler": sampler,
+        "tapas_ratio": tapas_ratio,
         "items": n,
         "batch": args["batch"],
         "num_negatives": None if sampler == FULL else args["num_negatives"],
@@ -94,12 +104,16 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Every sampler (and `full`) with every tower at every catalogue size: the JSON payload."""
     torch.set_num_threads(args["threads"])
+    load_at_start = _loadavg()
     results = []
+    variants = [
+        (s, r) for s in samplers for r in (args["tapas_ratios"] if s == "tapas" else [None])
+    ]
     for n in items:
         counts = _counts(n, torch.Generator().manual_seed(0))
         for tower in towers:
-            for sampler in samplers:
-                row = bench_one(sampler, tower, n, counts, args)
+            for sampler, ratio in variants:
+                row = bench_one(sampler, tower, n, counts, args, ratio)
                 sys.stderr.write(json.dumps(row) + "\n")
                 results.append(row)
     machine = {
@@ -108,8 +122,37 @@ def run_benchmark(
         "torch": torch.__version__,
         "platform": platform.platform(),
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+        "proc_loadavg_at_start": load_at_start,
+        "proc_loadavg_at_end": _loadavg(),
     }
     return {"results": results, "setup": args, "machine": machine}
+
+
+def _loadavg() -> str:
+    """`/proc/loadavg` as it reads (load over 1, 5, 15 min, runnable/all tasks, last pid)."""
+    path = Path("/proc/loadavg")
+    return path.read_text().strip() if path.exists() else "n/a"
+
+
+def label(row: dict[str, Any]) -> str:
+    """A row's sampler name, with its presample factor for tapas (`tapas r=8`)."""
+    ratio = row.get("tapas_ratio")
+    return row["sampler"] if ratio is None else f"{row['sampler']} r={ratio}"
+
+
+def tapas_costs(payload: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per `"<tower> n=<items>"`: each tapas r's ms per step / the smallest r's (target <= 1.15)."""
+    out: dict[str, dict[str, float]] = {}
+    for tower, n in dict.fromkeys((r["tower"], r["items"]) for r in payload["results"]):
+        rows = sorted(
+            (r for r in payload["results"]
+             if (r["tower"], r["items"]) == (tower, n) and r["sampler"] == "tapas"),
+            key=lambda r: r["tapas_ratio"],
+        )  # fmt: skip
+        if len(rows) > 1:
+            base = rows[0]["ms_per_step"]
+            out[f"{tower} n={n}"] = {label(r): round(r["ms_per_step"] / base, 3) for r in rows}
+    return out
 
 
 def speedups(payload: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -118,7 +161,7 @@ def speedups(payload: dict[str, Any]) -> dict[str, dict[str, float]]:
     cells = dict.fromkeys((r["tower"], r["items"]) for r in payload["results"])
     for tower, n in cells:
         rows = {
-            r["sampler"]: r["ms_per_step"]
+            label(r): r["ms_per_step"]
             for r in payload["results"]
             if (r["tower"], r["items"]) == (tower, n)
         }
@@ -141,8 +184,8 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     setup = payload["setup"]
     for ax, tower in zip(axes[0], towers, strict=True):
         mine = [r for r in payload["results"] if r["tower"] == tower]
-        for sampler in dict.fromkeys(r["sampler"] for r in mine):
-            rows = sorted((r for r in mine if r["sampler"] == sampler), key=lambda r: r["items"])
+        for sampler in dict.fromkeys(label(r) for r in mine):
+            rows = sorted((r for r in mine if label(r) == sampler), key=lambda r: r["items"])
             xs, ys = [r["items"] for r in rows], [r["ms_per_step"] for r in rows]
             ax.plot(xs, ys, "o-", label=sampler)
         ax.set(

@@ -31,6 +31,13 @@ def train_step(
         str, typer.Option("--towers", help="Query towers, comma-separated: sasrec, mean.")
     ] = "sasrec,mean",
     history: Annotated[int, typer.Option("--history", min=1, help="Items per history L.")] = 20,
+    tapas_ratios: Annotated[
+        str,
+        typer.Option(
+            "--tapas-ratios",
+            help="tapas presample factors r, comma-separated: one row per r (`tapas_ratio`).",
+        ),
+    ] = "8",
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed steps per cell.")] = 5,
     threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads of torch.")] = 2,
     json_path: Annotated[Path, typer.Option("--json", help="Result JSON.")] = options.RESULTS
@@ -39,7 +46,12 @@ def train_step(
     / "train_step.png",
 ) -> None:
     """Time whole training steps (forward, backward, optimisers, sampler update) per sampler."""
-    from app.bench.step_timing import plot, run_benchmark, speedups  # torch: only when run
+    from app.bench.step_timing import (  # torch: only when run
+        plot,
+        run_benchmark,
+        speedups,
+        tapas_costs,
+    )
     from training.samplers import SAMPLERS
 
     names = options.names(samplers, "samplers")
@@ -50,10 +62,12 @@ def train_step(
     args = {
         "batch": batch, "num_negatives": num_negatives, "dim": dim,
         "length": history, "repeats": repeats, "threads": threads,
+        "tapas_ratios": options.ints(tapas_ratios, "tapas-ratios"),
     }  # fmt: skip
     tower_names = options.names(towers, "towers")
     payload = run_benchmark(options.ints(items, "items"), names, tower_names, args)
     payload["speedup_vs_full"] = speedups(payload)
+    payload["tapas_cost_vs_smallest_ratio"] = tapas_costs(payload)
     options.write_results(payload, json_path, plot_path, plot)
 
 

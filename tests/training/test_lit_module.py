@@ -81,6 +81,8 @@ class RecordingSampler:
         self.num_items = num_items
         self.updates: list[torch.Tensor] = []
         self.refreshes = 0
+        self.progress: list[float] = []
+        self.per_query = inner.per_query
         self.last_batch: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def sample(self, queries, positives, num):
@@ -98,6 +100,12 @@ class RecordingSampler:
         assert item_emb.shape[0] == self.num_items + 1 and torch.all(item_emb[0] == 0)
         self.refreshes += 1
 
+    def set_progress(self, fraction: float) -> None:
+        self.progress.append(fraction)
+
+    def proposal_log_probs(self, queries):
+        return self.inner.proposal_log_probs(queries)
+
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
@@ -111,6 +119,7 @@ def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
     before = model.item_embedding_weight.detach().clone()
     _fit(cfg, splits, module, epochs=1, limit_train_batches=7, limit_val_batches=0)
     assert module.opt_steps == 7
+    assert spy.progress == pytest.approx([step / 7 for step in range(7)])  # before each step
     if sparse:  # updates suffice: refresh only at the start
         assert spy.refreshes == 1 and len(spy.updates) == 7
     else:  # start + steps 3 and 6

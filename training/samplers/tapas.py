@@ -125,8 +125,8 @@ class TapasSampler:
         if self.items is None:
             raise RuntimeError("tapas sampler: refresh() must be called before sample()")
         cand = self.items[ids.to(self.items.device)]  # [p, d]
-        logits = queries.detach().to(cand) @ cand.T / self.temperature  # [N, p]
-        return torch.logsumexp(logits, dim=0)
+        logits = cand @ (queries.detach().to(cand).T / self.temperature)  # [p, N]
+        return torch.logsumexp(logits, dim=1)
 
     @torch.no_grad()
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
@@ -135,7 +135,11 @@ class TapasSampler:
         pre_ids = table.draw(queries.device)
         presample = Negatives(pre_ids, table.log_b(pre_ids), table.log_b(positives))
         scores = self.batch_scores(queries, pre_ids)
-        keep = shard_top(scores, self.shard_of[pre_ids.cpu()].to(scores.device), num, self.shards)
+        if self.shards == 1:  # Algorithm 1: the top m of the whole presample
+            keep = scores.topk(min(num, scores.numel())).indices
+        else:
+            shard = self.shard_of[pre_ids.cpu()].to(scores.device)
+            keep = shard_top(scores, shard, num, self.shards)
         ids = pre_ids[keep.to(pre_ids.device)]
         if not self.correct:
             return Negatives(ids, None, None, presample=presample)

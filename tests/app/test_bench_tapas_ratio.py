@@ -1,0 +1,29 @@
+"""`recsys bench train-step --samplers tapas --tapas-ratios ...`: one row per presample factor."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.bench.step_timing import tapas_costs
+from tests.app.test_data_cli import run_inproc
+
+
+def test_tapas_rows_carry_their_ratio_and_the_cost_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json, out_png = tmp_path / "steps.json", tmp_path / "steps.png"
+    result = run_inproc(
+        capsys, "bench", "train-step", "--items", "400", "--samplers", "uniform,tapas",
+        "--tapas-ratios", "1,8", "--towers", "mean", "--repeats", "1", "--batch", "16",
+        "--num-negatives", "16", "--history", "5", "--threads", "1",
+        "--json", str(out_json), "--plot", str(out_png),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(out_json.read_text())
+    rows = [(r["sampler"], r["tapas_ratio"]) for r in payload["results"]]
+    assert rows == [("uniform", None), ("tapas", 1), ("tapas", 8)]
+    costs = payload["tapas_cost_vs_smallest_ratio"]
+    assert costs == tapas_costs(payload) and set(costs["mean n=400"]) == {"tapas r=1", "tapas r=8"}
+    assert costs["mean n=400"]["tapas r=1"] == 1.0
+    assert payload["machine"]["proc_loadavg_at_end"].count(" ") == 4  # /proc/loadavg's 5 fields
