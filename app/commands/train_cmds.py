@@ -7,6 +7,7 @@ Config precedence: defaults < `configs/samplers/<sampler>.yaml` (when `--sampler
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,9 +16,11 @@ import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
+from data.workspace import Workspace
 from training.config import RecsysConfig, load_config
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+RETRAIN_ENV = "RECSYS_RETRAIN"
 ConfigOption = Annotated[
     list[Path] | None,
     typer.Option(
@@ -96,6 +99,14 @@ def train_command(
     config: ConfigOption = None,
     set_: SetOption = None,
     version: Annotated[str | None, typer.Option(help="Bundle version name.")] = None,
+    reuse_published: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-published",
+            help=f"Keep a published model and exit 0 instead of training ({RETRAIN_ENV}=1 in "
+            "the environment trains anyway); what `make up` and the compose trainer run.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Train a model, evaluate it on val and test, export and publish the bundle."""
@@ -103,6 +114,8 @@ def train_command(
 
     cfg = build_config(sampler, num_negatives, max_epochs, config or [], set_ or [])
     ws = workspace(home)
+    if reuse_published and _reusable(ws, json_out):
+        return
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints
         result = train(ws, cfg, dataset=dataset, version=version)
     payload = result.to_json()
@@ -115,6 +128,20 @@ def train_command(
         f"{result.epochs} epochs, {result.train_seconds:.0f} s): test recall@10 "
         f"{test['recall@10']:.4f}, ndcg@10 {test['ndcg@10']:.4f}, full CE {test['full_ce']:.3f}"
     )
+
+
+def _reusable(ws: Workspace, json_out: bool) -> bool:
+    """Say so and return True when a published model is kept (see --reuse-published)."""
+    from training.bundle import current_version
+
+    version = current_version(ws.models_dir)
+    if version is None or os.environ.get(RETRAIN_ENV) == "1":
+        return False
+    if json_out:
+        emit_json({"version": version, "reused": True})
+    else:
+        typer.echo(f"model {version} is published already: reusing it ({RETRAIN_ENV}=1 retrains)")
+    return True
 
 
 def evaluate_command(

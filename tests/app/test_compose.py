@@ -144,3 +144,23 @@ def test_up_script_asks_for_the_synthetic_demo_only_in_a_home_without_events(
     assert resolve(train)[1]["dataset"] is None  # the home's own events
     train, _ = _up_calls(tmp_path, home, RECSYS_DATASET="/data/logs.csv")
     assert resolve(train)[1]["dataset"] == "/data/logs.csv"
+
+
+def test_trainer_and_up_keep_a_published_model_unless_retrain_is_asked(tmp_path: Path) -> None:
+    name, params = resolve(command("trainer"))
+    assert name == "train" and params["reuse_published"]
+    trainer = compose()["services"]["trainer"]
+    assert interpolate(trainer["environment"]["RECSYS_RETRAIN"], {}) == "0"
+    assert interpolate(trainer["environment"]["RECSYS_RETRAIN"], {"RECSYS_RETRAIN": "1"}) == "1"
+    train, _ = _up_calls(tmp_path, tmp_path / "home")
+    assert resolve(train)[1]["reuse_published"]  # make up runs the same rule
+
+
+def test_the_documented_compose_retrain_command_is_valid_and_its_logs_are_mounted() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    documented = "docker compose run --rm trainer recsys retrain --logs /logs/new.csv"
+    assert documented in text and documented in (ROOT / "README.md").read_text()
+    name, params = resolve(documented.split()[5:])
+    assert name == "retrain" and params["logs"] == [Path("/logs/new.csv")]
+    mounts = [interpolate(v, {}) for v in compose()["services"]["trainer"]["volumes"]]
+    assert "./logs:/logs:ro" in mounts

@@ -1,0 +1,126 @@
+"""`recsys retrain` and `recsys train --reuse-published` from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from data.lock import training_lock
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.config import load_config
+from training.pipeline import train
+
+TINY = [
+    "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
+    "--set", "train.batch_size=64", "--set", "eval.ks=[10,20]",
+]  # fmt: skip
+PAYLOAD = {
+    "version", "previous_version", "published", "reason", "metrics", "new_items", "new_users",
+    "new_events", "rejected",
+}  # fmt: skip
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """The real CLI entry point in-process (no interpreter start)."""
+    from app.cli import main
+
+    def run(*args: str, home: Path, **env: str) -> Done:
+        monkeypatch.setattr(sys, "argv", ["recsys", *args, "--home", str(home)])
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        out = capsys.readouterr()
+        return Done(int(exit_info.value.code or 0), out.out, out.err)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A home serving model v1 trained on an old log, and a new log with bad rows."""
+    folder = tmp_path_factory.mktemp("cli")
+    events = generate_events(150, 80, 2000, seed=3)
+    cut = events["timestamp"].quantile(0.8)
+    events.filter(pl.col("timestamp") < cut).write_csv(folder / "old.csv")
+    new = events.filter(pl.col("timestamp") >= cut).cast({"timestamp": pl.String})
+    bad = pl.DataFrame({"user_id": ["u1", ""], "item_id": ["i1", "i2"], "timestamp": ["x", "5"]})
+    pl.concat([new, bad]).write_csv(folder / "new.csv")
+    home = folder / "home"
+    cfg = load_config(overrides=[*TINY[1::2], "train.max_epochs=1"])
+    train(Workspace(home), cfg, dataset=str(folder / "old.csv"), version="v1")
+    return home, folder / "new.csv"
+
+
+def test_retrain_json_payload_and_exit_0_when_kept_or_published(
+    served: tuple[Path, Path], tmp_path: Path, run_cli
+) -> None:
+    home, new = served
+    copy = tmp_path / "home"
+    shutil.copytree(home, copy)
+    done = run_cli("retrain", "--logs", str(new), "--max-epochs", "1", "--json", home=copy)
+    assert done.returncode == 0, done.stderr[-2000:]
+    payload = json.loads(done.stdout)
+    assert set(payload) == PAYLOAD and payload["previous_version"] == "v1"
+    assert payload["rejected"] == 2 and payload["new_events"] > 0
+    assert set(payload["metrics"]) == {"candidate", "current"}
+    served_now = (copy / "models" / "CURRENT").read_text().strip()
+    assert served_now == (payload["version"] if payload["published"] else "v1")
+    text = run_cli("retrain", "--logs", str(new), "--max-epochs", "0", "--full", home=copy)
+    assert text.returncode == 0 and "not published" in text.stdout
+    assert "served model kept" in text.stdout and "0 new events" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--logs", "/no/such.csv"], "--logs /no/such.csv: no such file"),
+        (["--max-epochs", "-1"], "--max-epochs must be >= 0"),
+        (["--since", "yesterday"], "--since 'yesterday'"),
+        (["--set", "retrain.new_item_init=zero"], "retrain.new_item_init"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    served: tuple[Path, Path], args: list[str], message: str, run_cli
+) -> None:
+    home, new = served
+    logs = [] if "--logs" in args else ["--logs", str(new)]
+    done = run_cli("retrain", *logs, *args, home=home)
+    assert done.returncode == 2 and done.stdout == ""
+    assert message in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_busy_home_exits_2_naming_the_holder(served: tuple[Path, Path], run_cli) -> None:
+    home, new = served
+    with training_lock(Workspace(home), "train"):
+        done = run_cli("retrain", "--logs", str(new), home=home)
+    assert done.returncode == 2 and f"pid {os.getpid()}" in done.stderr
+    assert "is busy" in done.stderr
+
+
+def test_train_reuses_a_published_model_unless_retrain_is_set(
+    served: tuple[Path, Path], run_cli
+) -> None:
+    home, _ = served
+    kept = run_cli("train", "--reuse-published", "--json", home=home)
+    assert kept.returncode == 0 and json.loads(kept.stdout) == {"version": "v1", "reused": True}
+    again = run_cli("train", "--reuse-published", "--max-epochs", "1", *TINY, "--json",
+                    home=home, RECSYS_RETRAIN="1")  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["version"] != "v1"
