@@ -1,0 +1,136 @@
+"""Warm retrain against a full retrain on amazon-beauty, new-item initialisation against random.
+
+Usage: python benchmarks/retrain_warm.py [--out DIR] [--dataset CSV] [--threads N]
+
+Every user's history is split by position: the first 80% is the log a model is trained on and
+published from (`base`); the remaining 20% arrives as new logs. On a copy of the base home
+each variant runs `recsys retrain --logs new.csv`:
+- `warm_context`: warm start, new items from their contexts' queries (the default);
+- `warm_random`: warm start, new items' rows random;
+- `full`: `--full`, from scratch on the same events.
+Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
+candidate) and is skipped when that file exists, so the sweep resumes. At the end,
+`DIR/paired.json` holds the paired bootstrap of test NDCG@10 of each warm variant against the
+full retrain (benchmarks/paired_ndcg.py). Timings are wall clock; the file records the
+machine's load average before and after each step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import polars as pl
+import typer
+
+ROOT = Path(__file__).resolve().parents[1]
+RECSYS = str(Path(sys.executable).parent / "recsys")
+VARIANTS = {
+    "warm_context": [],
+    "warm_random": ["--set", "retrain.new_item_init=random"],
+    "full": ["--full"],
+}
+
+
+def split_by_position(csv: Path, out: Path, share: float = 0.8) -> tuple[Path, Path]:
+    """`out/first.csv` (each user's first `share` of events) and `out/new.csv` (the rest)."""
+    first, new = out / "first.csv", out / "new.csv"
+    if not (first.exists() and new.exists()):
+        events = pl.read_csv(csv).sort("user_id", "timestamp", maintain_order=True)
+        ranked = events.with_columns(
+            pos=pl.int_range(pl.len()).over("user_id"), n=pl.len().over("user_id")
+        )
+        cut = (pl.col("n") * share).floor()
+        ranked.filter(pl.col("pos") < cut).drop("pos", "n").write_csv(first)
+        ranked.filter(pl.col("pos") >= cut).drop("pos", "n").write_csv(new)
+    return first, new
+
+
+def _run(args: list[str], threads: int) -> tuple[dict[str, Any], float]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [RECSYS, *args, "--json"], env=env, check=True, capture_output=True, text=True
+    )
+    return json.loads(done.stdout), time.perf_counter() - start
+
+
+def _step(path: Path, make: Any) -> dict[str, Any]:
+    if path.exists():
+        return json.loads(path.read_text())
+    load_before = os.getloadavg()
+    result = make()
+    result["loadavg_before"], result["loadavg_after"] = load_before, os.getloadavg()
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main(
+    out: Annotated[Path, typer.Option(help="Result folder.")] = ROOT / "benchmarks/results/retrain",
+    dataset: Annotated[Path, typer.Option(help="interactions.csv to split.")] = ROOT.parent
+    / "shared/datasets/amazon-beauty/interactions.csv",
+    work: Annotated[Path, typer.Option(help="Scratch folder for the homes.")] = Path(
+        "/tmp/retrain-bench"
+    ),
+    threads: Annotated[int, typer.Option(help="Threads per run.")] = 2,
+) -> None:
+    """Run the sweep (resumable); see the module docstring."""
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    first, new = split_by_position(dataset, work)
+    sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=20"]
+    base_home = work / "base"
+
+    def base() -> dict[str, Any]:
+        shutil.rmtree(base_home, ignore_errors=True)
+        res, secs = _run(
+            ["train", "--home", str(base_home), "--dataset", str(first), *sets], threads
+        )
+        return {"step": "base", "wall_seconds": secs, "train": res}
+
+    _step(out / "base.json", base)
+    for name, flags in VARIANTS.items():
+        _step(
+            out / f"{name}.json", lambda n=name, f=flags: _variant(work, n, f, new, sets, threads)
+        )
+    _paired(out, work)
+
+
+def _variant(
+    work: Path, name: str, flags: list[str], new: Path, sets: list[str], threads: int
+) -> dict[str, Any]:
+    home = work / name
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(work / "base", home)
+    res, secs = _run(["retrain", "--home", str(home), "--logs", str(new), *flags, *sets], threads)
+    test, _ = _run(
+        ["evaluate", "--home", str(home), "--model", res["version"], "--split", "test"], threads
+    )
+    return {"step": name, "wall_seconds": secs, "retrain": res, "test": test}
+
+
+def _paired(out: Path, work: Path) -> None:
+    if (out / "paired.json").exists():
+        return
+    runs = {name: _run_dir(out, work, name) for name in VARIANTS}
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/paired_ndcg.py"), "--reference", str(runs["full"]),
+         "--run", str(runs["warm_context"]), "--run", str(runs["warm_random"]),
+         "--json", str(out / "paired.json")],
+        check=True,
+    )  # fmt: skip
+
+
+def _run_dir(out: Path, work: Path, name: str) -> Path:
+    version = json.loads((out / f"{name}.json").read_text())["retrain"]["version"]
+    return work / name / "runs" / version
+
+
+if __name__ == "__main__":
+    typer.run(main)
