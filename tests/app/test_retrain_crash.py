@@ -1,7 +1,8 @@
 """`recsys retrain` killed with SIGKILL at several points, then run again: nothing lost or doubled.
 
 A real `recsys retrain` process is killed once its ingest has committed the new part, once
-it has written a training checkpoint, and once it has started writing the candidate bundle.
+it has written a training checkpoint, and once training is over but nothing is published
+(while it evaluates, writes the candidate bundle or runs the gate).
 After every kill the served model is untouched and the event store holds no duplicate; the
 same command run again resumes (from the checkpoint: it trains only the epochs left) and
 publishes.
@@ -82,13 +83,31 @@ def _version(ws: Workspace) -> str | None:
     return str(json.loads(ws.retrain_journal_path.read_text())["version"])
 
 
+def _exporting(ws: Workspace) -> bool:
+    """A candidate bundle is being written, or written and not yet published."""
+    version = _version(ws)
+    return any(p.name.startswith(".tmp-") for p in ws.models_dir.iterdir()) or bool(
+        version and (ws.models_dir / version).is_dir()
+    )
+
+
+def _trained(ws: Workspace) -> bool:
+    """The last epoch's checkpoint is written: what follows is evaluation, export, publish."""
+    ckpt = _checkpoint(ws)
+    if ckpt is None:
+        return False
+    try:
+        return torch.load(ckpt, map_location="cpu", weights_only=False)["epoch"] == EPOCHS - 1
+    except Exception:  # caught mid-write
+        return False
+
+
 def _checkpoint(ws: Workspace) -> Path | None:
     version = _version(ws)
     path = ws.runs_dir / str(version) / "checkpoints" / "last.ckpt"
     return path if version and path.is_file() else None
 
 
-@pytest.mark.slow
 def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: Path) -> None:
     events = generate_events(200, 120, 3000, seed=2)
     cuts = events["timestamp"].quantile(0.7), events["timestamp"].quantile(0.85)
@@ -113,11 +132,8 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
     done = torch.load(ckpt, map_location="cpu", weights_only=False)["epoch"] + 1
     version = _finish(ws, logs[1])
     assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS - done  # not started over
-    # 3. while the next candidate bundle is being written
-    _kill_when(
-        _retrain(ws.root, logs[2]),
-        lambda: any(p.name.startswith(".tmp-") for p in ws.models_dir.iterdir()),
-    )
+    # 3. between the end of training and the publish (evaluation, bundle writing, the gate)
+    _kill_when(_retrain(ws.root, logs[2]), lambda: _trained(ws) or _exporting(ws))
     _assert_consistent(ws, version, events.height)
     assert _finish(ws, logs[2]) != version
     assert store.read_events(ws).collect().height == events.height  # every event, once
