@@ -56,6 +56,8 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     assert manifest["metrics"]["test"] == payload["metrics"]["test"]
     assert manifest["model"]["dim"] == 16 and manifest["temperature"] == 0.05
     assert manifest["score"] == "dot"
+    parts = [p.name.removeprefix("part-").removesuffix(".parquet") for p in store.part_paths(ws)]
+    assert manifest["events"] == parts and len(parts) == 1  # what the run read, named
     items = pl.read_parquet(bundle / "items.parquet")
     assert items["popularity"].sum() > 0 and items["item_id"].str.starts_with("i").all()
     assert (ws.runs_dir / "v1" / "checkpoints" / "best.ckpt").is_file()
