@@ -133,7 +133,7 @@ def _resume_or_ingest(
     key = _journal_key(prints, previous, cfg, req)
     users_before = vocab.load_user_vocab(ws).height
     report = ingest_once(ws, files)
-    served_items = _load(ws, previous).num_items if previous else 0
+    served_items = bundle.read_manifest(ws.models_dir / previous)["num_items"] if previous else 0
     journal = {
         "key": key,
         "version": bundle.new_version_name(),

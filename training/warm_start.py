@@ -18,6 +18,7 @@ New items' rows (`retrain.new_item_init`):
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,8 @@ from torch import Tensor
 from data.errors import RecsysInputError
 from training.bundle import ModelBundle
 from training.lit_module import RetrievalModule
+
+log = logging.getLogger(__name__)
 
 CONTEXTS_PER_ITEM = 64  # histories averaged per new item (its first ones in the sequences)
 QUERY_TABLE = "model.query_tower.item_embedding.weight"
@@ -148,6 +151,9 @@ class _OptimizerState(Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """Pad the moments of the item tables to the new row count and load them."""
+        if len(trainer.optimizers) != len(self.states):  # e.g. sparse tables switched on
+            log.warning("the optimisers differ from the served run's: they start fresh")
+            return
         tables = {id(p) for p in pl_module.model.embedding_parameters()}
         for optimizer, state in zip(trainer.optimizers, self.states, strict=True):
             params = [p for group in optimizer.param_groups for p in group["params"]]

@@ -1,0 +1,86 @@
+"""Warm start: weights and Adam moments carried onto a larger catalogue; new items' rows."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import polars as pl
+import torch
+from torch.nn.functional import cosine_similarity, normalize
+
+from training.config import load_config
+from training.trainer import build_module
+from training.warm_start import QUERY_TABLE, WarmStart, new_item_contexts
+
+CFG = load_config(overrides=["model.dim=8", "model.max_len=4", "model.num_layers=1"])
+OLD, NEW = 10, 13
+
+
+def _module(n: int, seed: int):
+    torch.manual_seed(seed)
+    return build_module(CFG, n, torch.ones(n + 1))
+
+
+def _trained_state() -> tuple[dict, dict]:
+    """A module over OLD items after one Adam step: (state_dict, optimiser state_dict)."""
+    module = _module(OLD, 0)
+    optimizer = module.configure_optimizers()
+    module.model.item_embedding_weight.sum().backward()
+    optimizer.step()
+    return module.state_dict(), optimizer.state_dict()
+
+
+def _contexts() -> tuple[torch.Tensor, torch.Tensor]:
+    train = pl.DataFrame({"items": [[1, 2, 11, 3], [4, 11, 12], [5, 6]]})
+    return new_item_contexts(train, OLD, max_len=4)
+
+
+def test_known_rows_and_the_tower_carry_over_and_random_new_rows_stay_fresh() -> None:
+    state, _ = _trained_state()
+    module = _module(NEW, 1)
+    fresh = module.model.item_embedding_weight.detach().clone()
+    WarmStart(state, None, OLD, "random", _contexts()).apply(module)
+    table = module.model.item_embedding_weight.detach()
+    torch.testing.assert_close(table[: OLD + 1], state[QUERY_TABLE])
+    torch.testing.assert_close(table[OLD + 1 :], fresh[OLD + 1 :])
+    for name, value in state.items():
+        if value.shape == module.state_dict()[name].shape:
+            torch.testing.assert_close(module.state_dict()[name], value)
+
+
+def test_adam_moments_continue_with_zero_rows_for_new_items() -> None:
+    state, opt_state = _trained_state()
+    module = _module(NEW, 1)
+    (callback,) = WarmStart(state, [opt_state], OLD, "random", _contexts()).apply(module)
+    optimizer = module.configure_optimizers()
+    callback.on_train_start(SimpleNamespace(optimizers=[optimizer]), module)
+    moments = optimizer.state[module.model.item_embedding_weight]
+    old_moments = next(m for m in opt_state["state"].values() if m["exp_avg"].shape[0] == OLD + 1)
+    torch.testing.assert_close(moments["exp_avg"][: OLD + 1], old_moments["exp_avg"])
+    assert moments["exp_avg"][OLD + 1 :].abs().sum() == 0
+    assert moments["exp_avg_sq"].shape == module.model.item_embedding_weight.shape
+
+
+def test_contexts_are_the_histories_before_each_new_item() -> None:
+    histories, targets = _contexts()
+    assert targets.tolist() == [11, 11, 12]
+    assert histories.tolist() == [[0, 0, 1, 2], [0, 0, 0, 4], [0, 0, 4, 11]]
+
+
+def test_context_rows_point_where_the_queries_for_the_item_point() -> None:
+    state, _ = _trained_state()
+    histories, targets = _contexts()
+    before = _module(NEW, 1)  # the warm model as the context step sees it: new rows random
+    WarmStart(state, None, OLD, "random", (histories, targets)).apply(before)
+    before.eval()
+    with torch.no_grad():
+        queries = normalize(before.model.query_tower.encode(histories), dim=1)
+    module = _module(NEW, 1)
+    WarmStart(state, None, OLD, "context", (histories, targets)).apply(module)
+    table = module.model.item_embedding_weight.detach()
+    mean_norm = state[QUERY_TABLE][1:].norm(dim=1).mean()
+    for item in (11, 12):
+        want = queries[targets == item].mean(0) - queries.mean(0)
+        assert cosine_similarity(table[item], want, dim=0) > 0.9999
+        torch.testing.assert_close(table[item].norm(), mean_norm)
+    torch.testing.assert_close(table[13], before.model.item_embedding_weight[13].detach())
