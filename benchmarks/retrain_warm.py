@@ -7,7 +7,10 @@ published from (`base`); the remaining 20% arrives as new logs. On a copy of the
 each variant runs `recsys retrain --logs new.csv`:
 - `warm_context`: warm start, new items from their contexts' queries (the default);
 - `warm_random`: warm start, new items' rows random;
-- `full`: `--full`, from scratch on the same events.
+- `full`: `--full`, from scratch on the same events;
+- `zero_context`, `zero_random`: the warm start itself (`--max-epochs 0`), each initialisation.
+Each variant's test metrics are also measured on the rows whose target is a new item (one the
+base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
 candidate) and is skipped when that file exists, so the sweep resumes. At the end,
 `DIR/paired.json` holds the paired bootstrap of test NDCG@10 of each warm variant against the
@@ -35,6 +38,8 @@ VARIANTS = {
     "warm_context": [],
     "warm_random": ["--set", "retrain.new_item_init=random"],
     "full": ["--full"],
+    "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
+    "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
 }
 
 
@@ -113,6 +118,25 @@ def _variant(
         ["evaluate", "--home", str(home), "--model", res["version"], "--split", "test"], threads
     )
     return {"step": name, "wall_seconds": secs, "retrain": res, "test": test}
+
+
+def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
+    """Test metrics of the variant's candidate on the rows whose target is a new item."""
+    from data.workspace import Workspace
+    from training.bundle import ModelBundle, read_manifest
+    from training.config import RecsysConfig
+    from training.pipeline import bundle_metrics, load_splits
+
+    base = json.loads((out / "base.json").read_text())["train"]["version"]
+    old_items = read_manifest(work / "base" / "models" / base)["num_items"]
+    version = json.loads((out / f"{name}.json").read_text())["retrain"]["version"]
+    model = ModelBundle.load(work / name / "models" / version)
+    splits = load_splits(
+        Workspace(work / name), RecsysConfig.model_validate(model.manifest["config"])
+    )
+    rows = splits.test.filter(pl.col("target") > old_items)
+    metrics, examples = bundle_metrics(model, rows)
+    return {"step": f"{name}_new_items", "examples": examples, "test_new_items": metrics}
 
 
 def _paired(out: Path, work: Path) -> None:
