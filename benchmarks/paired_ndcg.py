@@ -9,51 +9,20 @@ scored on the same test examples (its home's leave-one-out split, full ranking, 
 masked, the metric of `recsys evaluate`); the per-user NDCG@10 of each run is paired with the
 reference's, and users are resampled with replacement to give a 95% interval of the relative
 difference mean(run) / mean(reference) - 1. The interval covers the test set's sampling noise
-only, not seed-to-seed training noise.
+only, not seed-to-seed training noise. The scoring and the bootstrap live in `app/bench/paired.py`
+(the sampler sweep uses them too).
 """
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import numpy as np
 import torch
 import typer
 
-from training.datamodule import SequenceDataModule
-from training.lit_module import rank_loader
-from training.metrics import ndcg_per_user
-from training.trainer import load_run
+from app.bench.paired import paired_interval, per_user_ndcg
 
-
-def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
-    """The run's label and `[U]` per-user test NDCG@k (0 where the target ranks below k)."""
-    cfg, splits, module = load_run(run)
-    dm = SequenceDataModule(splits, cfg.model.max_len, 1, cfg.train.eval_batch_size)
-    with torch.no_grad():
-        item_emb = module.model.item_tower.all_embeddings()
-    ranks, _ = rank_loader(
-        module.model.query_tower, item_emb, dm.test_dataloader(), cfg.model.temperature, cfg,
-        absolute=cfg.ranks_by_magnitude,
-    )  # fmt: skip
-    label = {
-        "run": str(run),
-        "sampler": cfg.sampler.name,
-        "num_negatives": None if cfg.sampler.name == "full" else cfg.sampler.num_negatives,
-        "per_query": cfg.sampler.per_query,
-    }
-    return label, ndcg_per_user(ranks, k).numpy()
-
-
-def paired_interval(
-    ref: np.ndarray, other: np.ndarray, resamples: int, seed: int
-) -> tuple[float, float, float]:
-    """Relative difference of means and its 95% bootstrap interval, users resampled in pairs."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(ref), size=(resamples, len(ref)))
-    ratios = other[idx].mean(1) / ref[idx].mean(1) - 1.0
-    low, high = np.percentile(ratios, [2.5, 97.5])
-    return float(other.mean() / ref.mean() - 1.0), float(low), float(high)
+__all__ = ["paired_interval", "per_user_ndcg"]
 
 
 def main(

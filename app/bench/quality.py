@@ -1,6 +1,8 @@
 """`recsys bench quality`: model quality per (sampler, number of negatives), as JSON and a plot.
 
-Every combination trains with the same config and seed on the same home (the dataset is
+Two modes. With `--grid NAME` it runs a named sweep (`app/bench/sweep.py`), one result file
+per run, and `recsys bench quality-report` tables and plots it (`app/bench/sweep_report.py`).
+Without it, every combination trains with the same config and seed on the same home (the dataset is
 ingested once); `full` (full softmax) runs once. Results are written after each run, and runs
 already in the JSON file are skipped, so an interrupted sweep resumes where it stopped.
 """
@@ -16,7 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.bench import options
+from app.bench import options, sweep
+from app.bench.sweep_grid import GRIDS
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 
@@ -52,15 +55,20 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _validation_curve(run_dir: str | None) -> list[dict[str, float]]:
-    """Per validation round of a run: epoch, val NDCG@10 and `val/proposal_kl` (if logged)."""
+def validation_curve(run_dir: str | None) -> list[dict[str, float]]:
+    """Per validation round of a run: epoch, fit seconds, val NDCG@10 and proposal KL.
+
+    `time/fit_seconds` is the wall time since the fit started; `val/proposal_kl` is there
+    when the run had a sampler.
+    """
     import polars as pl
 
     path = Path(run_dir or "") / "metrics.csv"
     if run_dir is None or not path.is_file():
         return []
     frame = pl.read_csv(path).filter(pl.col("val/ndcg@10").is_not_null())
-    keep = [c for c in ("epoch", "val/ndcg@10", "val/proposal_kl") if c in frame.columns]
+    names = ("epoch", "time/fit_seconds", "val/ndcg@10", "val/proposal_kl")
+    keep = [c for c in names if c in frame.columns]
     return frame.select(keep).to_dicts()
 
 
@@ -78,7 +86,7 @@ def _row(result: Any) -> dict[str, Any]:
         "train_seconds": result.train_seconds,
         "device": result.device,
         "metrics": result.metrics,
-        "validation": _validation_curve(result.run_dir),
+        "validation": validation_curve(result.run_dir),
     }
 
 
@@ -166,9 +174,11 @@ def run_quality(
 
 
 def quality_command(
-    dataset: Annotated[str, typer.Option(help="Log file or folder, or 'synthetic'.")],
-    samplers: Annotated[str, typer.Option(help="Comma-separated sampler names; 'full' too.")],
-    json_file: Annotated[Path, typer.Option("--json", help="Results JSON (resumed if present).")],
+    dataset: Annotated[str | None, typer.Option(help="Log file or folder, or 'synthetic'.")] = None,
+    samplers: Annotated[str | None, typer.Option(help="Comma-separated sampler names.")] = None,
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="Results JSON (resumed if present).")
+    ] = None,
     num_negatives: Annotated[str, typer.Option(help="Comma-separated m values.")] = "64,256",
     max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="section.key=value.")] = None,
@@ -177,8 +187,27 @@ def quality_command(
         Path | None,
         typer.Option(help="Scratch home for the runs (default: a temporary folder)."),
     ] = None,
+    grid: Annotated[
+        str | None, typer.Option(help="Run a named sweep instead ('comparison', issue 13).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="--grid: result folder.")] = sweep.SWEEP_DIR,
+    data_root: Annotated[
+        Path, typer.Option(help="--grid: folder of the named datasets.")
+    ] = sweep.DATA_ROOT,
+    scratch: Annotated[
+        Path, typer.Option(help="--grid: the runs' homes (kept, outside the repo).")
+    ] = sweep.SCRATCH,
 ) -> None:
-    """Train every (sampler, m) with the same config and seed; write a table and a plot."""
+    """Train every (sampler, m) with the same config and seed; write a table and a plot.
+
+    With --grid: train the named sweep's runs that have no result file with the same settings
+    in --out, one file per run; run the same command again to resume.
+    """
+    if grid is not None:
+        _grid_command(grid, sweep.Sweep(out, data_root, scratch, set_ or []))
+        return
+    if dataset is None or samplers is None or json_file is None:
+        raise RecsysInputError("--dataset, --samplers and --json are needed without --grid")
     negatives = options.ints(num_negatives, "num-negatives")
     names = options.names(samplers, "samplers")
     with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:
@@ -194,6 +223,19 @@ def quality_command(
         )
 
 
+def _grid_command(name: str, settings: sweep.Sweep) -> None:
+    """Run the pending runs of grid `name`, then say how many of its runs have results."""
+    if name not in GRIDS:
+        raise RecsysInputError(f"--grid: unknown grid {name!r}; known: {', '.join(GRIDS)}")
+    trained = sweep.run_sweep(GRIDS[name], settings)
+    specs, planned = GRIDS[name](settings.out)
+    done = sum(sweep.is_done(spec, settings) for spec in specs)
+    typer.echo(f"trained {len(trained)} run(s); {done} of {planned} planned runs have results")
+
+
 def register(bench_app: typer.Typer) -> None:
-    """Attach `recsys bench quality`."""
+    """Attach `recsys bench quality` and `recsys bench quality-report`."""
+    from app.bench.sweep_report import report_command
+
     bench_app.command("quality")(quality_command)
+    bench_app.command("quality-report")(report_command)

@@ -1,0 +1,240 @@
+"""`recsys bench quality --grid NAME`: the sampler sweep, one result file per run, resumable.
+
+Each run of the grid (`app/bench/sweep_grid.py`) trains in its own home,
+`SCRATCH/<dataset>/<run>/` (kept: its checkpoints serve `benchmarks/paired_ndcg.py`), and
+writes `OUT/<dataset>/<run>.json` (config, test and val metrics, seconds per epoch, sampling
+ms per step, proposal KL, validation curve, machine load) and `<run>.ndcg.npz` (per-user test
+NDCG@10, for the paired bootstrap of the report). A run whose file holds the same settings
+(config and dataset contents) is skipped; one whose settings changed is trained again. Several
+processes may run the same command: a run's home lock (`data/lock.py`) is its claim.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.bench import options
+from app.bench.sweep_grid import PROTOCOL, Planner, RunSpec
+from data.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP_DIR = options.RESULTS / "sampler_sweep"
+DATA_ROOT = REPO.parent / "shared" / "datasets"
+SCRATCH = Path("/tmp/sampler-sweep")
+TRAINING_SECTIONS = ("data", "model", "sampler", "loss", "train", "eval")
+
+
+@dataclass
+class Sweep:
+    """Where a sweep reads data and writes results, and the `--set` overrides of every run."""
+
+    out: Path = SWEEP_DIR
+    data_root: Path = DATA_ROOT
+    scratch: Path = SCRATCH
+    sets: list[str] = field(default_factory=list)
+    trainer_overrides: dict[str, Any] = field(default_factory=dict)
+    _prints: dict[str, str] = field(default_factory=dict)
+
+    def source(self, dataset: str) -> str:
+        """What `prepare_dataset` reads: `synthetic`, or the dataset's folder under data_root."""
+        return dataset if dataset == "synthetic" else str(self.data_root / dataset)
+
+    def fingerprint(self, dataset: str) -> str:
+        """sha256 of the dataset's log files (cached): part of a run's settings."""
+        if dataset not in self._prints:
+            from data.datasets import dataset_files, fingerprint
+
+            source = self.source(dataset)
+            files = [] if source == "synthetic" else dataset_files(Path(source))
+            self._prints[dataset] = ",".join(fingerprint(f) for f in files) or source
+        return self._prints[dataset]
+
+    def result_path(self, spec: RunSpec) -> Path:
+        """`OUT/<dataset>/<run>.json`."""
+        return self.out / spec.dataset / f"{spec.name}.json"
+
+
+class SamplerClock:
+    """A `training.trainer.fit` start hook that times every `sampler.sample` call of a run."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+
+    def apply(self, module: Any) -> list[Any]:
+        """Wrap the module's sampler's `sample` (nothing to time for the full softmax)."""
+        sampler = module.sampler
+        if sampler is not None:
+            draw = sampler.sample
+
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                began = time.perf_counter()
+                try:
+                    return draw(*args, **kwargs)
+                finally:
+                    self.seconds += time.perf_counter() - began
+                    self.calls += 1
+
+            sampler.sample = timed
+        return []
+
+    def ms_per_step(self) -> float | None:
+        """Mean milliseconds of one draw (one per training step); None without a sampler."""
+        return round(1000.0 * self.seconds / self.calls, 3) if self.calls else None
+
+
+def run_config(spec: RunSpec, sweep: Sweep) -> Any:
+    """The run's config: its sampler's preset, m, the protocol, its own and the sweep's sets."""
+    from app.commands.train_cmds import build_config
+
+    return build_config(spec.sampler, spec.m, None, [], [*PROTOCOL, *spec.overrides(), *sweep.sets])
+
+
+def training_settings(cfg: Any) -> dict[str, Any]:
+    """The config sections that shape a training run, as JSON values."""
+    dump = json.loads(json.dumps(cfg.model_dump()))
+    return {section: dump[section] for section in TRAINING_SECTIONS}
+
+
+def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:
+    """True when `current` trains as `stored` did; a key new since then must hold its default."""
+    from training.config import RecsysConfig
+
+    defaults = training_settings(RecsysConfig())
+    for section, values in current.items():
+        old = stored.get(section, {})
+        if any(old.get(key, defaults[section].get(key)) != v for key, v in values.items()):
+            return False
+    return True
+
+
+def is_done(spec: RunSpec, sweep: Sweep) -> bool:
+    """The run has a result file with the same settings and dataset contents."""
+    path = sweep.result_path(spec)
+    if not path.is_file():
+        return False
+    record = json.loads(path.read_text())
+    current = training_settings(run_config(spec, sweep))
+    same_data = record.get("data_sha256") == sweep.fingerprint(spec.dataset)
+    return same_data and same_settings(record.get("config", {}), current)
+
+
+def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
+    """Train pending runs, planning again after each, until none is left to take; their names.
+
+    A run another process holds is passed over; a run that fails is logged and not retried
+    by this process.
+    """
+    trained: list[str] = []
+    failed: set[str] = set()
+    while True:
+        specs, _ = planner(sweep.out)
+        for spec in specs:
+            key = f"{spec.dataset}/{spec.name}"
+            if key in failed or is_done(spec, sweep):
+                continue
+            try:
+                if train_run(spec, sweep) is not None:
+                    trained.append(key)
+                    break
+            except Exception:
+                log.exception("bench quality: %s failed", key)
+                failed.add(key)
+        else:
+            return trained
+
+
+def train_run(spec: RunSpec, sweep: Sweep) -> dict[str, Any] | None:
+    """Train one run in its home and write its result files; None if another process holds it."""
+    from data.lock import HomeBusyError, training_lock
+
+    ws = Workspace(sweep.scratch / spec.dataset / spec.name)
+    try:
+        with training_lock(ws, "bench quality"):
+            if is_done(spec, sweep):  # another process finished it meanwhile
+                return None
+            return _train(spec, sweep, ws)
+    except HomeBusyError:
+        log.info("bench quality: %s/%s is being trained elsewhere", spec.dataset, spec.name)
+        return None
+
+
+def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
+    """Fit, score per user, write `<run>.ndcg.npz` then `<run>.json` (the JSON last: done)."""
+    from app.bench.paired import per_user_ndcg
+    from app.bench.quality import best_epoch_kl, validation_curve
+    from data.datasets import prepare_dataset
+    from training import bundle
+    from training.pipeline import load_splits, train_on
+
+    cfg = run_config(spec, sweep)
+    log.info("bench quality: training %s/%s", spec.dataset, spec.name)
+    before, clock = load_avg(), SamplerClock()
+    label = prepare_dataset(ws, sweep.source(spec.dataset))
+    splits = load_splits(ws, cfg)
+    result = train_on(
+        ws, cfg, splits, bundle.new_version_name(), label, export=False, start=clock,
+        **sweep.trainer_overrides,
+    )  # fmt: skip
+    _, ndcg = per_user_ndcg(Path(str(result.run_dir)))
+    folder = sweep.result_path(spec).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(folder / f"{spec.name}.ndcg.npz", ndcg=ndcg)
+    curve = validation_curve(result.run_dir)
+    record = {
+        "name": spec.name, "dataset": spec.dataset, "label": spec.label,
+        "sampler": spec.sampler, "num_negatives": spec.m, "loss": cfg.loss.name,
+        "loss_variant": spec.loss is not None,
+        "overrides": [*PROTOCOL, *spec.overrides(), *sweep.sets],
+        "data_sha256": sweep.fingerprint(spec.dataset), "config": training_settings(cfg),
+        "test": result.metrics["test"], "val": result.metrics["val"],
+        "epochs": result.epochs, "stopped_by": stopped_by(result, cfg),
+        "train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch,
+        "sampling_ms_per_step": clock.ms_per_step(), "sampling_calls": clock.calls,
+        "proposal_kl": best_epoch_kl({"validation": curve}), "validation": curve,
+        "load_avg": {"before": before, "after": load_avg()}, "cpus": os.cpu_count(),
+        "threads": result.threads, "device": result.device, "run_dir": result.run_dir,
+        "per_user_ndcg": f"{spec.name}.ndcg.npz", "users": len(ndcg),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }  # fmt: skip
+    tmp = folder / f".{spec.name}.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, sweep.result_path(spec))
+    return record
+
+
+def stopped_by(result: Any, cfg: Any) -> str:
+    """What ended the fit: the time cap, the epoch limit or early stopping."""
+    cap = cfg.train.max_minutes
+    if cap is not None and result.train_seconds >= 60.0 * cap - result.seconds_per_epoch:
+        return "time cap"
+    return "max epochs" if result.epochs >= cfg.train.max_epochs else "early stopping"
+
+
+def load_results(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every result file under `out`, by dataset folder, in file-name order."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(out.glob("*/*.json")):
+        found.setdefault(path.parent.name, []).append(json.loads(path.read_text()))
+    return found
+
+
+def load_ndcg(out: Path, record: dict[str, Any]) -> np.ndarray:
+    """A run's per-user test NDCG@10 from its `.ndcg.npz` beside the JSON."""
+    with np.load(out / record["dataset"] / record["per_user_ndcg"]) as data:
+        return np.asarray(data["ndcg"], dtype=np.float64)
+
+
+def load_avg() -> list[float]:
+    """The machine's 1, 5 and 15-minute load averages."""
+    return [round(v, 2) for v in os.getloadavg()]

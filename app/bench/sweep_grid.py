@@ -1,0 +1,120 @@
+"""The sampler comparison grid (issue 13): which runs `recsys bench quality --grid` trains.
+
+A run is a `RunSpec`: a dataset, a sampler with its preset (`configs/samplers/<name>.yaml`),
+m, optionally another loss and extra `--set` overrides. The grid is ordered so that the most
+informative runs come first, and it is planned again before every run, because one of its
+stages depends on results: the m = 16 and m = 256 runs on amazon-beauty are for the three
+samplers closest to the full softmax at m = 64 there (by val NDCG@10, so that the test set
+picks nothing), plus uniform, and are
+planned once every m = 64 run on amazon-beauty has a result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BEAUTY, TOYS = "amazon-beauty", "amazon-toys"
+M = 64
+BIAS_MS = (16, 256)
+PROTOCOL = ("train.patience=5", "train.max_minutes=15", "train.threads=1")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the grid; `name` is its result file's stem."""
+
+    dataset: str
+    label: str
+    sampler: str
+    m: int | None = M
+    loss: str | None = None
+    sets: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """`full`, `in-batch`, `<label>_m<m>` or `<label>_m<m>_<loss>`."""
+        base = self.label if self.m is None else f"{self.label}_m{self.m}"
+        return base if self.loss is None else f"{base}_{self.loss}"
+
+    def overrides(self) -> list[str]:
+        """The run's own `--set` overrides (the loss and extra settings)."""
+        loss = [] if self.loss is None else [f"loss.name={self.loss}"]
+        return [*loss, *self.sets]
+
+
+def _tapas(dataset: str, ratio: int, m: int = M) -> RunSpec:
+    sets = (f"sampler.tapas_ratio={ratio}",)
+    return RunSpec(dataset, f"tapas-r{ratio}", "tapas", m, sets=sets)
+
+
+def core(dataset: str) -> list[RunSpec]:
+    """Every sampler at m = 64 (full softmax and in-batch have no m), most informative first."""
+
+    def plain(*names: str) -> list[RunSpec]:
+        return [RunSpec(dataset, name, name) for name in names]
+
+    return [
+        RunSpec(dataset, "full", "full", None),
+        *plain("uniform", "popularity"),
+        _tapas(dataset, 1),
+        _tapas(dataset, 8),
+        *plain("rff"),
+        RunSpec(dataset, "in-batch", "in-batch", None),
+        *plain("mixed", "bernoulli", "quadratic", "exact"),
+    ]
+
+
+def losses(dataset: str) -> list[RunSpec]:
+    """Loss variants at m = 64 with the sampler each belongs to.
+
+    ranking, negative sampling, NCE and BlackOut draw from the popularity noise f^alpha of
+    their papers; absolute softmax (quadratic's preset) and the Bernoulli likelihood (bernoulli's
+    preset) are in `core`, so their contrast here is the same sampler with the sampled softmax.
+    """
+    pop = [
+        RunSpec(dataset, "popularity", "popularity", loss=loss)
+        for loss in ("ranking", "negative_sampling", "nce", "blackout")
+    ]
+    plain = [RunSpec(dataset, s, s, loss="sampled_softmax") for s in ("quadratic", "bernoulli")]
+    return [*pop, *plain]
+
+
+def closest(specs: list[RunSpec], folder: Path, count: int = 3) -> list[RunSpec] | None:
+    """The `count` specs with the best val NDCG@10 in `folder` (None until all have results).
+
+    Full softmax, uniform and in-batch (no m) are not candidates.
+    """
+    scores = {}
+    for spec in specs:
+        path = folder / f"{spec.name}.json"
+        if not path.is_file():
+            return None
+        scores[spec] = json.loads(path.read_text())["val"]["ndcg@10"]
+    ranked = [s for s in specs if s.m is not None and s.label != "uniform"]
+    return sorted(ranked, key=lambda s: -scores[s])[:count]
+
+
+def bias(out: Path) -> list[RunSpec] | None:
+    """Runs at m = 16 and 256 on amazon-beauty: the three closest to full softmax, and uniform."""
+    chosen = closest(core(BEAUTY), out / BEAUTY)
+    if chosen is None:
+        return None
+    chosen.append(RunSpec(BEAUTY, "uniform", "uniform"))
+    return [
+        RunSpec(s.dataset, s.label, s.sampler, m, s.loss, s.sets) for s in chosen for m in BIAS_MS
+    ]
+
+
+def comparison(out: Path) -> tuple[list[RunSpec], int]:
+    """The issue-13 grid in run order, and how many runs it plans in all (36)."""
+    staged = bias(out)
+    planned = len(core(BEAUTY)) + len(core(TOYS)) + 2 * 4 + len(losses(BEAUTY))
+    specs = [*core(BEAUTY), *core(TOYS), *(staged or []), *losses(BEAUTY)]
+    return specs, planned
+
+
+Planner = Callable[[Path], tuple[list[RunSpec], int]]
+GRIDS: dict[str, Planner] = {"comparison": comparison}

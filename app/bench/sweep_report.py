@@ -1,0 +1,164 @@
+"""`recsys bench quality-report`: the sampler sweep's table, paired intervals and plots.
+
+Reads every result file of `recsys bench quality --grid` under OUT and writes, per dataset,
+the paired bootstrap interval of each run's test NDCG@10 against the full softmax's on the
+same users (`app/bench/paired.py`, from the `.ndcg.npz` files), `OUT/report.json`,
+`OUT/<dataset>/comparison.png` (the bias curve: test NDCG@10 against m per sampler; val
+NDCG@10 against wall-clock minutes; val NDCG@10 per epoch) and a markdown table, which replaces
+the block between the markers of `--doc` when given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.bench import options, sweep
+from app.bench.paired import paired_interval
+from app.bench.sweep_grid import GRIDS
+
+BEGIN, END = "<!-- sweep-report:begin -->", "<!-- sweep-report:end -->"
+HEADER = (
+    "| run | m | loss | Recall@10 | NDCG@10 | vs full (95% interval) | MRR@10 | full CE "
+    "| epochs | s / epoch | sampling ms / step | KL(p‖q) | load |"
+)
+
+
+def with_intervals(
+    out: Path, records: list[dict[str, Any]], resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """Each record with `vs_full`: (relative gap, low, high), or None (no full run, or full)."""
+    full = next((r for r in records if r["sampler"] == "full"), None)
+    ref = sweep.load_ndcg(out, full) if full is not None else None
+    rows = []
+    for rec in records:
+        interval = None
+        if ref is not None and rec is not full:
+            interval = paired_interval(ref, sweep.load_ndcg(out, rec), resamples, seed)
+        rows.append({**rec, "vs_full": interval})
+    return rows
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def table_row(row: dict[str, Any]) -> str:
+    """One markdown row of a run."""
+    test, gap = row["test"], row["vs_full"]
+    vs = "reference" if row["sampler"] == "full" else ""
+    if gap is not None:
+        vs = f"{100 * gap[0]:+.1f}% ({100 * gap[1]:+.1f}, {100 * gap[2]:+.1f})"
+    stop = " (cap)" if row["stopped_by"] == "time cap" else ""
+    load = row["load_avg"]
+    cells = [
+        f"`{row['label']}`", str(row["num_negatives"] or "-"), row["loss"],
+        _fmt(test["recall@10"], 4), _fmt(test["ndcg@10"], 4), vs, _fmt(test["mrr@10"], 4),
+        _fmt(test["full_ce"], 2), f"{row['epochs']}{stop}", _fmt(row["seconds_per_epoch"], 0),
+        _fmt(row["sampling_ms_per_step"], 2), _fmt(row["proposal_kl"], 2),
+        f"{load['before'][0]:.1f} / {load['after'][0]:.1f}",
+    ]  # fmt: skip
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(by_dataset: dict[str, list[dict[str, Any]]], done: int, planned: int) -> str:
+    """The tables of every dataset, with the count of runs done and planned."""
+    lines = [
+        f"**{done} of {planned} planned runs done**" + (" (partial)." if done < planned else ".")
+    ]
+    for dataset, rows in by_dataset.items():
+        lines += ["", f"#### {dataset}", "", HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+        lines += [table_row(r) for r in rows]
+        lines += ["", f"![{dataset}](../benchmarks/results/sampler_sweep/{dataset}/comparison.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def _bias_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Test NDCG@10 against m per sampler (default loss), full softmax as a dashed line."""
+    plain = [r for r in rows if not r["loss_variant"]]
+    for label in sorted({r["label"] for r in plain if r["num_negatives"]}):
+        pts = sorted(
+            (r["num_negatives"], r["test"]["ndcg@10"]) for r in plain if r["label"] == label
+        )
+        ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+    for row in plain:
+        if row["sampler"] == "full":
+            ax.axhline(row["test"]["ndcg@10"], color="black", ls="--", label="full softmax")
+    ax.set(xscale="log", xlabel="negatives m", ylabel="test NDCG@10", title="bias curve")
+
+
+def _curve_panels(axes: Any, rows: list[dict[str, Any]]) -> None:
+    """Val NDCG@10 against wall-clock minutes and per epoch, one line per run."""
+    for row in rows:
+        curve = [c for c in row["validation"] if c.get("time/fit_seconds") is not None]
+        minutes = [c["time/fit_seconds"] / 60 for c in curve]
+        ndcg = [c["val/ndcg@10"] for c in curve]
+        axes[0].plot(minutes, ndcg, marker=".", label=row["name"])
+        axes[1].plot([c["epoch"] + 1 for c in curve], ndcg, marker=".", label=row["name"])
+    axes[0].set(xlabel="wall-clock minutes of training", ylabel="val NDCG@10", title="vs time")
+    axes[1].set(xlabel="epoch", ylabel="val NDCG@10", title="validation curves")
+
+
+def plot(dataset: str, rows: list[dict[str, Any]], path: Path) -> None:
+    """The three panels of one dataset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(19, 5))
+    _bias_panel(axes[0], rows)
+    _curve_panels(axes[1:], rows)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(f"{dataset}: sampler comparison (load and caps: the table)")
+    options.save_figure(fig, path)
+
+
+def replace_block(doc: Path, text: str) -> None:
+    """Put `text` between the report markers of `doc`."""
+    content = doc.read_text()
+    if BEGIN not in content or END not in content:
+        raise typer.BadParameter(f"{doc}: no {BEGIN} ... {END} block")
+    head, rest = content.split(BEGIN, 1)
+    doc.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
+
+
+def build_report(
+    out: Path, grid: str, doc: Path | None, resamples: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """Intervals, plots, `report.json` and the markdown (into `doc` if given)."""
+    specs, planned = GRIDS[grid](out) if grid in GRIDS else ([], 0)
+    order = {(s.dataset, s.name): i for i, s in enumerate(specs)}
+    by_dataset = {}
+    for dataset, records in sweep.load_results(out).items():
+        records.sort(key=lambda r: order.get((dataset, r["name"]), len(order)))
+        by_dataset[dataset] = with_intervals(out, records, resamples, seed)
+        plot(dataset, by_dataset[dataset], out / dataset / "comparison.png")
+    done = sum(len(rows) for rows in by_dataset.values())
+    text = markdown(by_dataset, done, max(planned, done))
+    summary = {
+        "grid": grid, "done": done, "planned": planned, "resamples": resamples, "seed": seed,
+        "runs": {d: {r["name"]: {"test": r["test"], "vs_full": r["vs_full"]} for r in rows}
+                 for d, rows in by_dataset.items()},
+    }  # fmt: skip
+    (out / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if doc is not None:
+        replace_block(doc, text)
+    return {**summary, "markdown": text}
+
+
+def report_command(
+    out: Annotated[Path, typer.Option(help="The sweep's result folder.")] = sweep.SWEEP_DIR,
+    grid: Annotated[str, typer.Option(help="The grid, for the planned count.")] = "comparison",
+    doc: Annotated[
+        Path | None, typer.Option(help="Markdown file whose report block is replaced.")
+    ] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+) -> None:
+    """Table, paired intervals against the full softmax, and plots of a sampler sweep."""
+    typer.echo(build_report(out, grid, doc, resamples)["markdown"])

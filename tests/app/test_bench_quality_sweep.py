@@ -1,0 +1,124 @@
+"""`recsys bench quality --grid`: one file per run, skipped on rerun, re-run when settings change;
+`recsys bench quality-report`: table, paired intervals, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.bench import sweep, sweep_grid
+from app.bench.sweep_grid import RunSpec
+from data.synth import generate_events
+
+TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
+SPECS = [RunSpec("tiny", "full", "full", None), RunSpec("tiny", "uniform", "uniform", 8)]
+
+
+def planner(out: Path) -> tuple[list[RunSpec], int]:
+    return SPECS, 3  # one planned run never comes: the report counts it as missing
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> sweep.Sweep:
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "data" / "tiny").mkdir(parents=True)
+    generate_events(150, 80, 2000, seed=4).write_csv(root / "data" / "tiny" / "interactions.csv")
+    settings = sweep.Sweep(
+        root / "out", root / "data", root / "scratch", [*TINY, "train.max_epochs=2"],
+        {"enable_progress_bar": False},
+    )  # fmt: skip
+    assert sweep.run_sweep(planner, settings) == ["tiny/full", "tiny/uniform_m8"]
+    return settings
+
+
+def test_each_run_writes_its_own_file(swept: sweep.Sweep) -> None:
+    full, uni = (json.loads(swept.result_path(s).read_text()) for s in SPECS)
+    for rec in (full, uni):
+        assert 0 <= rec["test"]["ndcg@10"] <= rec["test"]["recall@10"] <= 1
+        assert {"mrr@10", "full_ce"} <= rec["test"].keys() and rec["val"]["ndcg@10"] >= 0
+        assert rec["epochs"] == 2 and rec["seconds_per_epoch"] > 0 and rec["users"] > 100
+        assert [c["epoch"] for c in rec["validation"]] == [0, 1]
+        assert rec["validation"][1]["time/fit_seconds"] > rec["validation"][0]["time/fit_seconds"]
+        assert len(rec["load_avg"]["before"]) == 3 and rec["config"]["train"]["max_minutes"] == 15
+        ndcg = sweep.load_ndcg(swept.out, rec)
+        assert ndcg.mean() == pytest.approx(rec["test"]["ndcg@10"], abs=1e-9)
+    assert full["sampling_ms_per_step"] is None and full["proposal_kl"] is None
+    assert uni["sampling_ms_per_step"] > 0 and uni["sampling_calls"] > 0
+    assert uni["proposal_kl"] > 0 and uni["config"]["sampler"]["num_negatives"] == 8
+
+
+def test_rerun_skips_unchanged_and_retrains_changed(swept: sweep.Sweep) -> None:
+    assert sweep.run_sweep(planner, swept) == []
+    full_path, uni_path = (swept.result_path(s) for s in SPECS)
+    stored = json.loads(full_path.read_text())
+    del stored["config"]["sampler"]["tapas_shards"]  # a key added since: at its default, same
+    full_path.write_text(json.dumps(stored))
+    changed = json.loads(uni_path.read_text())
+    changed["config"]["train"]["lr"] = 0.1  # trained with other settings: run again
+    uni_path.write_text(json.dumps(changed))
+    assert sweep.run_sweep(planner, swept) == ["tiny/uniform_m8"]
+    assert json.loads(uni_path.read_text())["config"]["train"]["lr"] == 0.003
+
+
+def test_report_writes_table_intervals_and_plots(swept: sweep.Sweep, tmp_path: Path) -> None:
+    from app.bench import sweep_report
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"# Title\n{sweep_report.BEGIN}\nold\n{sweep_report.END}\ntail\n")
+    report = sweep_report.build_report(swept.out, "none", doc, resamples=200)
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("# Title") and text.endswith("tail\n")
+    assert "2 of 2 planned runs done" in text and "| `full` | - |" in text
+    gap, low, high = report["runs"]["tiny"]["uniform_m8"]["vs_full"]
+    assert low <= gap <= high and report["runs"]["tiny"]["full"]["vs_full"] is None
+    assert f"{100 * gap:+.1f}%" in text
+    png = swept.out / "tiny" / "comparison.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((swept.out / "report.json").read_text())["done"] == 2
+
+
+def test_comparison_grid_order_and_bias_stage(tmp_path: Path) -> None:
+    specs, planned = sweep_grid.comparison(tmp_path)
+    names = [s.name for s in specs]
+    assert planned == 36 and len(specs) == 28  # the m = 16 / 256 stage waits for beauty's m = 64
+    assert names[:6] == ["full", "uniform_m64", "popularity_m64", "tapas-r1_m64", "tapas-r8_m64",
+                         "rff_m64"]  # fmt: skip
+    assert [s.dataset for s in specs[:22]] == ["amazon-beauty"] * 11 + ["amazon-toys"] * 11
+    folder = tmp_path / "amazon-beauty"
+    folder.mkdir()
+    for i, spec in enumerate(sweep_grid.core("amazon-beauty")):
+        (folder / f"{spec.name}.json").write_text(json.dumps({"val": {"ndcg@10": i / 100}}))
+    staged = sweep_grid.bias(tmp_path)
+    assert staged is not None and len(sweep_grid.comparison(tmp_path)[0]) == 36
+    assert [s.name for s in staged][::2] == ["exact_m16", "quadratic_m16", "bernoulli_m16",
+                                             "uniform_m16"]  # fmt: skip
+    assert np.all([s.dataset == "amazon-beauty" for s in staged])
+
+
+def test_cli_grid_mode_and_report(
+    swept: sweep.Sweep, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.bench.sweep_grid import GRIDS
+    from app.cli import main
+
+    def run(*args: str) -> tuple[int, str]:
+        monkeypatch.setattr("sys.argv", ["recsys", "bench", *args])
+        with pytest.raises(SystemExit) as stop:
+            main()
+        out = capsys.readouterr()
+        return int(stop.value.code or 0), out.out + out.err
+
+    monkeypatch.setitem(GRIDS, "tiny", planner)
+    where = ["--out", str(swept.out), "--data-root", str(swept.data_root)]
+    code, text = run("quality", "--grid", "tiny", *where, "--scratch", str(swept.scratch),
+                     *[f"--set={s}" for s in swept.sets])  # fmt: skip
+    assert code == 0 and "trained 0 run(s); 2 of 3 planned runs have results" in text
+    code, text = run("quality", "--grid", "nope", *where)
+    assert code != 0 and "unknown grid 'nope'" in text
+    code, text = run("quality", "--samplers", "uniform")
+    assert code != 0 and "--dataset, --samplers and --json" in text
+    code, text = run("quality-report", "--out", str(swept.out), "--grid", "tiny")
+    assert code == 0 and "2 of 3 planned runs done** (partial)" in text
