@@ -19,7 +19,7 @@ from pathlib import Path
 BEAUTY, TOYS = "amazon-beauty", "amazon-toys"
 M = 64
 BIAS_MS = (16, 256)
-PROTOCOL = ("train.patience=5", "train.max_minutes=15", "train.threads=1")
+PROTOCOL = ("train.patience=5", "train.max_minutes=30", "train.threads=1")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from app.bench.paired import paired_interval
 from app.bench.sweep_grid import GRIDS
 
 BEGIN, END = "<!-- sweep-report:begin -->", "<!-- sweep-report:end -->"
+# Best published test NDCG@10 with sampled softmax (../shared/datasets/README.md).
+PUBLISHED = {"amazon-beauty": 0.0531, "amazon-toys": 0.0580}
 HEADER = (
     "| run | m | loss | Recall@10 | NDCG@10 | vs full (95% interval) | MRR@10 | full CE "
     "| epochs | s / epoch | sampling ms / step | KL(p‖q) | load |"
@@ -64,6 +66,24 @@ def table_row(row: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _gap(row: dict[str, Any]) -> str:
+    gap = row["vs_full"]
+    return f"{row['test']['ndcg@10']:.4f}" + ("" if gap is None else f" ({100 * gap[0]:+.1f}%)")
+
+
+def cross_table(by_dataset: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Test NDCG@10 (gap to full) of each run side by side over datasets, where both have it."""
+    names = {d: {r["name"]: r for r in rows} for d, rows in by_dataset.items()}
+    shared = [n for n in next(iter(names.values()), {}) if all(n in v for v in names.values())]
+    if len(names) < 2 or not shared:
+        return []
+    head = "| run | " + " | ".join(names) + " |"
+    lines = ["", "#### Both datasets (test NDCG@10, gap to full)", "", head]
+    lines.append("|" + "---|" * (len(names) + 1))
+    lines += [f"| `{n}` | " + " | ".join(_gap(v[n]) for v in names.values()) + " |" for n in shared]
+    return lines
+
+
 def markdown(by_dataset: dict[str, list[dict[str, Any]]], done: int, planned: int) -> str:
     """The tables of every dataset, with the count of runs done and planned."""
     lines = [
@@ -73,11 +93,12 @@ def markdown(by_dataset: dict[str, list[dict[str, Any]]], done: int, planned: in
         lines += ["", f"#### {dataset}", "", HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
         lines += [table_row(r) for r in rows]
         lines += ["", f"![{dataset}](../benchmarks/results/sampler_sweep/{dataset}/comparison.png)"]
+    lines += cross_table(by_dataset)
     return "\n".join(lines) + "\n"
 
 
-def _bias_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
-    """Test NDCG@10 against m per sampler (default loss), full softmax as a dashed line."""
+def _bias_panel(ax: Any, dataset: str, rows: list[dict[str, Any]]) -> None:
+    """Test NDCG@10 against m per sampler (default loss); full softmax and best published."""
     plain = [r for r in rows if not r["loss_variant"]]
     for label in sorted({r["label"] for r in plain if r["num_negatives"]}):
         pts = sorted(
@@ -87,6 +108,8 @@ def _bias_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
     for row in plain:
         if row["sampler"] == "full":
             ax.axhline(row["test"]["ndcg@10"], color="black", ls="--", label="full softmax")
+    if dataset in PUBLISHED:
+        ax.axhline(PUBLISHED[dataset], color="grey", ls=":", label="best published")
     ax.set(xscale="log", xlabel="negatives m", ylabel="test NDCG@10", title="bias curve")
 
 
@@ -110,7 +133,7 @@ def plot(dataset: str, rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(19, 5))
-    _bias_panel(axes[0], rows)
+    _bias_panel(axes[0], dataset, rows)
     _curve_panels(axes[1:], rows)
     for ax in axes:
         ax.grid(alpha=0.3)

@@ -42,7 +42,7 @@ def test_each_run_writes_its_own_file(swept: sweep.Sweep) -> None:
         assert rec["epochs"] == 2 and rec["seconds_per_epoch"] > 0 and rec["users"] > 100
         assert [c["epoch"] for c in rec["validation"]] == [0, 1]
         assert rec["validation"][1]["time/fit_seconds"] > rec["validation"][0]["time/fit_seconds"]
-        assert len(rec["load_avg"]["before"]) == 3 and rec["config"]["train"]["max_minutes"] == 15
+        assert len(rec["load_avg"]["before"]) == 3 and rec["config"]["train"]["max_minutes"] == 30
         ndcg = sweep.load_ndcg(swept.out, rec)
         assert ndcg.mean() == pytest.approx(rec["test"]["ndcg@10"], abs=1e-9)
     assert full["sampling_ms_per_step"] is None and full["proposal_kl"] is None
@@ -122,3 +122,17 @@ def test_cli_grid_mode_and_report(
     assert code != 0 and "--dataset, --samplers and --json" in text
     code, text = run("quality-report", "--out", str(swept.out), "--grid", "tiny")
     assert code == 0 and "2 of 3 planned runs done** (partial)" in text
+
+
+def test_cross_table_puts_runs_of_both_datasets_side_by_side() -> None:
+    from app.bench.sweep_report import cross_table
+
+    def row(name: str, ndcg: float, gap: tuple[float, float, float] | None) -> dict:
+        return {"name": name, "test": {"ndcg@10": ndcg}, "vs_full": gap}
+
+    beauty = [row("full", 0.05, None), row("uniform_m64", 0.04, (-0.2, -0.25, -0.15))]
+    toys = [row("full", 0.06, None), row("exact_m64", 0.06, (0.0, -0.01, 0.01))]
+    lines = cross_table({"amazon-beauty": beauty, "amazon-toys": toys})
+    assert lines[3] == "| run | amazon-beauty | amazon-toys |"
+    assert lines[5:] == ["| `full` | 0.0500 | 0.0600 |"]  # uniform: not on toys yet
+    assert cross_table({"amazon-beauty": beauty}) == []
