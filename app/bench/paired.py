@@ -12,16 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-
-from training.datamodule import SequenceDataModule
-from training.lit_module import rank_loader
-from training.metrics import ndcg_per_user
-from training.trainer import load_run
 
 
 def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
-    """The run's label and `[U]` per-user test NDCG@k (0 where the target ranks below k)."""
+    """The run's label and `[U]` per-user test NDCG@k (0 where the target ranks below k).
+
+    Torch and Lightning are imported here, not with the module: the CLI imports this module
+    before it sets up logging, and Lightning imported first prints its own start-up chatter.
+    """
+    import torch
+
+    from training.datamodule import SequenceDataModule
+    from training.lit_module import rank_loader
+    from training.metrics import ndcg_per_user
+    from training.trainer import load_run
+
     cfg, splits, module = load_run(run)
     dm = SequenceDataModule(splits, cfg.model.max_len, 1, cfg.train.eval_batch_size)
     with torch.no_grad():

@@ -169,6 +169,7 @@ def build_report(
         "runs": {d: {r["name"]: {"test": r["test"], "vs_full": r["vs_full"]} for r in rows}
                  for d, rows in by_dataset.items()},
     }  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     if doc is not None:
         replace_block(doc, text)
