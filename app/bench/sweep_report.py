@@ -57,7 +57,8 @@ def table_row(row: dict[str, Any]) -> str:
     stop = " (cap)" if row["stopped_by"] == "time cap" else ""
     load = row["load_avg"]
     cells = [
-        f"`{row['label']}`", str(row["num_negatives"] or "-"), row["loss"],
+        f"`{row['label']}`", str(row["num_negatives"] or "-"),
+        "full softmax" if row["sampler"] == "full" else row["loss"],
         _fmt(test["recall@10"], 4), _fmt(test["ndcg@10"], 4), vs, _fmt(test["mrr@10"], 4),
         _fmt(test["full_ce"], 2), f"{row['epochs']}{stop}", _fmt(row["seconds_per_epoch"], 0),
         _fmt(row["sampling_ms_per_step"], 2), _fmt(row["proposal_kl"], 2),
@@ -110,7 +111,8 @@ def _bias_panel(ax: Any, dataset: str, rows: list[dict[str, Any]]) -> None:
             ax.axhline(row["test"]["ndcg@10"], color="black", ls="--", label="full softmax")
     if dataset in PUBLISHED:
         ax.axhline(PUBLISHED[dataset], color="grey", ls=":", label="best published")
-    ax.set(xscale="log", xlabel="negatives m", ylabel="test NDCG@10", title="bias curve")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="negatives m", ylabel="test NDCG@10", title="bias curve")
 
 
 def _curve_panels(axes: Any, rows: list[dict[str, Any]]) -> None:

@@ -71,7 +71,7 @@ def test_report_writes_table_intervals_and_plots(swept: sweep.Sweep, tmp_path: P
     report = sweep_report.build_report(swept.out, "none", doc, resamples=200)
     text = doc.read_text()
     assert "old" not in text and text.startswith("# Title") and text.endswith("tail\n")
-    assert "2 of 2 planned runs done" in text and "| `full` | - |" in text
+    assert "2 of 2 planned runs done" in text and "| `full` | - | full softmax |" in text
     gap, low, high = report["runs"]["tiny"]["uniform_m8"]["vs_full"]
     assert low <= gap <= high and report["runs"]["tiny"]["full"]["vs_full"] is None
     assert f"{100 * gap:+.1f}%" in text
