@@ -1,9 +1,18 @@
 # recsys: train and serve two-tower recommendations (CPU). See docker-compose.yml.
 FROM python:3.11-slim
 
+# Where packages come from. The defaults are the public indexes (torch's CPU build from the
+# PyTorch index, everything else from PyPI); a mirror or a local wheel folder goes in as build
+# arguments, e.g. `--build-arg PIP_INDEX=https://mirror/simple --build-arg FIND_LINKS=/wheels`
+# (a folder mounted into the build, or a URL). docs/operations.md has the offline recipe.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG PIP_INDEX=https://pypi.org/simple
+ARG FIND_LINKS=
+
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
     RECSYS_HOME=/data/workspace \
     RECSYS_HOST=0.0.0.0 \
     RECSYS_PORT=8000
@@ -12,7 +21,8 @@ RUN useradd --create-home --uid 10001 recsys
 WORKDIR /app
 
 # CPU torch first (its own index), so nothing later pulls a CUDA build; cached across code edits
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+RUN pip install torch==2.13.0 --index-url "${TORCH_INDEX_URL}" \
+        ${FIND_LINKS:+--find-links "${FIND_LINKS}"}
 
 COPY pyproject.toml constraints.txt README.md ./
 COPY app ./app
@@ -20,11 +30,14 @@ COPY data ./data
 COPY training ./training
 COPY serving ./serving
 COPY configs ./configs
-COPY scripts ./scripts
 # Editable, so the YAML override sets under /app/configs are found next to the code.
-RUN pip install -c constraints.txt -e . \
+RUN pip install --index-url "${PIP_INDEX}" ${FIND_LINKS:+--find-links "${FIND_LINKS}"} \
+        -c constraints.txt -e . \
     && mkdir -p /data/workspace \
     && chown -R recsys:recsys /data
+# `make up`'s script, for a single container (train, then serve); after the install, so that
+# editing scripts/ does not reinstall the packages.
+COPY scripts/up.sh ./scripts/up.sh
 
 USER recsys
 VOLUME ["/data/workspace"]

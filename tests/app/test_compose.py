@@ -69,7 +69,8 @@ def test_api_runs_recsys_serve_on_8000_after_the_trainer() -> None:
     assert name == "serve" and params["port"] == 8000 and params["host"] == "0.0.0.0"
     api = compose()["services"]["api"]
     assert api["depends_on"]["trainer"]["condition"] == "service_completed_successfully"
-    assert "8000:8000" in api["ports"]
+    assert [interpolate(p, {}) for p in api["ports"]] == ["8000:8000"]
+    assert [interpolate(p, {"RECSYS_PORT": "18000"}) for p in api["ports"]] == ["18000:8000"]
     assert any("/ready" in part for part in api["healthcheck"]["test"])
 
 
