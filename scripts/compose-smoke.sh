@@ -201,7 +201,7 @@ trap 'exit 130' INT TERM
 # A synthetic log as if it were the user's own (the demo home of `--dataset synthetic` refuses
 # new logs by design): its first 80% is the dataset `up` trains on, the rest plus events on
 # three new items are the new logs of the retrain.
-"$ENGINE" run --rm --network none --user 0 -v "$TMP:/out" "$IMAGE" recsys synth \
+"$ENGINE" run --rm --no-healthcheck --network none --user 0 -v "$TMP:/out" "$IMAGE" recsys synth \
     --users "$USERS" --items "$ITEMS" --events "$EVENTS" --seed 7 --out /out/all.csv >/dev/null
 rows=$(($(wc -l < "$TMP/all.csv") - 1))
 cut=$((rows * 8 / 10))
