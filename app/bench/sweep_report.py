@@ -98,14 +98,20 @@ def markdown(by_dataset: dict[str, list[dict[str, Any]]], done: int, planned: in
     return "\n".join(lines) + "\n"
 
 
-def _bias_panel(ax: Any, dataset: str, rows: list[dict[str, Any]]) -> None:
+def _style(row: dict[str, Any], colors: dict[str, str]) -> dict[str, Any]:
+    """One colour per sampler label; dashed for a loss variant, dotted for m other than 64."""
+    dash = "--" if row["loss_variant"] else "-" if row["num_negatives"] in (None, 64) else ":"
+    return {"color": colors[row["label"]], "ls": dash}
+
+
+def _bias_panel(ax: Any, dataset: str, rows: list[dict[str, Any]], colors: dict[str, str]) -> None:
     """Test NDCG@10 against m per sampler (default loss); full softmax and best published."""
     plain = [r for r in rows if not r["loss_variant"]]
     for label in sorted({r["label"] for r in plain if r["num_negatives"]}):
         pts = sorted(
             (r["num_negatives"], r["test"]["ndcg@10"]) for r in plain if r["label"] == label
         )
-        ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+        ax.plot(*zip(*pts, strict=True), marker="o", label=label, color=colors[label])
     for row in plain:
         if row["sampler"] == "full":
             ax.axhline(row["test"]["ndcg@10"], color="black", ls="--", label="full softmax")
@@ -115,14 +121,15 @@ def _bias_panel(ax: Any, dataset: str, rows: list[dict[str, Any]]) -> None:
     ax.set(xlabel="negatives m", ylabel="test NDCG@10", title="bias curve")
 
 
-def _curve_panels(axes: Any, rows: list[dict[str, Any]]) -> None:
+def _curve_panels(axes: Any, rows: list[dict[str, Any]], colors: dict[str, str]) -> None:
     """Val NDCG@10 against wall-clock minutes and per epoch, one line per run."""
     for row in rows:
         curve = [c for c in row["validation"] if c.get("time/fit_seconds") is not None]
         minutes = [c["time/fit_seconds"] / 60 for c in curve]
         ndcg = [c["val/ndcg@10"] for c in curve]
-        axes[0].plot(minutes, ndcg, marker=".", label=row["name"])
-        axes[1].plot([c["epoch"] + 1 for c in curve], ndcg, marker=".", label=row["name"])
+        style = _style(row, colors)
+        axes[0].plot(minutes, ndcg, marker=".", label=row["name"], **style)
+        axes[1].plot([c["epoch"] + 1 for c in curve], ndcg, marker=".", label=row["name"], **style)
     axes[0].set(xlabel="wall-clock minutes of training", ylabel="val NDCG@10", title="vs time")
     axes[1].set(xlabel="epoch", ylabel="val NDCG@10", title="validation curves")
 
@@ -134,9 +141,11 @@ def plot(dataset: str, rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    labels = sorted({r["label"] for r in rows})
+    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
     fig, axes = plt.subplots(1, 3, figsize=(19, 5))
-    _bias_panel(axes[0], dataset, rows)
-    _curve_panels(axes[1:], rows)
+    _bias_panel(axes[0], dataset, rows, colors)
+    _curve_panels(axes[1:], rows, colors)
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
