@@ -64,7 +64,7 @@ def count_events(ws: Workspace) -> int:
     return int(pl.scan_parquet(parts).select(pl.len()).collect().item())
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
     """Call `write(tmp)` on a temporary sibling of `path`, then rename it onto `path`.
 
     The rename is atomic on one filesystem, so readers see either the old file or the new one.

@@ -217,13 +217,21 @@ class KernelTree:
                 return rows
         return max(1, _CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
 
-    def _descend(self, p: Tensor, num: int) -> tuple[Tensor, Tensor]:
-        """Descend `num` draws per query row of `p [Q, F]`: buckets `[Q, m]`, their log-probs."""
-        q = p.shape[0]
-        node = torch.zeros(q, num, dtype=torch.long, device=p.device)
-        log_p = torch.zeros(q, num, device=p.device)
-        whole_up_to = self._whole_levels_up_to(q, num)
+    def _descend(
+        self, p: Tensor, num: int, forced_leaf: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Descend `num` draws per query row of `p [Q, F]`: buckets `[Q, m]`, their log-probs.
+
+        `forced_leaf [Q]` adds a column m that takes the path to that bucket instead of
+        drawing, so its log-probability comes from the same node scores as the draws'.
+        """
+        q, cols = p.shape[0], num + (forced_leaf is not None)
+        node = torch.zeros(q, cols, dtype=torch.long, device=p.device)
+        log_p = torch.zeros(q, cols, device=p.device)
+        whole_up_to = self._whole_levels_up_to(q, cols)
+        below = len(self.z) - 1  # levels under the current one, down to the buckets
         for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
+            below -= 1
             if level.shape[0] <= whole_up_to:  # score the whole level
                 s = self._scores(p @ level.T, valid).view(q, -1, 2)
                 pair = torch.gather(s, 1, node.unsqueeze(-1).expand(-1, -1, 2))
@@ -232,9 +240,11 @@ class KernelTree:
                 kids = level.view(-1, 2 * level.shape[1]).index_select(0, flat)
                 raw = torch.bmm(kids.view(q, -1, level.shape[1]), p.unsqueeze(-1))
                 ok = valid.view(-1, 2).index_select(0, flat)
-                pair = self._scores(raw.view(q, num, 2), ok.view(q, num, 2))
+                pair = self._scores(raw.view(q, cols, 2), ok.view(q, cols, 2))
             total = pair.sum(-1)
-            go_right = torch.rand(q, num, device=p.device) * total >= pair[..., 0]
+            go_right = torch.rand(q, num, device=p.device) * total[:, :num] >= pair[:, :num, 0]
+            if forced_leaf is not None:  # the forced column draws nothing
+                go_right = torch.cat([go_right, ((forced_leaf >> below) & 1 == 1)[:, None]], 1)
             chosen = torch.where(go_right, pair[..., 1], pair[..., 0])
             log_p += torch.log(chosen) - torch.log(total)
             node = 2 * node + go_right.long()
@@ -242,41 +252,67 @@ class KernelTree:
 
     def _pick_in_bucket(self, weights: Tensor, ok: Tensor) -> tuple[Tensor, Tensor]:
         """Draw one slot per row of `weights [R, b]`; returns slots `[R]` and log-probs `[R]`."""
-        w = torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
+        w = self._masked(weights, ok)
         cdf = torch.cumsum(w, dim=1)
         total = cdf[:, -1:]
         # Inverse CDF: the first slot whose cumulative weight reaches u (cheaper than
         # multinomial's exponentials); the clamp guards against u rounding past the last slot.
         slot = (cdf < torch.rand_like(total) * total).sum(1)
         slot = torch.minimum(slot, ok.sum(1) - 1)
-        log_w = torch.log(w.gather(1, slot.unsqueeze(-1)).squeeze(-1)) - torch.log(total[:, 0])
-        return slot, log_w
+        return slot, self._log_share(w, slot)
+
+    @staticmethod
+    def _masked(weights: Tensor, ok: Tensor) -> Tensor:
+        """Bucket weights `[R, b]` kept off 0 by _TINY, exactly 0 at padding slots."""
+        return torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
+
+    @staticmethod
+    def _log_share(w: Tensor, slot: Tensor) -> Tensor:
+        """`[R]` log of slot `slot [R]`'s share of its row of masked bucket weights `[R, b]`."""
+        return torch.log(w.gather(1, slot.unsqueeze(-1)).squeeze(-1)) - torch.log(w.sum(1))
 
     @torch.no_grad()
-    def sample(self, h: Tensor, num: int, shared: bool) -> tuple[Tensor, Tensor]:
+    def sample(
+        self, h: Tensor, num: int, shared: bool, positives: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Draw `num` items with replacement.
 
         Args:
             h: `[B, d]` query embeddings (L2-normalised for the RFF kernel).
             num: Draws m.
             shared: One set `[m]` from the batch's summed kernel, else `[B, m]` per query.
+            positives: Optional `[B]` item_idx whose one-draw log-probabilities to return
+                too (each under its own query's distribution, or the summed one if shared).
+                Per query they ride along the draws' descent: one extra column of m.
 
         Returns:
-            item_idx (int64) and the log-probability of each draw, `[m]` or `[B, m]`.
+            item_idx (int64), the log-probability of each draw (`[m]` or `[B, m]`), and
+            the positives' `[B]` (None without `positives`).
 
         """
         h = h.detach().to(self.items)
         if shared:
-            return self._sample_shared(h, *self._summed_vector(h), num)
+            ids, log_p = self._sample_shared(h, *self._summed_vector(h), num)
+            pos = None if positives is None else self.log_prob(h, positives, shared=True)
+            return ids, log_p, pos
         p = self._per_query_vectors(h)
-        score_all = self.num_items <= _SCORE_ALL_FACTOR * num * self.b
-        bucket_floats = self.num_items if score_all else num * self.b * h.shape[1]
-        per_chunk = self._rows_per_chunk(num, bucket_floats)
+        cols = num + (positives is not None)
+        score_all = self.num_items <= _SCORE_ALL_FACTOR * cols * self.b
+        bucket_floats = self.num_items if score_all else cols * self.b * h.shape[1]
+        per_chunk = self._rows_per_chunk(cols, bucket_floats)
+        pos = None if positives is None else positives.to(self.items.device)
         parts = [
-            self._sample_rows(h[i : i + per_chunk], p[i : i + per_chunk], num, score_all)
+            self._sample_rows(
+                h[i : i + per_chunk],
+                p[i : i + per_chunk],
+                num,
+                score_all,
+                None if pos is None else pos[i : i + per_chunk],
+            )
             for i in range(0, h.shape[0], per_chunk)
         ]
-        return torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
+        pos_log_p = None if pos is None else torch.cat([c for _, _, c in parts])
+        return torch.cat([a for a, _, _ in parts]), torch.cat([b for _, b, _ in parts]), pos_log_p
 
     def _sample_shared(self, h: Tensor, p: Tensor, coef: Tensor, num: int) -> tuple[Tensor, Tensor]:
         """Shared draws `[m]` from the summed kernel: one descent with p_bar, summed weights."""
@@ -290,25 +326,33 @@ class KernelTree:
         return ids, log_p[0] + log_w
 
     def _sample_rows(
-        self, h: Tensor, p: Tensor, num: int, score_all: bool
-    ) -> tuple[Tensor, Tensor]:
+        self, h: Tensor, p: Tensor, num: int, score_all: bool, positives: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel.
 
         With `score_all` (a catalogue of at most _SCORE_ALL_FACTOR m b items) the bucket
         dots come from one dense [Q, d] x [d, n] product, faster than gathering the m b
-        bucket rows of every query.
+        bucket rows of every query. `positives [Q]` ride along as column m (`_descend`).
         """
-        leaf, log_p = self._descend(p, num)
-        rows, ok = self._bucket_rows(leaf)  # [Q, m, b]
+        forced = None if positives is None else (positives - 1) // self.b
+        leaf, log_p = self._descend(p, num, forced)
+        rows, ok = self._bucket_rows(leaf)  # [Q, cols, b]
         if score_all:
             dots = (h @ self.items.T).gather(1, rows.flatten(1)).view_as(rows)
         else:
             bucket_items = self.items.index_select(0, rows.flatten()).view(*rows.shape, -1)
             dots = torch.einsum("qmbd,qd->qmb", bucket_items, h)
-        weights = self.fmap.kernel(dots).flatten(0, 1)
-        slot, log_w = self._pick_in_bucket(weights, ok.flatten(0, 1))
-        ids = rows.flatten(0, 1).gather(1, slot.unsqueeze(-1)).view_as(leaf)
-        return ids, log_p + log_w.view_as(leaf)
+        weights = self.fmap.kernel(dots)
+        drawn = weights[:, :num].flatten(0, 1), ok[:, :num].flatten(0, 1)
+        slot, log_w = self._pick_in_bucket(*drawn)
+        ids = rows[:, :num].flatten(0, 1).gather(1, slot.unsqueeze(-1)).view(-1, num)
+        draws = log_p[:, :num] + log_w.view(-1, num)
+        if positives is None or forced is None:
+            return ids, draws, None
+        mine = self._log_share(
+            self._masked(weights[:, num], ok[:, num]), positives - 1 - forced * self.b
+        )
+        return ids, draws, log_p[:, num] + mine
 
     @torch.no_grad()
     def log_prob_all(self, h: Tensor, shared: bool = False) -> Tensor:
@@ -374,6 +418,4 @@ class KernelTree:
             weights = self.fmap.mixture_kernel(h, coef, self.items[rows.flatten()]).view_as(rows)
         else:
             weights = self.fmap.kernel(torch.einsum("qbd,qd->qb", self.items[rows], h))
-        w = torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
-        mine = w.gather(1, (ids - 1 - leaf * self.b).unsqueeze(1))[:, 0]
-        return log_p + torch.log(mine) - torch.log(w.sum(1))
+        return log_p + self._log_share(self._masked(weights, ok), ids - 1 - leaf * self.b)

@@ -87,7 +87,7 @@ def test_draw_frequencies_match_log_probs_before_and_after_update(
     tree = KernelTree(fmap, b)
     tree.rebuild(emb)
     for stage in ("before", "after"):
-        ids, log_p = tree.sample(h, 60_000 if shared else 20_000, shared=shared)
+        ids, log_p, _ = tree.sample(h, 60_000 if shared else 20_000, shared=shared)
         expected = tree.log_prob_all(h, shared=shared)
         if shared:
             assert ids.shape == (60_000,)
@@ -109,7 +109,7 @@ def test_chi_square_detects_a_wrong_distribution() -> None:
     tree = KernelTree(QuadraticFeatures(d, 100.0), 8)
     tree.rebuild(table(n, d))
     h = unit(1, d, seed=4)
-    ids, _ = tree.sample(h, 40_000, shared=True)
+    ids, _, _ = tree.sample(h, 40_000, shared=True)
     right = tree.log_prob_all(h)[0].exp()
     wrong = right.clone()
     wrong[1:] = right[1:].view(5, 8).sum(1, keepdim=True).expand(5, 8).flatten() / 8
@@ -158,7 +158,7 @@ def test_clamped_rff_scores_still_report_the_procedure_probability() -> None:
     assert (raw < 1e-3).any()  # clamping is exercised, not hypothetical
     log_p = tree.log_prob_all(h)[0]
     torch.testing.assert_close(log_p[1:].exp().sum(), torch.tensor(1.0))
-    ids, log_draw = tree.sample(h, 50_000, shared=True)
+    ids, log_draw, _ = tree.sample(h, 50_000, shared=True)
     torch.testing.assert_close(log_draw, log_p[ids])
     assert chi2_pvalue(ids, log_p.exp()) > 1e-3
 
@@ -171,13 +171,36 @@ def test_few_draws_per_query_use_the_gather_path_and_stay_exact() -> None:
     tree.rebuild(table(n, d))
     h = unit(1, d, seed=6)
     expected = tree.log_prob_all(h)[0]
-    ids, log_p = tree.sample(h.expand(15_000, d), 2, shared=False)
+    ids, log_p, _ = tree.sample(h.expand(15_000, d), 2, shared=False)
     torch.testing.assert_close(log_p, expected[ids])
     assert chi2_pvalue(ids, expected.exp()) > 1e-3
-    shared = [tree.sample(h, 2, shared=True) for _ in range(2000)]
+    shared = [tree.sample(h, 2, shared=True)[:2] for _ in range(2000)]
     ids = torch.cat([s[0] for s in shared])
     torch.testing.assert_close(torch.cat([s[1] for s in shared]), expected[ids])
     assert chi2_pvalue(ids, expected.exp()) > 1e-3
+
+
+@pytest.mark.parametrize(("n", "b", "m"), [(300, 3, 2), (37, 5, 64), (1000, 1, 1)])
+@pytest.mark.parametrize("fmap", ["quadratic", "rff"])
+def test_the_positives_log_probs_from_a_draw_equal_the_brute_force(
+    n: int, b: int, m: int, fmap: str
+) -> None:
+    """The positives' log q that ride along a draw (per query: one more forced path of the
+    descent, through gathered or whole-level scores) equal `log_prob_all` at those ids."""
+    d = 6
+    quadratic = fmap == "quadratic"
+    tree = KernelTree(
+        QuadraticFeatures(d, 100.0) if quadratic else RandomFourierFeatures(d, 16, 4.0), b
+    )
+    tree.rebuild(table(n, d))
+    h = unit(40, d, seed=3)
+    positives = torch.randint(1, n + 1, (40,), generator=torch.Generator().manual_seed(4))
+    _, _, pos = tree.sample(h, m, shared=False, positives=positives)
+    assert pos is not None
+    torch.testing.assert_close(pos, tree.log_prob_all(h).gather(1, positives[:, None])[:, 0])
+    _, _, pos = tree.sample(h, m, shared=True, positives=positives)
+    assert pos is not None
+    torch.testing.assert_close(pos, tree.log_prob_all(h, shared=True)[0, positives])
 
 
 @pytest.mark.slow
@@ -188,7 +211,7 @@ def test_a_million_items_with_256_frequencies_fit_in_bucket_sized_memory() -> No
     node_bytes = tree.memory_bytes() - (n + 1) * d * 4
     assert node_bytes <= 2 * (n // 32 + 1) * 512 * 4 + tree.depth * 512 * 4  # ~2 (n / b) F
     assert node_bytes < 160 * 2**20
-    ids, log_p = tree.sample(unit(256, d, seed=1), 1024, shared=True)
+    ids, log_p, _ = tree.sample(unit(256, d, seed=1), 1024, shared=True)
     assert ids.shape == (1024,) and torch.isfinite(log_p).all() and (log_p <= 0).all()
 
 

@@ -76,11 +76,11 @@ class KernelTreeSampler:
         """Shared `[m]` draws from the batch's summed kernel, or `[N, m]` per query (per_query).
 
         log_q = log(m q_i) with q_i the probability under the tree as it is now; pos_log_q
-        the same for each positive (`KernelTree.log_prob`, O((F + b d) log n) per query).
+        the same for each positive (per query, one more path in the draws' descent).
         """
         tree = self._built()
-        ids, log_p = tree.sample(queries, num, shared=not self.per_query)
-        pos_log_p = tree.log_prob(queries, positives, shared=not self.per_query)
+        ids, log_p, pos_log_p = tree.sample(queries, num, not self.per_query, positives)
+        assert pos_log_p is not None  # positives were given
         dev = queries.device
         return Negatives(
             ids=ids.to(dev),
