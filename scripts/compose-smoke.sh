@@ -113,9 +113,11 @@ else
         else
             # No registry: a Debian bookworm root filesystem with Python 3.11 stands in.
             log "no registry answers: building a local stand-in for $BASE_IMAGE"
-            if [[ ! -s "$STATE/base.tar" ]]; then
+            if [[ ! -f "$STATE/base.tar" ]]; then
+                rm -rf "$STATE/base.tar" "$STATE/base.tar.part"  # not a tarball: made again
                 command -v mmdebstrap >/dev/null || apt_install mmdebstrap
-                mmdebstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates \
+                mmdebstrap --variant=minbase --format=tar \
+                    --include=python3,python3-pip,python3-venv,ca-certificates \
                     bookworm "$STATE/base.tar.part" >/dev/null 2>&1 || die "mmdebstrap failed"
                 mv "$STATE/base.tar.part" "$STATE/base.tar"
             fi
