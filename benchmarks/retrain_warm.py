@@ -104,6 +104,7 @@ def main(
         _step(
             out / f"{name}.json", lambda n=name, f=flags: _variant(work, n, f, new, sets, threads)
         )
+        _step(out / f"{name}_new_items.json", lambda n=name: _new_item_rows(work, out, n))
     _paired(out, work)
 
 
