@@ -14,7 +14,7 @@ from typer._click.exceptions import NoArgsIsHelpError
 from typer.exceptions import TyperException
 
 from app.cli_common import setup_logging
-from app.commands import bench, clean_cmds, data_cmds, serve_cmds, train_cmds
+from app.commands import bench, clean_cmds, data_cmds, serve_cmds, train_cmds, tune_cmds
 from data.errors import RecsysInputError
 
 log = logging.getLogger("recsys")
@@ -35,7 +35,7 @@ def _root(
     setup_logging(verbose)
 
 
-for module in (data_cmds, train_cmds, serve_cmds, clean_cmds, bench):
+for module in (data_cmds, train_cmds, tune_cmds, serve_cmds, clean_cmds, bench):
     module.register(app)
 
 

@@ -70,6 +70,11 @@ class Workspace:
         return self.root / "models"
 
     @property
+    def tune_dir(self) -> Path:
+        """`recsys tune`'s default output: study.db, trials.json, best.yaml, trial runs."""
+        return self.root / "tune"
+
+    @property
     def retrain_journal_path(self) -> Path:
         """`retrain.json`: the retrain in progress (its inputs' key, version, counts)."""
         return self.root / "retrain.json"

@@ -311,7 +311,7 @@ class KernelTree:
             )
             for i in range(0, h.shape[0], per_chunk)
         ]
-        pos_log_p = None if pos is None else torch.cat([c for _, _, c in parts])
+        pos_log_p = None if pos is None else torch.cat([c for _, _, c in parts if c is not None])
         return torch.cat([a for a, _, _ in parts]), torch.cat([b for _, b, _ in parts]), pos_log_p
 
     def _sample_shared(self, h: Tensor, p: Tensor, coef: Tensor, num: int) -> tuple[Tensor, Tensor]:

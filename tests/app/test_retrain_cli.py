@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -26,30 +24,6 @@ PAYLOAD = {
     "version", "previous_version", "published", "reason", "metrics", "new_items", "new_users",
     "new_events", "rejected",
 }  # fmt: skip
-
-
-@dataclass
-class Done:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    """The real CLI entry point in-process (no interpreter start)."""
-    from app.cli import main
-
-    def run(*args: str, home: Path, **env: str) -> Done:
-        monkeypatch.setattr(sys, "argv", ["recsys", *args, "--home", str(home)])
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-        out = capsys.readouterr()
-        return Done(int(exit_info.value.code or 0), out.out, out.err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

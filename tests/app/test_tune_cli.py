@@ -1,0 +1,89 @@
+"""`recsys tune`: trials on the validation split, the table, best.yaml, resuming, pruning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.config import load_config
+from training.pipeline import load_splits
+from training.trainer import fit
+from training.tune import SEARCH_SPACE, PruneOnValidation, _Callbacks, open_study
+
+QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
+SEARCHED = set(SEARCH_SPACE) - {"model.max_len"}  # a key given with --set is not searched
+
+
+@pytest.fixture(scope="module")
+def log_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tune") / "events.csv"
+    generate_events(100, 50, 1000, seed=5).write_csv(path)
+    return path
+
+
+def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
+    run_cli, log_file: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    done = run_cli(
+        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "4", *QUICK,
+        home=home,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["trial", "state", "val"] and len(lines) == 4
+    summary = json.loads((home / "tune" / "trials.json").read_text())
+    assert [t["number"] for t in summary["trials"]] == [0, 1]
+    for trial in summary["trials"]:
+        assert set(trial["params"]) == SEARCHED and trial["config"]["model"]["max_len"] == 10
+        assert trial["state"] in ("complete", "pruned") and trial["config"] is not None
+        assert trial["config"]["train"]["max_minutes"] <= 4 / 2
+    complete = [t for t in summary["trials"] if t["state"] == "complete"]
+    best = max(complete, key=lambda t: t["val_ndcg@10"])
+    assert summary["best"] == {"number": best["number"], "val_ndcg@10": best["val_ndcg@10"]}
+    assert lines[-1].startswith(f"best: trial {best['number']}, val ndcg@10")
+    cfg = load_config([home / "tune" / "best.yaml"], [])
+    for key, value in best["params"].items():
+        section, name = key.split(".")
+        assert getattr(getattr(cfg, section), name) == value
+    assert cfg.train.max_epochs == 2 and cfg.model.max_len == 10
+    assert cfg.train.max_minutes is None  # the trial's cap is not kept
+
+    again = run_cli("tune", "--trials", "3", "--budget-minutes", "4", "--json", *QUICK, home=home)
+    assert again.returncode == 0, again.stderr
+    assert [t["number"] for t in json.loads(again.stdout)["trials"]] == [0, 1, 2]
+
+
+def test_a_trial_cut_short_is_failed_and_its_settings_run_first(tmp_path: Path) -> None:
+    study = open_study(tmp_path, seed=0)
+    killed = study.ask()
+    params = {key: suggest(killed, key) for key, suggest in SEARCH_SPACE.items()}
+    resumed = open_study(tmp_path, seed=0)  # as a new sitting after a kill would
+    states = [t.state for t in resumed.get_trials()]
+    assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
+    retry = resumed.ask()
+    assert {key: suggest(retry, key) for key, suggest in SEARCH_SPACE.items()} == params
+
+
+def test_the_callback_stops_a_real_fit_when_the_pruner_says_so(ws: Workspace, log_file: Path):
+    from data.datasets import prepare_dataset
+
+    prepare_dataset(ws, str(log_file))
+    cfg = load_config([], ["model.dim=16", "model.num_layers=1", "train.max_epochs=5"])
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(2.0))
+    trial = study.ask()
+    with pytest.raises(optuna.TrialPruned, match="at epoch 0"):
+        fit(
+            cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=_Callbacks(PruneOnValidation(trial))
+        )
+    assert list(study.trials[0].intermediate_values) == [0]
+
+
+def test_bad_budget_is_exit_2(run_cli, tmp_path: Path) -> None:
+    done = run_cli("tune", "--budget-minutes", "0", home=tmp_path)
+    assert done.returncode == 2 and "--budget-minutes" in done.stderr

@@ -1,0 +1,247 @@
+"""`recsys tune`: a small hyper-parameter search on a home's validation split, within a budget.
+
+Optuna's TPE sampler proposes each trial's settings from `SEARCH_SPACE`; a trial is one
+`training.trainer.fit` capped at its share of the budget, scored by the best val NDCG@10 of
+the fit (the test split is never evaluated). A Lightning callback reports every validation
+round to Optuna and stops a trial that the median pruner judges hopeless. The study lives in
+`OUT/study.db` (SQLite), so the same command resumes: finished trials are kept, a trial cut
+short by a kill is marked failed and its settings are tried again first, and the budget counts
+the minutes the finished trials already took. Each trial's config and score go to
+`OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from pytorch_lightning.callbacks import Callback
+
+from data.split import Splits
+from data.store import atomic_write
+from data.workspace import Workspace
+from training.config import RecsysConfig
+from training.trainer import MONITOR
+
+log = logging.getLogger(__name__)
+
+# name -> how the trial proposes it. Every key is a `section.key` of the config.
+SEARCH_SPACE: dict[str, Callable[[optuna.Trial, str], Any]] = {
+    "model.dim": lambda t, k: t.suggest_categorical(k, [64, 128, 256]),
+    "model.num_layers": lambda t, k: t.suggest_int(k, 1, 3),
+    "model.num_heads": lambda t, k: t.suggest_categorical(k, [1, 2]),
+    "model.dropout": lambda t, k: t.suggest_float(k, 0.1, 0.6),
+    "model.temperature": lambda t, k: t.suggest_float(k, 0.02, 0.2, log=True),
+    "model.max_len": lambda t, k: t.suggest_categorical(k, [20, 50, 100]),
+    "train.lr": lambda t, k: t.suggest_float(k, 3e-4, 1e-2, log=True),
+    "train.batch_size": lambda t, k: t.suggest_categorical(k, [64, 128, 256]),
+}
+STUDY = "recsys-tune"
+
+
+@dataclass
+class TuneRequest:
+    """What to search: the base config, where to write, the budget and the number of trials."""
+
+    base: RecsysConfig
+    out: Path
+    budget_minutes: float
+    trials: int
+    seed: int = 0
+    fixed: frozenset[str] = frozenset()  # `section.key`s the user set: left out of the search
+
+    def space(self) -> dict[str, Callable[[optuna.Trial, str], Any]]:
+        """The search space less the fixed keys."""
+        return {key: how for key, how in SEARCH_SPACE.items() if key not in self.fixed}
+
+
+class PruneOnValidation(Callback):
+    """Reports val NDCG@10 after each validation round; raises `optuna.TrialPruned` when told."""
+
+    def __init__(self, trial: optuna.Trial) -> None:
+        self.trial = trial
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        """Report the round's score at step = epoch; stop the fit if the pruner says so."""
+        score = trainer.callback_metrics.get(MONITOR)
+        if score is None or trainer.sanity_checking:
+            return
+        self.trial.report(float(score), step=trainer.current_epoch)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(
+                f"val ndcg@10 {float(score):.4f} at epoch {trainer.current_epoch}"
+            )
+
+
+class _Callbacks:
+    """A `fit` start hook that only adds callbacks (no warm start)."""
+
+    def __init__(self, *callbacks: Callback) -> None:
+        self.callbacks = list(callbacks)
+
+    def apply(self, module: Any) -> list[Callback]:
+        return self.callbacks
+
+
+def trial_config(base: RecsysConfig, params: dict[str, Any], minutes: float) -> RecsysConfig:
+    """`base` with the trial's `params` and its time cap (`train.max_minutes`)."""
+    dump = base.model_dump()
+    for key, value in {**params, "train.max_minutes": minutes}.items():
+        section, name = key.split(".")
+        dump[section][name] = value
+    return RecsysConfig.model_validate(dump)
+
+
+def open_study(out: Path, seed: int) -> optuna.Study:
+    """The study in `out/study.db`, created or resumed.
+
+    The caller holds the home's training lock, so a trial still marked running was cut short
+    by a kill: it is marked failed and its settings are queued to run first.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    study = optuna.create_study(
+        storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY, direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True,
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
+    )  # fmt: skip
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(trial.params)
+        log.info("tune: trial %d was cut short; its settings run again", trial.number)
+    return study
+
+
+def trial_minutes(trial: optuna.trial.FrozenTrial) -> float | None:
+    """Wall minutes from a trial's start to its end; None while it runs."""
+    if trial.datetime_start is None or trial.datetime_complete is None:
+        return None
+    return (trial.datetime_complete - trial.datetime_start).total_seconds() / 60.0
+
+
+def minutes_spent(study: optuna.Study) -> float:
+    """Wall minutes of the trials that have ended, in earlier sittings or this one."""
+    return sum(trial_minutes(t) or 0.0 for t in study.get_trials(deepcopy=False))
+
+
+def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dict[str, Any]:
+    """Run the search (module docstring) on `ws`'s validation split; the trials and the best.
+
+    Raises:
+        HomeBusyError: a training, retrain or tune holds the home.
+
+    """
+    from data.datasets import prepare_dataset
+    from data.lock import training_lock
+    from training.pipeline import load_splits
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # `_progress` says what matters
+    with training_lock(ws, "tune"):
+        prepare_dataset(ws, dataset)
+        splits = load_splits(ws, request.base)
+        study = open_study(request.out, request.seed)
+        left = request.trials - len(study.get_trials(deepcopy=False, states=_ENDED))
+        minutes = request.budget_minutes - minutes_spent(study)
+        if left > 0 and minutes > 0:
+            log.info("tune: %d trials in %.1f minutes, %s", left, minutes, request.out)
+            objective = _Objective(request, study, splits)
+            study.optimize(objective, n_trials=left, timeout=60.0 * minutes, callbacks=[_progress])
+        return write_results(study, request)
+
+
+_ENDED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
+class _Objective:
+    """One trial: propose, fit within its share of the budget, score the best val NDCG@10."""
+
+    def __init__(self, request: TuneRequest, study: optuna.Study, splits: Splits) -> None:
+        self.request, self.study, self.splits = request, study, splits
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        from training.pipeline import measure
+        from training.trainer import fit
+
+        params = {key: suggest(trial, key) for key, suggest in self.request.space().items()}
+        share = self.request.budget_minutes / self.request.trials
+        left = self.request.budget_minutes - minutes_spent(self.study)
+        cap = max(min(share, left), 0.05)
+        trial.set_user_attr("max_minutes", cap)
+        cfg = trial_config(self.request.base, params, cap)
+        run_dir = self.request.out / "runs" / f"trial-{trial.number}"
+        shutil.rmtree(run_dir, ignore_errors=True)  # a killed sitting's leftovers
+        try:
+            fitted = fit(cfg, self.splits, run_dir, start=_Callbacks(PruneOnValidation(trial)))
+            trial.set_user_attr("epochs", len(fitted.epoch_seconds))
+            return measure(fitted.module, fitted.data, cfg, "val")["ndcg@10"]
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _progress(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    score = "-" if trial.value is None else f"{trial.value:.4f}"
+    best = _best(study)
+    log.info(
+        "tune: trial %d %s, val ndcg@10 %s; best %s", trial.number, trial.state.name.lower(),
+        score, "-" if best is None else f"{best.value:.4f} (trial {best.number})",
+    )  # fmt: skip
+
+
+def _best(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return max(done, key=lambda t: float(t.value or 0.0), default=None)
+
+
+def trial_record(trial: optuna.trial.FrozenTrial, base: RecsysConfig) -> dict[str, Any]:
+    """What trials.json keeps of a trial: state, score, cost, settings and its whole config."""
+    cap = trial.user_attrs.get("max_minutes")
+    minutes = trial_minutes(trial)
+    config = trial_config(base, trial.params, cap).model_dump() if cap and trial.params else None
+    return {
+        "number": trial.number, "state": trial.state.name.lower(), "val_ndcg@10": trial.value,
+        "minutes": None if minutes is None else round(minutes, 2), "max_minutes": cap,
+        "epochs": trial.user_attrs.get("epochs"), "params": trial.params, "config": config,
+    }  # fmt: skip
+
+
+def best_settings(best: optuna.trial.FrozenTrial, base: RecsysConfig) -> dict[str, Any]:
+    """The best trial's config where it differs from the defaults, without the trial's cap."""
+    chosen = trial_config(base, best.params, 1.0).model_dump(mode="json")
+    defaults = RecsysConfig().model_dump(mode="json")
+    diff: dict[str, Any] = {}
+    for section, values in chosen.items():
+        changed = {k: v for k, v in values.items() if v != defaults[section][k]}
+        if section == "train":
+            changed.pop("max_minutes", None)  # the trial's cap, not a setting to keep
+        if changed:
+            diff[section] = changed
+    if base.train.max_minutes is not None:
+        diff.setdefault("train", {})["max_minutes"] = base.train.max_minutes
+    return diff
+
+
+def write_results(study: optuna.Study, request: TuneRequest) -> dict[str, Any]:
+    """`trials.json` and `best.yaml` (when a trial completed); returns the summary."""
+    trials = [trial_record(t, request.base) for t in study.get_trials(deepcopy=False)]
+    best = _best(study)
+    summary = {
+        "out": str(request.out), "budget_minutes": request.budget_minutes,
+        "minutes_spent": round(minutes_spent(study), 2), "trials": trials,
+        "best": None if best is None else {"number": best.number, "val_ndcg@10": best.value},
+        "best_config": None,
+    }  # fmt: skip
+    if best is not None:
+        path = request.out / "best.yaml"
+        head = f"# recsys tune: trial {best.number}, val ndcg@10 {best.value:.4f}\n"
+        text = head + yaml.safe_dump(best_settings(best, request.base), sort_keys=False)
+        atomic_write(path, lambda tmp: tmp.write_text(text))
+        summary["best_config"] = str(path)
+    body = json.dumps(summary, indent=1) + "\n"
+    atomic_write(request.out / "trials.json", lambda tmp: tmp.write_text(body))
+    return summary
