@@ -16,6 +16,7 @@ each user's history is one immutable tuple, replaced by a single dict assignment
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Sequence
 
@@ -52,6 +53,12 @@ class HistoryStore:
 
     def __len__(self) -> int:
         return len(self._histories)
+
+    def sample(self, n: int, seed: int = 0) -> list[Sequence[str]]:
+        """Up to `n` users' histories, drawn without replacement (the same for a seed and store)."""
+        histories = self._histories
+        users = random.Random(seed).sample(sorted(histories), min(n, len(histories)))
+        return [histories[user] for user in users]
 
     def record(self, rows: Sequence[RawRow], source: str) -> tuple[IngestReport, pl.DataFrame]:
         """Ingest `rows` as one part (see `data.ingest.ingest_rows`), then merge it in.

@@ -1,16 +1,15 @@
-"""Nearest-neighbour indexes over item embeddings (faiss, inner product), in item_idx space.
+"""The item index a bundle is served with: its kind chosen, built or read from the bundle's cache.
 
-`FlatIndex` is exact; `HNSWIndex` and `IVFIndex` are approximate and are the default for
-catalogues above `FLAT_MAX_ITEMS`. Row 0 of the embedding table (padding) is never indexed,
-so it is never returned: faiss position p holds item_idx p + 1.
+Flat (exact) up to `FLAT_MAX_ITEMS` items, else HNSW, unless the settings name a kind
+(`serving.index_kinds`). An approximate index's recall@10 against exact search is measured
+when it is built and kept beside its cached file (`serving.index_recall`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,205 +17,21 @@ import faiss
 import numpy as np
 
 from data.errors import RecsysInputError
+from serving.index_kinds import (
+    FLAT_MAX_ITEMS,
+    FlatIndex,
+    HNSWIndex,
+    IndexParams,
+    ItemIndex,
+    IVFIndex,
+    IVFPQIndex,
+)
+from serving.index_recall import RECALL_K, load_quality, measure, save_quality
 
 log = logging.getLogger(__name__)
 
-FLAT_MAX_ITEMS = 200_000
-INDEX_KINDS = ("auto", "flat", "hnsw", "ivf")
-
-
-@dataclass(frozen=True)
-class IndexParams:
-    """Index choice and its build/search parameters.
-
-    Attributes:
-        kind: auto (flat up to FLAT_MAX_ITEMS items, else hnsw), flat, hnsw or ivf.
-        hnsw_m: HNSW graph degree M.
-        hnsw_ef_construction: HNSW build-time beam width.
-        hnsw_ef_search: HNSW search-time beam width (raised to k when k is larger).
-        ivf_nlist: IVF number of clusters (0 = about 4 * sqrt(n)).
-        ivf_nprobe: IVF clusters visited per query.
-
-    """
-
-    kind: str = "auto"
-    hnsw_m: int = 32
-    hnsw_ef_construction: int = 80
-    hnsw_ef_search: int = 64
-    ivf_nlist: int = 0
-    ivf_nprobe: int = 16
-
-
-class ItemIndex(ABC):
-    """Top-k inner-product search over items 1..n.
-
-    Attributes:
-        kind: The index kind name.
-        size: Number of indexed items n.
-        dim: Embedding dimension d.
-
-    """
-
-    kind = "base"
-
-    def __init__(self, embeddings: np.ndarray, params: IndexParams, prebuilt: Any = None) -> None:
-        """Build the index from the full table [n + 1, d] (row 0 = padding, skipped).
-
-        Args:
-            embeddings: float32 [n + 1, d].
-            params: Build and search parameters.
-            prebuilt: A faiss index already built from these rows (read from a cache).
-
-        """
-        if embeddings.ndim != 2 or embeddings.shape[0] < 2:
-            raise RecsysInputError("the index needs an embedding table [n + 1, d] with n >= 1")
-        self.size = int(embeddings.shape[0] - 1)
-        self.dim = int(embeddings.shape[1])
-        self.params = params
-        if prebuilt is not None and prebuilt.ntotal == self.size and prebuilt.d == self.dim:
-            self._faiss = prebuilt
-            self.nlist = getattr(prebuilt, "nlist", 0)
-        else:
-            self._faiss = self._build(np.ascontiguousarray(embeddings[1:], dtype=np.float32))
-
-    def save(self, path: Path) -> None:
-        """Write the faiss index to `path` atomically (temp file, then rename)."""
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        faiss.write_index(self._faiss, str(tmp))
-        os.replace(tmp, path)
-
-    @abstractmethod
-    def _build(self, vectors: np.ndarray) -> Any:
-        """Create and fill the faiss index from the item rows [n, d]."""
-
-    def _prepare_search(self, k: int) -> Any:
-        """Faiss SearchParameters for this k (None = index defaults)."""
-        return None
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k items by inner product.
-
-        Args:
-            queries: float32 [Q, d].
-            k: Results per query; clamped to n.
-
-        Returns:
-            ids: int64 [Q, k'] item_idx (k' = min(k, n)), best first; -1 marks a missing
-                result (approximate indexes may find fewer than k), never 0.
-            scores: float32 [Q, k'] inner products (-inf where ids is -1).
-
-        """
-        k = max(1, min(int(k), self.size))
-        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
-        params = self._prepare_search(k)
-        if params is None:
-            scores, pos = self._faiss.search(q, k)
-        else:
-            scores, pos = self._faiss.search(q, k, params=params)
-        missing = pos < 0
-        ids = np.where(missing, -1, pos + 1).astype(np.int64)
-        scores = np.where(missing, -np.inf, scores).astype(np.float32)
-        return ids, scores
-
-    def search_by_magnitude(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k items by |q . c|, for models trained with the absolute softmax.
-
-        The k best of q . c and the k best of -(q . c) hold the k best of |q . c|; they are
-        merged by magnitude (an item found by both searches is kept once).
-
-        Args:
-            queries: float32 [Q, d].
-            k: Results per query; clamped to n.
-
-        Returns:
-            As `search`, with scores |q . c|.
-
-        """
-        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
-        both_ids, both_scores = self.search(np.concatenate([q, -q]), k)  # one call, [2Q, k]
-        ids = np.concatenate([both_ids[: len(q)], both_ids[len(q) :]], axis=1)  # [Q, 2k]
-        scores = np.concatenate([both_scores[: len(q)], both_scores[len(q) :]], axis=1)
-        scores = np.where(ids < 0, -np.inf, np.abs(scores))
-        width = both_ids.shape[1]
-        out_ids = np.full((len(q), width), -1, dtype=np.int64)
-        out_scores = np.full((len(q), width), -np.inf, dtype=np.float32)
-        for row in range(len(q)):
-            order = np.argsort(-scores[row], kind="stable")
-            _, first = np.unique(ids[row, order], return_index=True)
-            keep = order[np.sort(first)]
-            keep = keep[ids[row, keep] >= 0][:width]
-            out_ids[row, : len(keep)] = ids[row, keep]
-            out_scores[row, : len(keep)] = scores[row, keep]
-        return out_ids, out_scores
-
-    def describe(self) -> dict[str, Any]:
-        """Kind, size and parameters (for logs, /metrics and benchmarks)."""
-        return {"kind": self.kind, "size": self.size, "dim": self.dim}
-
-
-class FlatIndex(ItemIndex):
-    """Exact inner-product search (faiss IndexFlatIP)."""
-
-    kind = "flat"
-
-    def _build(self, vectors: np.ndarray) -> Any:
-        index = faiss.IndexFlatIP(self.dim)
-        index.add(vectors)
-        return index
-
-
-class HNSWIndex(ItemIndex):
-    """Approximate search on an HNSW graph (faiss IndexHNSWFlat, inner product)."""
-
-    kind = "hnsw"
-
-    def _build(self, vectors: np.ndarray) -> Any:
-        index = faiss.IndexHNSWFlat(self.dim, self.params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = self.params.hnsw_ef_construction
-        index.add(vectors)
-        return index
-
-    def _prepare_search(self, k: int) -> Any:
-        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
-        params.efSearch = max(self.params.hnsw_ef_search, k)
-        return params
-
-    def describe(self) -> dict[str, Any]:
-        """Kind, size and HNSW parameters."""
-        p = self.params
-        return super().describe() | {
-            "M": p.hnsw_m,
-            "efConstruction": p.hnsw_ef_construction,
-            "efSearch": p.hnsw_ef_search,
-        }
-
-
-class IVFIndex(ItemIndex):
-    """Approximate search over k-means cells (faiss IndexIVFFlat, inner product)."""
-
-    kind = "ivf"
-
-    def _build(self, vectors: np.ndarray) -> Any:
-        nlist = self.params.ivf_nlist or max(1, int(4 * np.sqrt(len(vectors))))
-        self.nlist = min(nlist, len(vectors))
-        quantizer = faiss.IndexFlatIP(self.dim)
-        index = faiss.IndexIVFFlat(quantizer, self.dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
-        # k-means on a sample is enough for the cell centres and keeps big builds fast
-        rng = np.random.default_rng(0)
-        sample = vectors[rng.permutation(len(vectors))[: self.nlist * 64]]
-        index.train(sample)
-        index.add(vectors)
-        self._quantizer = quantizer  # faiss does not own it from Python: keep it alive
-        return index
-
-    def _prepare_search(self, k: int) -> Any:
-        params = faiss.SearchParametersIVF()
-        params.nprobe = min(self.params.ivf_nprobe, self.nlist)
-        return params
-
-    def describe(self) -> dict[str, Any]:
-        """Kind, size and IVF parameters."""
-        return super().describe() | {"nlist": self.nlist, "nprobe": self.params.ivf_nprobe}
+INDEX_KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
+QuerySample = Callable[[], "np.ndarray | None"]  # real query vectors [Q, d] for the recall check
 
 
 def resolve_kind(num_items: int, params: IndexParams) -> str:
@@ -236,11 +51,16 @@ def cache_name(num_items: int, params: IndexParams) -> str | None:
         return f"index-hnsw-M{params.hnsw_m}-efc{params.hnsw_ef_construction}.faiss"
     if kind == "ivf":
         return f"index-ivf-nlist{params.ivf_nlist}.faiss"
+    if kind == "ivfpq":
+        return f"index-ivfpq-nlist{params.ivf_nlist}-m{params.pq_m}-b{params.pq_bits}.faiss"
     return None
 
 
 def build_index(
-    embeddings: np.ndarray, params: IndexParams | None = None, cache_dir: Path | None = None
+    embeddings: np.ndarray,
+    params: IndexParams | None = None,
+    cache_dir: Path | None = None,
+    queries: QuerySample | None = None,
 ) -> ItemIndex:
     """Build the index `params.kind` names ("auto": flat up to FLAT_MAX_ITEMS, else HNSW).
 
@@ -250,9 +70,11 @@ def build_index(
         cache_dir: The bundle directory: an approximate index is read from a cached build
             there when present, else built and saved there (bundles never change, so a cache
             named by its build parameters cannot go stale; a read-only bundle is fine).
+        queries: Gives real query vectors for the recall check of an approximate index,
+            called only when recall is measured (a fresh build); item rows stand in without.
 
     Raises:
-        RecsysInputError: an unknown kind.
+        RecsysInputError: an unknown kind, or IVF-PQ parameters that do not fit the table.
 
     """
     params = params or IndexParams()
@@ -260,20 +82,65 @@ def build_index(
     cls = _CLASSES[resolve_kind(n, params)]
     name = cache_name(n, params)
     path = cache_dir / name if cache_dir is not None and name else None
-    if path is not None and path.is_file():
-        try:
-            # read_index already returns the concrete class; wrapping it again with
-            # downcast_index would leave a wrapper whose owner is freed (garbage reads)
-            return cls(embeddings, params, prebuilt=faiss.read_index(str(path)))
-        except RuntimeError as err:
-            log.warning("ignoring unreadable index cache %s: %s", path, err)
-    index = cls(embeddings, params)
-    if path is not None:
-        try:
-            index.save(path)
-        except (OSError, RuntimeError) as err:
-            log.info("index cache not written (%s): %s", path, err)
+    start = time.perf_counter()
+    index = _read_cache(cls, embeddings, params, path)
+    if index is not None:
+        index.quality = load_quality(path) if path is not None else None
+    else:
+        index = cls(embeddings, params)
+        _write_cache(index, path)
+    if cls is not FlatIndex and index.quality is None:
+        index.quality = _measure_recall(index, embeddings, queries, time.perf_counter() - start)
+        if path is not None:
+            _write_cache_note(path, index.quality)
     return index
 
 
-_CLASSES: dict[str, type[ItemIndex]] = {"flat": FlatIndex, "hnsw": HNSWIndex, "ivf": IVFIndex}
+def _read_cache(
+    cls: type[ItemIndex], embeddings: np.ndarray, params: IndexParams, path: Path | None
+) -> ItemIndex | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        # read_index already returns the concrete class; wrapping it again with
+        # downcast_index would leave a wrapper whose owner is freed (garbage reads)
+        return cls(embeddings, params, prebuilt=faiss.read_index(str(path)))
+    except RuntimeError as err:
+        log.warning("ignoring unreadable index cache %s: %s", path, err)
+        return None
+
+
+def _write_cache(index: ItemIndex, path: Path | None) -> None:
+    if path is None:
+        return
+    try:
+        index.save(path)
+    except (OSError, RuntimeError) as err:
+        log.info("index cache not written (%s): %s", path, err)
+
+
+def _measure_recall(
+    index: ItemIndex, embeddings: np.ndarray, queries: QuerySample | None, seconds: float
+) -> dict[str, Any]:
+    quality = measure(index, embeddings, queries() if queries else None, seconds)
+    log.info(
+        "%s index over %d items: recall@%d %.3f against exact search (%d %s queries), %.1f s",
+        index.kind, index.size, RECALL_K, quality[f"recall@{RECALL_K}"],
+        quality["recall_queries"], quality["recall_query_source"], seconds,
+    )  # fmt: skip
+    return quality
+
+
+def _write_cache_note(path: Path, quality: dict[str, Any]) -> None:
+    try:
+        save_quality(path, quality)
+    except OSError as err:
+        log.info("index recall not written beside %s: %s", path, err)
+
+
+_CLASSES: dict[str, type[ItemIndex]] = {
+    "flat": FlatIndex,
+    "hnsw": HNSWIndex,
+    "ivf": IVFIndex,
+    "ivfpq": IVFPQIndex,
+}

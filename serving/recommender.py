@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from serving.index import ItemIndex
+from serving.index_kinds import ItemIndex
 from training.bundle import ModelBundle
 
 HistoryLookup = Callable[[str], Sequence[str] | None]
@@ -144,25 +144,8 @@ class Recommender:
         return idx
 
     def encode(self, histories: Sequence[Sequence[int]]) -> np.ndarray:
-        """Query vectors for item_idx histories (oldest first).
-
-        Args:
-            histories: B lists of item_idx; only the last L = max_len are used.
-
-        Returns:
-            float32 [B, d], L2-normalised.
-
-        """
-        import torch
-
-        length = self.bundle.max_len
-        batch = np.zeros((len(histories), length), dtype=np.int64)
-        for row, hist in enumerate(histories):
-            tail = list(hist)[-length:]
-            batch[row, length - len(tail) :] = tail  # left padding: most recent item last
-        with torch.inference_mode():
-            out = self.bundle.query_tower.encode(torch.from_numpy(batch))
-        return out.float().numpy()
+        """Query vectors for item_idx histories (`encode_histories` with this bundle)."""
+        return encode_histories(self.bundle, histories)
 
     def _prepare(self, q: Query) -> _Prepared:
         """The usable history: the stored items, then the request's items, as item_idx.
@@ -213,6 +196,36 @@ class Recommender:
 
     def _scored(self, idx: int, score: float) -> ScoredItem:
         return ScoredItem(idx, self.bundle.item_ids[idx], score, self.bundle.titles[idx])
+
+
+def encode_histories(bundle: ModelBundle, histories: Sequence[Sequence[int]]) -> np.ndarray:
+    """Query vectors for item_idx histories (oldest first).
+
+    Args:
+        bundle: The model.
+        histories: B lists of item_idx; only the last L = max_len are used.
+
+    Returns:
+        float32 [B, d], L2-normalised.
+
+    """
+    import torch
+
+    length = bundle.max_len
+    batch = np.zeros((len(histories), length), dtype=np.int64)
+    for row, hist in enumerate(histories):
+        tail = list(hist)[-length:]
+        batch[row, length - len(tail) :] = tail  # left padding: most recent item last
+    with torch.inference_mode():
+        out = bundle.query_tower.encode(torch.from_numpy(batch))
+    return out.float().numpy()
+
+
+def user_queries(bundle: ModelBundle, histories: Sequence[Sequence[str]]) -> np.ndarray | None:
+    """Query vectors [Q, d] of stored histories (item_ids), unknown items dropped; None if none."""
+    known = [[bundle.id_to_idx[i] for i in h if i in bundle.id_to_idx] for h in histories]
+    known = [h for h in known if h]
+    return encode_histories(bundle, known) if known else None
 
 
 def _popular_reason(q: Query) -> str:

@@ -18,11 +18,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 from serving.history import HistoryStore
 from serving.index import IndexParams, build_index
-from serving.recommender import Recommender
+from serving.index_recall import RECALL_QUERIES
+from serving.recommender import Recommender, user_queries
 from serving.threads import limit_threads
 from training.bundle import BundleError, ModelBundle, current_path, current_version
 
@@ -179,8 +182,14 @@ class ModelService:
 
     def _build(self, path: Path) -> Recommender:
         bundle = ModelBundle.load(path)
+
+        def queries() -> np.ndarray | None:  # known users' queries, for the recall check
+            return user_queries(bundle, self.histories.sample(RECALL_QUERIES))
+
         try:
-            index = build_index(bundle.item_embeddings, self.params, cache_dir=bundle.path)
+            index = build_index(
+                bundle.item_embeddings, self.params, cache_dir=bundle.path, queries=queries
+            )
             return Recommender(bundle, index, self.histories.get)
         except Exception as err:
             raise BundleError(f"{path}: cannot serve ({type(err).__name__}: {err})") from err

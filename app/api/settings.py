@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from data.workspace import Workspace
-from serving.index import IndexParams
+from serving.index_kinds import IndexParams
 
 
 class Settings(BaseSettings):
@@ -26,12 +26,14 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(
         None, description="Bearer token of /admin/* and POST /events; unset = both off."
     )
-    index: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
+    index: Literal["auto", "flat", "hnsw", "ivf", "ivfpq"] = "auto"
     hnsw_m: int = Field(32, ge=2)
     hnsw_ef_construction: int = Field(80, ge=1)
     hnsw_ef_search: int = Field(64, ge=1)
     ivf_nlist: int = Field(0, ge=0, description="0 = about 4 * sqrt(n).")
-    ivf_nprobe: int = Field(16, ge=1)
+    ivf_nprobe: int = Field(16, ge=1, description="IVF and IVF-PQ cells searched a query.")
+    pq_m: int = Field(0, ge=0, description="IVF-PQ sub-quantizers (0 = largest divisor <= d/4).")
+    pq_bits: int = Field(8, ge=1, le=16, description="IVF-PQ bits a sub-quantizer code.")
     reload_interval: float = Field(5.0, ge=0, description="Seconds between CURRENT polls; 0 off.")
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(1_000_000, ge=1)
@@ -57,4 +59,6 @@ class Settings(BaseSettings):
             hnsw_ef_search=self.hnsw_ef_search,
             ivf_nlist=self.ivf_nlist,
             ivf_nprobe=self.ivf_nprobe,
+            pq_m=self.pq_m,
+            pq_bits=self.pq_bits,
         )

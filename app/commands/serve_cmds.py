@@ -28,7 +28,11 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (env RECSYS_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (env RECSYS_PORT, default 8000).")] = None,
     index: Annotated[
-        str | None, typer.Option(help="auto|flat|hnsw|ivf (env RECSYS_INDEX).")
+        str | None,
+        typer.Option(
+            help="auto|flat|hnsw|ivf|ivfpq (env RECSYS_INDEX; parameters from RECSYS_HNSW_M, "
+            "RECSYS_IVF_NLIST, RECSYS_IVF_NPROBE, RECSYS_PQ_M, RECSYS_PQ_BITS...: docs/api.md)."
+        ),
     ] = None,
     reload_interval: Annotated[
         float | None, typer.Option(help="Seconds between models/CURRENT polls; 0 = off.")

@@ -12,7 +12,15 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from data.errors import RecsysInputError
-from serving.index import FlatIndex, HNSWIndex, IndexParams, IVFIndex, build_index
+from serving.index import build_index
+from serving.index_kinds import (
+    FlatIndex,
+    HNSWIndex,
+    IndexParams,
+    IVFIndex,
+    IVFPQIndex,
+    pq_subquantizers,
+)
 from tests.conftest import shared_dataset
 
 
@@ -92,6 +100,7 @@ def recall_at_10(approx: np.ndarray, exact: np.ndarray) -> float:
     [
         (HNSWIndex, IndexParams(kind="hnsw"), 0.95),
         (IVFIndex, IndexParams(kind="ivf", ivf_nprobe=16), 0.85),
+        (IVFPQIndex, IndexParams(kind="ivfpq", ivf_nprobe=16), 0.6),
     ],
 )
 def test_approximate_recall_on_real_embeddings(
@@ -108,7 +117,7 @@ def test_approximate_recall_on_real_embeddings(
     assert approx.min() >= 1 and np.all(np.diff(scores, axis=1) <= 1e-6)
 
 
-@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+@pytest.mark.parametrize("kind", ["hnsw", "ivf", "ivfpq"])
 def test_cached_build_is_reused_and_gives_the_same_answers(tmp_path: Path, kind: str) -> None:
     emb = table(2000, 16)
     queries = normalised(np.random.default_rng(3).normal(size=(30, 16)))
@@ -122,4 +131,41 @@ def test_cached_build_is_reused_and_gives_the_same_answers(tmp_path: Path, kind:
     for a, b in zip(first.search(queries, 10), again.search(queries, 10), strict=True):
         np.testing.assert_array_equal(a, b)
     assert build_index(emb, IndexParams(kind="flat"), cache_dir=tmp_path).kind == "flat"
-    assert len(list(tmp_path.iterdir())) == 1  # flat is never cached
+    assert len(list(tmp_path.glob("*.faiss"))) == 1  # flat is never cached
+
+
+def test_recall_is_measured_on_the_given_queries_at_build_and_kept_beside_the_cache(
+    beauty_embeddings: tuple[np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    item_table, queries = beauty_embeddings
+    params = IndexParams(kind="ivfpq", ivf_nprobe=4)
+    built = build_index(item_table, params, cache_dir=tmp_path, queries=lambda: queries)
+    exact, _ = FlatIndex(item_table, IndexParams()).search(queries, 10)
+    approx, _ = built.search(queries, 10)
+    record = built.describe()
+    assert record["recall@10"] == round(recall_at_10(approx, exact), 4) < 1.0
+    assert (record["recall_queries"], record["recall_query_source"]) == (500, "users")
+    assert record["bytes_per_item"] == 8 and record["pq_m"] == 8  # d = 32: d / 4 codes of 8 bits
+
+    def not_again() -> np.ndarray:
+        raise AssertionError("a cached index is not measured again")
+
+    again = build_index(item_table, params, cache_dir=tmp_path, queries=not_again)
+    assert again.describe() == record
+    assert FlatIndex(item_table, IndexParams()).quality is None
+
+
+def test_without_queries_item_rows_stand_in_for_the_recall_check() -> None:
+    index = build_index(table(3000, 16), IndexParams(kind="hnsw"))
+    quality = index.quality or {}
+    assert quality["recall_query_source"] == "items" and quality["recall_queries"] == 1000
+    assert 0.9 <= quality["recall@10"] <= 1.0
+
+
+def test_pq_codes_fit_the_table() -> None:
+    assert [pq_subquantizers(d, 0) for d in (256, 64, 16, 10, 3)] == [64, 16, 4, 2, 1]
+    assert pq_subquantizers(256, 32) == 32
+    with pytest.raises(RecsysInputError, match="pq_m = 5 must divide the embedding size 16"):
+        build_index(table(300, 16), IndexParams(kind="ivfpq", pq_m=5))
+    tiny = build_index(table(50, 16), IndexParams(kind="ivfpq")).describe()
+    assert tiny["pq_bits"] == 5 and tiny["size"] == 50  # 2^8 codes need more than 50 items

@@ -133,3 +133,19 @@ def test_histories_come_from_the_event_store_in_time_order(tmp_path: Path) -> No
     csv.write_text("user_id,item_id,timestamp\nu9,i5,5\n")
     ingest_files(ws, [csv])
     assert svc.histories.refresh_if_changed() and svc.histories.get("u9") == ("i5",)
+
+
+def test_an_approximate_index_is_checked_on_known_users_queries(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", target=40)
+    csv = tmp_path / "events.csv"
+    rows = [f"u{u},i{1 + (u * 7 + t) % 30},{t}" for u in range(40) for t in range(5)]
+    csv.write_text("user_id,item_id,timestamp\n" + "\n".join(rows) + "\n")
+    ingest_files(ws, [csv])
+    svc = ModelService(ws, IndexParams(kind="hnsw"))
+    svc.reload()
+    index = svc.current.index.describe()
+    assert (index["recall_query_source"], index["recall_queries"]) == ("users", 40)
+    assert 0.0 < index["recall@10"] <= 1.0
+    assert [len(h) for h in svc.histories.sample(3)] == [5, 5, 5]
+    assert svc.histories.sample(3) == svc.histories.sample(3)  # fixed for a seed
