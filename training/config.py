@@ -111,6 +111,13 @@ class TrainConfig(_Section):
 
     batch_size: int = Field(128, ge=1)
     lr: float = Field(3e-3, gt=0.0)
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant",
+        description="cosine: from lr down to lr * min_lr_ratio over the training budget "
+        "(max_epochs' steps, or max_minutes when that ends sooner; training/schedule.py).",
+    )
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up of the lr over these steps.")
+    min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="The cosine's final lr / lr.")
     weight_decay: float = Field(0.0, ge=0.0)
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(

@@ -21,6 +21,7 @@ from training.diagnostics import proposal_kl
 from training.losses import SampledLoss
 from training.model import TwoTowerModel
 from training.samplers import NegativeSampler
+from training.schedule import lr_factor
 
 FullLoss = Callable[[Tensor, Tensor], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
@@ -234,12 +235,28 @@ class RetrievalModule(pl.LightningModule):
         return min(1.0, done)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        """Tell the sampler the training progress, one optimiser step (manual), sampler update."""
+        """Progress to the sampler and the lr schedule, one optimiser step (manual), update."""
+        progress = self._progress()
         if self.sampler is not None:
-            self.sampler.set_progress(self._progress())
-        loss = self.optimisation_step(batch, self._optimizers(), self.manual_backward)
+            self.sampler.set_progress(progress)
+        optimizers = self._optimizers()
+        self._schedule_lr(optimizers, progress)
+        loss = self.optimisation_step(batch, optimizers, self.manual_backward)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
         return loss
+
+    def _schedule_lr(self, optimizers: list[Any], progress: float) -> None:
+        """Set every optimiser's lr for this step (`training.schedule`); constant: untouched."""
+        train = self.cfg.train
+        if train.lr_schedule == "constant" and not train.warmup_steps:
+            return
+        factor = lr_factor(
+            train.lr_schedule, self.opt_steps, train.warmup_steps, progress, train.min_lr_ratio
+        )
+        for opt in optimizers:
+            for group in opt.param_groups:
+                group["lr"] = train.lr * factor
+        self.log("train/lr", train.lr * factor, batch_size=1)
 
     @torch.no_grad()
     def _sync_sampler(self, touched: Tensor | None) -> None:

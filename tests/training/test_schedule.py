@@ -1,0 +1,77 @@
+"""The lr schedule: warm-up and cosine factors, applied to every optimiser of a real fit."""
+
+import math
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+
+from data.synth import generate_events
+from data.workspace import Workspace
+from training.config import load_config
+from training.datamodule import SequenceDataModule, item_counts
+from training.schedule import lr_factor
+from training.trainer import build_module
+
+TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32"]
+
+
+def test_warm_up_then_cosine_down_to_the_floor() -> None:
+    assert [lr_factor("constant", s, 4, 0.9, 0.0) for s in range(5)] == [0.25, 0.5, 0.75, 1, 1]
+    assert lr_factor("constant", 10, 0, 0.9, 0.0) == 1.0
+    assert lr_factor("cosine", 10, 0, 0.0, 0.1) == pytest.approx(1.0)
+    assert lr_factor("cosine", 10, 0, 0.5, 0.1) == pytest.approx(0.55)
+    assert lr_factor("cosine", 10, 0, 1.0, 0.1) == pytest.approx(0.1)
+    assert lr_factor("cosine", 10, 0, 3.0, 0.1) == pytest.approx(0.1)  # past the budget: floor
+    assert lr_factor("cosine", 1, 4, 0.25, 0.0) == pytest.approx(
+        0.5 * 0.5 * (1 + math.cos(math.pi / 4))
+    )
+
+
+class LrSeen(Callback):
+    """The lr of each optimiser's first group after every training step."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[float]] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.seen.append([opt.param_groups[0]["lr"] for opt in trainer.optimizers])
+
+
+@pytest.mark.parametrize(
+    ("extra", "sparse"),
+    [(["train.lr_schedule=cosine", "train.warmup_steps=2", "train.min_lr_ratio=0.1"], True),
+     ([], False)],
+)  # fmt: skip
+def test_a_fit_steps_every_optimiser_by_the_schedule(tmp_path, extra, sparse) -> None:
+    from data.ingest import ingest_files
+    from data.split import build_splits
+
+    ws = Workspace(tmp_path)
+    log = tmp_path / "log.csv"
+    generate_events(60, 40, 900, seed=3).write_csv(log)
+    ingest_files(ws, [log])
+    splits = build_splits(ws)
+    cfg = load_config(
+        overrides=[*TINY, *extra, "train.max_epochs=2", f"train.sparse_embeddings={sparse}"]
+    )
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    seen = LrSeen()
+    pl.seed_everything(0, verbose=False)
+    trainer = pl.Trainer(
+        max_epochs=2, limit_train_batches=4, limit_val_batches=0, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu", callbacks=[seen],
+    )  # fmt: skip
+    trainer.fit(module, datamodule=SequenceDataModule(splits, 10, 32))
+    lr = cfg.train.lr
+    assert len(seen.seen) == 8 and all(len(row) == (2 if sparse else 1) for row in seen.seen)
+    if not extra:
+        assert all(v == lr for row in seen.seen for v in row)  # constant: never touched
+        return
+    want = [lr * lr_factor("cosine", s, 2, s / 8, 0.1) for s in range(8)]  # progress s / 8
+    for row, expected in zip(seen.seen, want, strict=True):
+        assert row == pytest.approx([expected] * len(row))
+    assert seen.seen[0][0] == pytest.approx(lr * 0.5) and seen.seen[-1][0] < 0.2 * lr
+    assert torch.isfinite(module.model.item_embedding_weight).all()
