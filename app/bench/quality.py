@@ -188,7 +188,8 @@ def quality_command(
         typer.Option(help="Scratch home for the runs (default: a temporary folder)."),
     ] = None,
     grid: Annotated[
-        str | None, typer.Option(help="Run a named sweep instead ('comparison', issue 13).")
+        str | None,
+        typer.Option(help="Run a named sweep instead: comparison or catalogue (issue 13)."),
     ] = None,
     out: Annotated[Path, typer.Option(help="--grid: result folder.")] = sweep.SWEEP_DIR,
     data_root: Annotated[

@@ -136,3 +136,23 @@ def test_cross_table_puts_runs_of_both_datasets_side_by_side() -> None:
     assert lines[3] == "| run | amazon-beauty | amazon-toys |"
     assert lines[5:] == ["| `full` | 0.0500 | 0.0600 |"]  # uniform: not on toys yet
     assert cross_table({"amazon-beauty": beauty}) == []
+
+
+def test_every_run_of_the_catalogue_grid_trains(tmp_path: Path) -> None:
+    """The 1e6-item grid's settings, on a tiny log of the same name (m lowered to fit it)."""
+    folder = tmp_path / "data" / sweep_grid.CATALOGUE
+    folder.mkdir(parents=True)
+    generate_events(120, 90, 1500, seed=6).write_csv(folder / "interactions.csv")
+    settings = sweep.Sweep(
+        tmp_path / "out", tmp_path / "data", tmp_path / "scratch",
+        [*TINY, "train.max_epochs=1", "sampler.num_negatives=8", "train.val_users=30"],
+        {"enable_progress_bar": False},
+    )  # fmt: skip
+    specs, planned = sweep_grid.catalogue(settings.out)
+    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 7
+    for spec in specs:
+        config = json.loads(settings.result_path(spec).read_text())["config"]
+        assert config["train"]["threads"] == 2 and config["sampler"]["name"] == spec.sampler
+        assert config["train"]["sparse_embeddings"] == (spec.sampler != "full")
+    rff = next(s for s in specs if s.sampler == "rff")
+    assert json.loads(settings.result_path(rff).read_text())["config"]["sampler"]["leaf_size"] == 32
