@@ -31,7 +31,7 @@ def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
 ) -> None:
     home = tmp_path / "home"
     done = run_cli(
-        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "4", *QUICK,
+        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "1", *QUICK,
         home=home,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -42,7 +42,7 @@ def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
     for trial in summary["trials"]:
         assert set(trial["params"]) == SEARCHED and trial["config"]["model"]["max_len"] == 10
         assert trial["state"] in ("complete", "pruned") and trial["config"] is not None
-        assert trial["config"]["train"]["max_minutes"] <= 4 / 2
+        assert trial["config"]["train"]["max_minutes"] <= 1 / 2
     complete = [t for t in summary["trials"] if t["state"] == "complete"]
     best = max(complete, key=lambda t: t["val_ndcg@10"])
     assert summary["best"] == {"number": best["number"], "val_ndcg@10": best["val_ndcg@10"]}
@@ -53,8 +53,13 @@ def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
         assert getattr(getattr(cfg, section), name) == value
     assert cfg.train.max_epochs == 2 and cfg.model.max_len == 10
     assert cfg.train.max_minutes is None  # the trial's cap is not kept
+    trained = run_cli("train", "--config", str(home / "tune" / "best.yaml"), "--json", home=home)
+    assert trained.returncode == 0, trained.stderr
+    val = json.loads(trained.stdout)["metrics"]["val"]["ndcg@10"]
+    worst = min(t["val_ndcg@10"] for t in complete)
+    assert val >= worst and val == pytest.approx(best["val_ndcg@10"], abs=1e-6)  # same seed
 
-    again = run_cli("tune", "--trials", "3", "--budget-minutes", "4", "--json", *QUICK, home=home)
+    again = run_cli("tune", "--trials", "3", "--budget-minutes", "2", "--json", *QUICK, home=home)
     assert again.returncode == 0, again.stderr
     assert [t["number"] for t in json.loads(again.stdout)["trials"]] == [0, 1, 2]
 
