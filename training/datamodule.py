@@ -60,12 +60,14 @@ def _gather_left_padded(
     return np.where(valid, padded[np.where(valid, cols + 1, 0)], 0)
 
 
-def make_windows(sequences: pl.Series, max_len: int) -> np.ndarray:
+def make_windows(sequences: pl.Series, max_len: int, every_prefix: bool = False) -> np.ndarray:
     """Cut sequences into training windows.
 
     Args:
         sequences: list[int64] item_idx per user, oldest first.
         max_len: L.
+        every_prefix: One window per transition, ending at its target (`train.targets=last`),
+            instead of consecutive windows that cover each transition once.
 
     Returns:
         int64 `[W, L + 1]`: left-padded windows; input = `[:, :-1]`, targets = `[:, 1:]`.
@@ -74,6 +76,11 @@ def make_windows(sequences: pl.Series, max_len: int) -> np.ndarray:
     flat, offsets = _flatten(sequences)
     lengths = np.diff(offsets)
     transitions = np.maximum(lengths - 1, 0)
+    if every_prefix:
+        user = np.repeat(np.arange(len(lengths)), transitions)
+        first = np.cumsum(transitions) - transitions
+        ends = offsets[user] + 2 + np.arange(len(user)) - np.repeat(first, transitions)
+        return _gather_left_padded(flat, offsets[user], ends, max_len + 1)
     per_user = -(-transitions // max_len)  # ceil; users with < 2 items give no window
     user = np.repeat(np.arange(len(lengths)), per_user)
     first_window = np.cumsum(per_user) - per_user
@@ -127,9 +134,10 @@ class LengthBucketBatches(Sampler[list[int]]):
 class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
     """Training windows; indexing with a list of rows returns a whole batch at once."""
 
-    def __init__(self, windows: np.ndarray, trim: bool = False) -> None:
+    def __init__(self, windows: np.ndarray, trim: bool = False, last_only: bool = False) -> None:
         self.windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
         self.trim = trim
+        self.last_only = last_only  # only the window's last position has a target
 
     @property
     def lengths(self) -> np.ndarray:
@@ -148,6 +156,8 @@ class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
         inputs = batch[:, :-1]
         # The first item of a sequence has no history to predict it from.
         targets = batch[:, 1:] * (inputs != 0)
+        if self.last_only:
+            targets[:, :-1] = 0
         if self.trim:
             inputs, targets = trim_left(inputs, targets)
         return inputs, targets
@@ -243,6 +253,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         bucket_by_length: bool = False,
         seed: int = 0,
         val_users: int | None = None,
+        targets: str = "all",
     ) -> None:
         super().__init__()
         self.bucket_by_length = bucket_by_length
@@ -252,8 +263,9 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.num_workers = num_workers
-        windows = make_windows(splits.train["items"], max_len)
-        self.train_set = TrainWindows(windows, trim=bucket_by_length)
+        last = targets == "last"
+        windows = make_windows(splits.train["items"], max_len, every_prefix=last)
+        self.train_set = TrainWindows(windows, trim=bucket_by_length, last_only=last)
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
         self.val_rows = _user_sample(len(self.val_set), val_users, seed)

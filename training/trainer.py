@@ -213,6 +213,7 @@ def fit(
     dm = SequenceDataModule(
         splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, cfg.train.val_users,
+        cfg.train.targets,
     )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
     resume_from = _resumable_checkpoint(run_dir) if resumable else None

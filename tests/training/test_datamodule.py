@@ -133,3 +133,18 @@ def test_validation_rounds_rank_a_fixed_user_sample_final_metrics_all() -> None:
     assert sorted(every.tolist()) == list(range(40))
     all_users = SequenceDataModule(splits, max_len=3, batch_size=2, eval_batch_size=8)
     assert sum(len(b["row"]) for b in all_users.val_dataloader()) == 40
+
+
+def test_last_targets_give_one_window_per_transition_with_its_whole_context() -> None:
+    seqs = _lists([[1, 2, 3, 4, 5], [7], [8, 9]])
+    windows = make_windows(seqs, max_len=2, every_prefix=True)
+    assert windows.tolist() == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5], [0, 8, 9]]
+    data = SequenceDataModule(_splits(), max_len=3, batch_size=64, targets="last")
+    inputs, targets = data.train_set[list(range(len(data.train_set)))]
+    assert (targets[:, :-1] == 0).all() and (targets[:, -1] > 0).all()
+    # every transition of the training sequences is a target exactly once: 5 + 1
+    assert sorted(zip(inputs[:, -1].tolist(), targets[:, -1].tolist(), strict=True)) == [
+        (1, 2), (2, 3), (2, 3), (3, 4), (4, 5), (5, 6)
+    ]  # fmt: skip
+    every = SequenceDataModule(_splits(), max_len=3, batch_size=64)
+    assert len(every.train_set) < len(data.train_set)

@@ -185,3 +185,14 @@ def test_length_sorted_evaluation_gives_the_split_order_figures(splits: Splits) 
     ranks, lp = rank_loader(tower, emb, in_order, 0.05, cfg, absolute=False)
     assert torch.equal(sorted_ranks, ranks) and torch.allclose(sorted_lp, lp, atol=1e-5)
     assert dm.test_dataloader().dataset is dm.test_set and len(ranks) == users
+
+
+def test_last_position_targets_train_through_fit(splits: Splits, tmp_path: Path) -> None:
+    from training.trainer import fit
+
+    cfg = load_config(overrides=[*TINY, "train.targets=last", "train.max_epochs=1"])
+    fitted = fit(cfg, splits, tmp_path / "run", limit_train_batches=3, enable_progress_bar=False)
+    lengths = splits.train["items"].list.len().to_numpy()
+    transitions = int((lengths - 1).clip(min=0).sum())
+    assert fitted.data.train_set.last_only and len(fitted.data.train_set) == transitions
+    assert fitted.module.opt_steps == 3
