@@ -43,6 +43,9 @@ class ModelConfig(_Section):
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
     share_embeddings: bool = True
     temperature: float = Field(0.05, gt=0.0, description="logit = h . c / temperature.")
+    learn_temperature: bool = Field(
+        False, description="Train tau (on a log scale, from `temperature`); the bundle keeps it."
+    )
 
     @model_validator(mode="after")
     def _heads_divide_dim(self) -> ModelConfig:
@@ -114,7 +117,7 @@ class TrainConfig(_Section):
     lr_schedule: Literal["constant", "cosine"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
-        "(max_epochs' steps, or max_minutes when that ends sooner; training/schedule.py).",
+        "(max_epochs' steps, or max_minutes when that ends sooner; training/optim.py).",
     )
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up of the lr over these steps.")
     targets: Literal["all", "last"] = Field(

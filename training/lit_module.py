@@ -7,6 +7,7 @@ and because the sampler must hear about the rows that changed right after each s
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -20,8 +21,8 @@ from training.config import RecsysConfig
 from training.diagnostics import proposal_kl
 from training.losses import SampledLoss
 from training.model import TwoTowerModel
+from training.optim import make_optimizers, schedule_lr
 from training.samplers import NegativeSampler
-from training.schedule import lr_factor
 
 FullLoss = Callable[[Tensor, Tensor], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
@@ -146,6 +147,12 @@ class RetrievalModule(pl.LightningModule):
         self.sampled_loss = sampled_loss
         self.full_loss = full_loss
         self.temperature = cfg.model.temperature
+        # model.learn_temperature: tau = exp(log_temperature), trained with the dense parameters
+        self.log_temperature = (
+            torch.nn.Parameter(torch.tensor(math.log(cfg.model.temperature)))
+            if cfg.model.learn_temperature
+            else None
+        )
         self.automatic_optimization = False
         self.opt_steps = 0
         self._fit_started: float | None = None
@@ -169,7 +176,7 @@ class RetrievalModule(pl.LightningModule):
         with record_function(PHASES["tower"]):
             queries = self.model.query_tower(inputs)[keep]  # [N, d]
         positives = targets[keep]  # [N]
-        tau = self.temperature
+        tau = self.tau
         if self.sampler is None:
             with record_function(PHASES["loss"]):
                 logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
@@ -188,6 +195,15 @@ class RetrievalModule(pl.LightningModule):
             loss = self.sampled_loss(pos_scores, neg_scores, neg, positives, tau)  # type: ignore[misc]
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
+
+    @property
+    def tau(self) -> Any:
+        """The temperature of a step: the learned one (a tensor with a gradient) or the config's."""
+        return self.temperature if self.log_temperature is None else self.log_temperature.exp()
+
+    def current_temperature(self) -> float:
+        """The temperature as a number (evaluation, the bundle's manifest)."""
+        return float(self.tau)
 
     def _optimizers(self) -> list[Any]:
         return _as_list(self.optimizers())
@@ -240,23 +256,14 @@ class RetrievalModule(pl.LightningModule):
         if self.sampler is not None:
             self.sampler.set_progress(progress)
         optimizers = self._optimizers()
-        self._schedule_lr(optimizers, progress)
+        lr = schedule_lr(optimizers, self.cfg.train, self.opt_steps, progress)
         loss = self.optimisation_step(batch, optimizers, self.manual_backward)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
+        if lr is not None:
+            self.log("train/lr", lr, batch_size=1)
+        if self.log_temperature is not None:
+            self.log("train/temperature", self.current_temperature(), batch_size=1)
         return loss
-
-    def _schedule_lr(self, optimizers: list[Any], progress: float) -> None:
-        """Set every optimiser's lr for this step (`training.schedule`); constant: untouched."""
-        train = self.cfg.train
-        if train.lr_schedule == "constant" and not train.warmup_steps:
-            return
-        factor = lr_factor(
-            train.lr_schedule, self.opt_steps, train.warmup_steps, progress, train.min_lr_ratio
-        )
-        for opt in optimizers:
-            for group in opt.param_groups:
-                group["lr"] = train.lr * factor
-        self.log("train/lr", train.lr * factor, batch_size=1)
 
     @torch.no_grad()
     def _sync_sampler(self, touched: Tensor | None) -> None:
@@ -283,17 +290,9 @@ class RetrievalModule(pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         """Adam on everything, or Adam on dense parameters + SparseAdam on the id tables."""
-        train = self.cfg.train
-        # fused: one kernel for the whole update; the per-tensor ops of the default Adam cost
-        # ~25 ms a step on the d = 256 Beauty item table (CPU, one thread), fused ~2.5 ms.
-        if not train.sparse_embeddings:
-            return torch.optim.Adam(
-                self.model.parameters(), lr=train.lr, weight_decay=train.weight_decay, fused=True
-            )
-        dense = torch.optim.Adam(
-            self.model.dense_parameters(), lr=train.lr, weight_decay=train.weight_decay, fused=True
-        )
-        return [dense, torch.optim.SparseAdam(self.model.embedding_parameters(), lr=train.lr)]
+        extra = [] if self.log_temperature is None else [self.log_temperature]
+        optimizers = make_optimizers(self.model, extra, self.cfg.train)
+        return optimizers[0] if len(optimizers) == 1 else optimizers
 
     # ---- evaluation -----------------------------------------------------------------------
 
@@ -310,7 +309,7 @@ class RetrievalModule(pl.LightningModule):
             self.model.query_tower,
             self._val["item_emb"],
             batch,
-            self.temperature,
+            self.current_temperature(),
             ev.exclude_seen,
             ev.item_chunk,
             self.cfg.ranks_by_magnitude,
@@ -340,7 +339,7 @@ class RetrievalModule(pl.LightningModule):
                 self.sampler,
                 self._val["queries"],
                 self._val["item_emb"],
-                self.temperature,
+                self.current_temperature(),
                 self.cfg.ranks_by_magnitude,
             )
             self.log("val/proposal_kl", kl)

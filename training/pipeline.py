@@ -163,7 +163,7 @@ def measure(
     """Full-ranking metrics of `module` on one split of `data`."""
     return evaluate_loader(
         module.model.query_tower, module.model.item_tower.all_embeddings().detach(),
-        data.eval_dataloader(split), cfg.model.temperature, cfg, module.device,
+        data.eval_dataloader(split), module.current_temperature(), cfg, module.device,
         absolute=cfg.ranks_by_magnitude,
     )  # fmt: skip
 
@@ -182,7 +182,7 @@ def export_bundle(
     manifest = {
         "dataset": res.dataset,
         "events": list(splits.parts),
-        "temperature": cfg.model.temperature,
+        "temperature": module.current_temperature(),
         "score": bundle.ABS_DOT if cfg.ranks_by_magnitude else bundle.DOT,
         "sampler": {"name": res.sampler, "num_negatives": res.num_negatives},
         "config": cfg.model_dump(),

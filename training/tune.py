@@ -39,6 +39,7 @@ SEARCH_SPACE: dict[str, Callable[[optuna.Trial, str], Any]] = {
     "model.num_heads": lambda t, k: t.suggest_categorical(k, [1, 2]),
     "model.dropout": lambda t, k: t.suggest_float(k, 0.1, 0.6),
     "model.temperature": lambda t, k: t.suggest_float(k, 0.02, 0.2, log=True),
+    "model.learn_temperature": lambda t, k: t.suggest_categorical(k, [False, True]),
     "model.max_len": lambda t, k: t.suggest_categorical(k, [20, 50, 100]),
     "train.lr": lambda t, k: t.suggest_float(k, 3e-4, 1e-2, log=True),
     "train.lr_schedule": lambda t, k: t.suggest_categorical(k, ["constant", "cosine"]),

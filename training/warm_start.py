@@ -19,6 +19,7 @@ New items' rows (`retrain.new_item_init`):
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 CONTEXTS_PER_ITEM = 64  # histories averaged per new item (its first ones in the sequences)
 QUERY_TABLE = "model.query_tower.item_embedding.weight"
 ITEM_TABLE = "model.item_tower.embedding.weight"
+LEARNED_TEMPERATURE = "log_temperature"  # RetrievalModule's, with model.learn_temperature
 
 
 @dataclass
@@ -189,6 +191,8 @@ def from_served(
             init, contexts,
         )  # fmt: skip
     state = {f"model.query_tower.{k}": v for k, v in served.query_tower.state_dict().items()}
+    if served.manifest["model"].get("learn_temperature", False):  # the learned tau goes on
+        state[LEARNED_TEMPERATURE] = torch.tensor(math.log(served.manifest["temperature"]))
     if served.manifest["model"].get("share_embeddings", True) and QUERY_TABLE in state:
         state[ITEM_TABLE] = state[QUERY_TABLE]  # one table for both towers
     else:  # the item tower's raw table is not exported: its normalised rows stand in

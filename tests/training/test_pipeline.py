@@ -134,3 +134,15 @@ def test_same_seed_same_model(tmp_path: Path, log_file: Path) -> None:
     assert runs[0].metrics == runs[1].metrics
     other = _train(Workspace(tmp_path / "c"), str(log_file), "train.max_epochs=1", "train.seed=7")
     assert other.metrics != runs[0].metrics
+
+
+def test_a_learned_temperature_moves_and_the_bundle_keeps_it(tmp_path: Path, log_file: Path):
+    ws = Workspace(tmp_path / "home")
+    result = _train(ws, str(log_file), "model.learn_temperature=true", "model.temperature=0.2")
+    manifest = read_manifest(ws.models_dir / result.version)
+    assert manifest["temperature"] != pytest.approx(0.2, abs=1e-4)  # trained away from the start
+    assert 0.0 < manifest["temperature"] < 1.0
+    again = evaluate(ws, None, "val")  # the bundle's tau gives the run's full CE
+    assert again["metrics"]["full_ce"] == pytest.approx(result.metrics["val"]["full_ce"], abs=1e-4)
+    fixed = _train(Workspace(tmp_path / "fixed"), str(log_file), "model.temperature=0.2")
+    assert read_manifest(tmp_path / "fixed" / "models" / fixed.version)["temperature"] == 0.2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import polars as pl
+import pytest
 import torch
 from torch.nn.functional import cosine_similarity, normalize
 
@@ -84,3 +85,21 @@ def test_context_rows_point_where_the_queries_for_the_item_point() -> None:
         assert cosine_similarity(table[item], want, dim=0) > 0.9999
         torch.testing.assert_close(table[item].norm(), mean_norm)
     torch.testing.assert_close(table[13], before.model.item_embedding_weight[13].detach())
+
+
+def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
+    from training.warm_start import from_served
+
+    learned = load_config(
+        overrides=["model.dim=8", "model.max_len=4", "model.learn_temperature=true"]
+    )
+    old = build_module(learned, OLD, torch.ones(OLD + 1))
+    served = SimpleNamespace(
+        query_tower=old.model.query_tower, num_items=OLD, item_embeddings=None,
+        manifest={"model": learned.model.model_dump(), "temperature": 0.3},
+    )  # fmt: skip
+    start = from_served(served, None, "random", _contexts())
+    module = build_module(learned, NEW, torch.ones(NEW + 1))
+    assert module.current_temperature() == pytest.approx(0.05)
+    start.apply(module)
+    assert module.current_temperature() == pytest.approx(0.3)

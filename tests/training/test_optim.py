@@ -1,4 +1,4 @@
-"""The lr schedule: warm-up and cosine factors, applied to every optimiser of a real fit."""
+"""The optimisers and lr schedule: warm-up and cosine factors, on every optimiser of a real fit."""
 
 import math
 
@@ -11,7 +11,7 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import load_config
 from training.datamodule import SequenceDataModule, item_counts
-from training.schedule import lr_factor
+from training.optim import lr_factor
 from training.trainer import build_module
 
 TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32"]
