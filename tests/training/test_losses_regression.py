@@ -92,7 +92,12 @@ def test_losses_match_the_figures_before_the_refactor(
 ) -> None:
     expected = json.loads(FIXTURE.read_text())[_key(sampler, loss, per_query)]
     got = step_losses(sampler, loss, per_query)
-    assert got == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    # The first loss is before any update: float rounding only. Later ones pass through Adam,
+    # whose first steps divide each gradient by its own magnitude, so a rounding difference
+    # on a near-zero gradient (another CPU's vector width) moves the next loss by up to ~1e-4
+    # relative (measured: blackout, step 3, 2e-4); a changed correction moves it by far more.
+    assert got[0] == pytest.approx(expected[0], rel=1e-5, abs=1e-6)
+    assert got[1:] == pytest.approx(expected[1:], rel=1e-3, abs=1e-5)
 
 
 if __name__ == "__main__":
