@@ -29,7 +29,7 @@ from app.commands.train_cmds import build_config
 from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
 from training.diagnostics import proposal_kl
-from training.lit_module import rank_batch
+from training.evaluation import rank_batch
 from training.samplers import SamplerContext, build_sampler
 from training.trainer import load_run
 

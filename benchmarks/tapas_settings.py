@@ -24,7 +24,8 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import load_config
 from training.datamodule import SequenceDataModule, item_counts
-from training.lit_module import RetrievalModule, evaluate_loader
+from training.evaluation import evaluate_loader
+from training.lit_module import RetrievalModule
 from training.losses import get_loss
 from training.model import build_model
 from training.samplers import SamplerContext, build_sampler

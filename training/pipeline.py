@@ -24,7 +24,8 @@ from data.workspace import Workspace
 from training import bundle
 from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
-from training.lit_module import RetrievalModule, evaluate_loader
+from training.evaluation import evaluate_loader
+from training.lit_module import RetrievalModule
 from training.trainer import FULL, fit
 
 VAL_TEST = ("val", "test")

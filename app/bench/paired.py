@@ -23,7 +23,7 @@ def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
     import torch
 
     from training.datamodule import SequenceDataModule
-    from training.lit_module import rank_loader
+    from training.evaluation import rank_loader
     from training.metrics import ndcg_per_user
     from training.trainer import load_run
 
