@@ -112,6 +112,7 @@ def train_on(
     resumable: bool = False,
     patience: int | None = None,
     manifest: dict[str, Any] | None = None,
+    measured: tuple[str, ...] = VAL_TEST,
     **trainer_overrides: Any,
 ) -> TrainResult:
     """Fit on `splits`, measure the best checkpoint on val and test, write (not publish) it.
@@ -127,6 +128,7 @@ def train_on(
         resumable: Keep `last.ckpt` and resume from it (see `fit`).
         patience: Early-stopping patience (default: `cfg.train.patience`).
         manifest: Extra manifest fields.
+        measured: The splits measured at the end (a study on validation leaves test out).
         **trainer_overrides: Extra `pl.Trainer` arguments.
 
     """
@@ -136,7 +138,7 @@ def train_on(
         cfg, splits, run_dir, start=start, resumable=resumable, patience=patience,
         **trainer_overrides,
     )  # fmt: skip
-    metrics = {split: measure(fitted.module, fitted.data, cfg, split) for split in VAL_TEST}
+    metrics = {split: measure(fitted.module, fitted.data, cfg, split) for split in measured}
     epochs = len(fitted.epoch_seconds)
     result = TrainResult(
         version=version,

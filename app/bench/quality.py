@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from app.bench import options, sweep
-from app.bench.sweep_grid import GRIDS
+from app.bench.grids import GRIDS, VALIDATION_ONLY
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 
@@ -189,7 +189,7 @@ def quality_command(
     ] = None,
     grid: Annotated[
         str | None,
-        typer.Option(help="Run a named sweep instead: comparison or catalogue (issue 13)."),
+        typer.Option(help="Run a named sweep instead: comparison, catalogue or recipe."),
     ] = None,
     out: Annotated[Path, typer.Option(help="--grid: result folder.")] = sweep.SWEEP_DIR,
     data_root: Annotated[
@@ -228,6 +228,7 @@ def _grid_command(name: str, settings: sweep.Sweep) -> None:
     """Run the pending runs of grid `name`, then say how many of its runs have results."""
     if name not in GRIDS:
         raise RecsysInputError(f"--grid: unknown grid {name!r}; known: {', '.join(GRIDS)}")
+    settings.test = name not in VALIDATION_ONLY
     trained = sweep.run_sweep(GRIDS[name], settings)
     specs, planned = GRIDS[name](settings.out)
     done = sum(sweep.is_done(spec, settings) for spec in specs)

@@ -43,6 +43,7 @@ class Sweep:
     scratch: Path = SCRATCH
     sets: list[str] = field(default_factory=list)
     trainer_overrides: dict[str, Any] = field(default_factory=dict)
+    test: bool = True  # False: runs never evaluate the test split (a study on validation)
     _prints: dict[str, str] = field(default_factory=dict)
 
     def source(self, dataset: str) -> str:
@@ -184,12 +185,14 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
     splits = load_splits(ws, cfg)
     result = train_on(
         ws, cfg, splits, bundle.new_version_name(), label, export=False, start=clock,
-        **sweep.trainer_overrides,
+        measured=("val", "test") if sweep.test else ("val",), **sweep.trainer_overrides,
     )  # fmt: skip
-    _, ndcg = per_user_ndcg(Path(str(result.run_dir)))
     folder = sweep.result_path(spec).parent
     folder.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(folder / f"{spec.name}.ndcg.npz", ndcg=ndcg)
+    ndcg = np.zeros(0)
+    if sweep.test:
+        _, ndcg = per_user_ndcg(Path(str(result.run_dir)))
+        np.savez_compressed(folder / f"{spec.name}.ndcg.npz", ndcg=ndcg)
     curve = validation_curve(result.run_dir)
     record = {
         "name": spec.name, "dataset": spec.dataset, "label": spec.label,
@@ -197,14 +200,14 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
         "loss_variant": spec.loss is not None,
         "overrides": [*PROTOCOL, *spec.overrides(), *sweep.sets],
         "data_sha256": sweep.fingerprint(spec.dataset), "config": training_settings(cfg),
-        "test": result.metrics["test"], "val": result.metrics["val"],
+        "test": result.metrics.get("test"), "val": result.metrics["val"],
         "epochs": result.epochs, "stopped_by": stopped_by(result, cfg),
         "train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch,
         "sampling_ms_per_step": clock.ms_per_step(), "sampling_calls": clock.calls,
         "proposal_kl": best_epoch_kl({"validation": curve}), "validation": curve,
         "load_avg": {"before": before, "after": load_avg()}, "cpus": os.cpu_count(),
         "threads": result.threads, "device": result.device, "run_dir": result.run_dir,
-        "per_user_ndcg": f"{spec.name}.ndcg.npz", "users": len(ndcg),
+        "per_user_ndcg": f"{spec.name}.ndcg.npz" if sweep.test else None, "users": len(ndcg),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }  # fmt: skip
     tmp = folder / f".{spec.name}.json.tmp"

@@ -147,4 +147,3 @@ def catalogue(out: Path) -> tuple[list[RunSpec], int]:
 
 
 Planner = Callable[[Path], tuple[list[RunSpec], int]]
-GRIDS: dict[str, Planner] = {"comparison": comparison, "catalogue": catalogue}

@@ -1,0 +1,107 @@
+"""The recipe study of issue 19: `recsys bench quality --grid recipe`, chosen on validation only.
+
+Stage 1 changes one choice at a time from the defaults (`RECIPES`), on amazon-beauty and
+amazon-toys, with the full softmax and a 20-minute cap per run. Stage 2, planned once stage 1
+has every result, trains `combined`: the defaults with every choice whose stage-1 val NDCG@10,
+averaged over both datasets, beat the defaults' (where two choices set one key, the better
+one). Then `combined` with uniform sampling at m = 256 (the 256-negative target). The runs
+never evaluate the test split (`Sweep.test` is off for this grid): the test metrics of the
+chosen recipe are measured once, at the end, by `recsys train`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.bench.sweep_grid import BEAUTY, TOYS, RunSpec
+
+DATASETS = (BEAUTY, TOYS)
+BUDGET = ("train.max_minutes=20",)
+# name -> the overrides of that recipe (each one choice away from configs/default.yaml)
+RECIPES: dict[str, tuple[str, ...]] = {
+    "defaults": (),
+    "cosine": ("train.lr_schedule=cosine",),
+    "cosine-warmup": ("train.lr_schedule=cosine", "train.warmup_steps=200"),
+    "learned-tau": ("model.learn_temperature=true",),
+    "tau-0.1": ("model.temperature=0.1",),
+    "d128": ("model.dim=128",),
+    "blocks-3": ("model.num_layers=3",),
+    "heads-1": ("model.num_heads=1",),
+    "dropout-0.3": ("model.dropout=0.3",),
+    "lr-1e-3": ("train.lr=0.001",),
+    "batch-256": ("train.batch_size=256",),
+    "len-20": ("model.max_len=20",),
+    "last-target": ("train.targets=last",),
+}
+
+
+def _spec(dataset: str, label: str, sets: tuple[str, ...], sampler: str = "full") -> RunSpec:
+    m = None if sampler == "full" else 256
+    return RunSpec(dataset, label, sampler, m, sets=(*BUDGET, *sets))
+
+
+def stage_one() -> list[RunSpec]:
+    """Every recipe on both datasets, dataset by dataset."""
+    return [_spec(d, name, sets) for d in DATASETS for name, sets in RECIPES.items()]
+
+
+def mean_val(out: Path, label: str) -> float | None:
+    """A recipe's val NDCG@10 averaged over both datasets (None until both have results)."""
+    scores = []
+    for dataset in DATASETS:
+        path = out / dataset / f"{label}.json"
+        if not path.is_file():
+            return None
+        scores.append(json.loads(path.read_text())["val"]["ndcg@10"])
+    return sum(scores) / len(scores)
+
+
+def combined_sets(out: Path) -> tuple[str, ...] | None:
+    """The overrides of every stage-1 choice that beat the defaults on mean val NDCG@10."""
+    means = {name: mean_val(out, name) for name in RECIPES}
+    if any(v is None for v in means.values()):
+        return None
+    base = means.pop("defaults") or 0.0
+    chosen: dict[str, tuple[float, str]] = {}  # config key -> (mean, its override)
+    for name in sorted(means, key=lambda n: -(means[n] or 0.0)):
+        if (means[name] or 0.0) <= base:
+            break
+        for override in RECIPES[name]:
+            key = override.split("=", 1)[0]
+            chosen.setdefault(key, ((means[name] or 0.0), override))
+    return tuple(override for _, override in chosen.values())
+
+
+def recipe(out: Path) -> tuple[list[RunSpec], int]:
+    """Stage 1, then (once it is complete) the combined recipe, full and sampled."""
+    specs = stage_one()
+    planned = len(specs) + 2 * len(DATASETS)
+    sets = combined_sets(out)
+    if sets is not None:
+        specs += [_spec(d, "combined", sets) for d in DATASETS]
+        specs += [_spec(d, "combined-uniform", sets, "uniform") for d in DATASETS]
+    return specs, planned
+
+
+def recipe_table(out: Path) -> str:
+    """Markdown: val NDCG@10 of every recipe on each dataset and their mean, best first."""
+    records: dict[str, dict[str, dict]] = {}
+    for dataset in DATASETS:
+        for path in sorted((out / dataset).glob("*.json")):
+            record = json.loads(path.read_text())
+            records.setdefault(record["name"], {})[dataset] = record
+    rows = []
+    for name, by_dataset in records.items():
+        vals = [by_dataset[d]["val"]["ndcg@10"] if d in by_dataset else None for d in DATASETS]
+        mean = None if None in vals else sum(v for v in vals if v is not None) / len(vals)
+        cost = [f"{r['seconds_per_epoch']:.0f} s x {r['epochs']}" for r in by_dataset.values()]
+        rows.append((mean, name, vals, cost))
+    rows.sort(key=lambda row: -(row[0] if row[0] is not None else -1.0))
+    head = "| recipe | " + " | ".join(f"val NDCG@10 {d}" for d in DATASETS) + " | mean | epochs |"
+    lines = [head, "|" + "---|" * (len(DATASETS) + 3)]
+    for mean, name, vals, cost in rows:
+        cells = [f"{v:.4f}" if v is not None else "-" for v in vals]
+        shown = f"{mean:.4f}" if mean is not None else "-"
+        lines.append(f"| {name} | {' | '.join(cells)} | {shown} | {', '.join(cost)} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,59 @@
+"""The recipe study's grid: stage 1, the combined recipe from validation, no test split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.bench import recipe_grid, sweep
+from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe, recipe_table
+from app.bench.sweep_grid import RunSpec
+from data.synth import generate_events
+
+VAL = {"defaults": 0.050, "cosine": 0.060, "cosine-warmup": 0.058, "d128": 0.052, "tau-0.1": 0.04}
+
+
+def _write(out: Path, name: str, val: float) -> None:
+    for dataset in DATASETS:
+        (out / dataset).mkdir(parents=True, exist_ok=True)
+        record = {"name": name, "val": {"ndcg@10": val}, "seconds_per_epoch": 60.0, "epochs": 9}
+        (out / dataset / f"{name}.json").write_text(json.dumps(record))
+
+
+def test_the_combined_recipe_takes_every_choice_that_beat_the_defaults(tmp_path: Path) -> None:
+    specs, planned = recipe(tmp_path)
+    assert len(specs) == 2 * len(RECIPES) and planned == len(specs) + 4
+    assert all(s.sampler == "full" and "train.max_minutes=20" in s.sets for s in specs)
+    for name in RECIPES:
+        _write(tmp_path, name, VAL.get(name, 0.045))
+    # cosine and cosine-warmup share lr_schedule (the better one sets it); warmup_steps is new
+    assert combined_sets(tmp_path) == (
+        "train.lr_schedule=cosine", "train.warmup_steps=200", "model.dim=128"
+    )  # fmt: skip
+    specs, _ = recipe(tmp_path)
+    extra = specs[2 * len(RECIPES) :]
+    assert [(s.dataset, s.name) for s in extra] == [
+        (DATASETS[0], "combined"), (DATASETS[1], "combined"),
+        (DATASETS[0], "combined-uniform_m256"), (DATASETS[1], "combined-uniform_m256"),
+    ]  # fmt: skip
+    table = recipe_table(tmp_path).splitlines()
+    assert table[2].startswith("| cosine | 0.0600 | 0.0600 | 0.0600 |")
+    assert table[-1].startswith("| tau-0.1 |")
+
+
+def test_a_validation_only_sweep_never_ranks_the_test_split(tmp_path: Path) -> None:
+    (tmp_path / "data" / "tiny").mkdir(parents=True)
+    generate_events(100, 60, 1200, seed=8).write_csv(
+        tmp_path / "data" / "tiny" / "interactions.csv"
+    )
+    tiny = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.max_epochs=1"]
+    settings = sweep.Sweep(
+        tmp_path / "out", tmp_path / "data", tmp_path / "scratch", tiny,
+        {"enable_progress_bar": False}, test=False,
+    )  # fmt: skip
+    spec = RunSpec("tiny", "cosine", "full", None, sets=recipe_grid.RECIPES["cosine"])
+    assert sweep.run_sweep(lambda out: ([spec], 1), settings) == ["tiny/cosine"]
+    record = json.loads(settings.result_path(spec).read_text())
+    assert record["test"] is None and record["per_user_ndcg"] is None
+    assert record["val"]["ndcg@10"] >= 0.0 and record["config"]["train"]["lr_schedule"] == "cosine"
+    assert not list((tmp_path / "out" / "tiny").glob("*.npz"))
