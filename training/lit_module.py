@@ -116,7 +116,9 @@ class RetrievalModule(pl.LightningModule):
 
     def current_temperature(self) -> float:
         """The temperature as a number (evaluation, the bundle's manifest)."""
-        return float(self.tau)
+        if self.log_temperature is None:
+            return float(self.temperature)
+        return float(self.log_temperature.detach().exp())
 
     def _optimizers(self) -> list[Any]:
         return _as_list(self.optimizers())
