@@ -188,12 +188,6 @@ class RetrainConfig(_Section):
     patience: int = Field(
         3, ge=1, description="Early stopping of a warm retrain, in validation rounds."
     )
-    new_item_moments: Literal["zero", "mean"] = Field(
-        "zero",
-        description="Adam moments of new items' rows: zero, or the old rows' mean second "
-        "moment (then a new row's first updates are a trained row's size, not about "
-        "1 / sqrt(1 - beta2) = 32 times lr as from zero moments late in training).",
-    )
 
 
 class RecsysConfig(_Section):

@@ -181,9 +181,7 @@ def _warm_start(
     if ckpt_path.is_file():
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
-    start = warm_start.from_served(served, checkpoint, cfg.retrain.new_item_init, contexts)
-    start.moments = cfg.retrain.new_item_moments
-    return start
+    return warm_start.from_served(served, checkpoint, cfg.retrain.new_item_init, contexts)
 
 
 def _gate_and_publish(

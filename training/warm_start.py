@@ -59,7 +59,6 @@ class WarmStart:
     old_items: int
     init: str
     contexts: tuple[Tensor, Tensor]
-    moments: str = "zero"  # new rows' Adam moments: "zero", or "mean" (the old rows' mean v)
 
     def apply(self, module: RetrievalModule) -> list[Callback]:
         """Load the weights into `module` (a model over n >= n_old items); its callbacks.
@@ -82,7 +81,7 @@ class WarmStart:
             _context_rows(module, self.old_items, *self.contexts)
         if self.optimizer_states is None:
             return []
-        return [_OptimizerState(self.optimizer_states, self.old_items, self.moments)]
+        return [_OptimizerState(self.optimizer_states, self.old_items)]
 
     def _row_extended(self, name: str, old: Tensor, fresh: dict[str, Tensor]) -> Tensor:
         if name not in (QUERY_TABLE, ITEM_TABLE) or name not in fresh:
@@ -148,10 +147,9 @@ def new_item_contexts(train: pl.DataFrame, old_items: int, max_len: int) -> tupl
 class _OptimizerState(Callback):
     """Load the previous optimisers' state once training starts, item-table rows zero-padded."""
 
-    def __init__(self, states: list[dict[str, Any]], old_items: int, moments: str) -> None:
+    def __init__(self, states: list[dict[str, Any]], old_items: int) -> None:
         self.states = states
         self.old_items = old_items
-        self.moments = moments
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """Pad the moments of the item tables to the new row count and load them."""
@@ -163,34 +161,20 @@ class _OptimizerState(Callback):
             params = [p for group in optimizer.param_groups for p in group["params"]]
             padded = {
                 index: {
-                    key: self._padded(key, value, params[index])
-                    if id(params[index]) in tables
-                    else value
+                    key: _pad_rows(value, params[index]) if id(params[index]) in tables else value
                     for key, value in moments.items()
                 }
                 for index, moments in state["state"].items()
             }
             optimizer.load_state_dict({**state, "state": padded})
 
-    def _padded(self, key: str, value: Any, param: Tensor) -> Any:
-        """An item table's moment padded to the new row count (see `_pad_rows`)."""
-        fill = "mean" if self.moments == "mean" and key == "exp_avg_sq" else "zero"
-        return _pad_rows(value, param, fill)
 
-
-def _pad_rows(value: Any, param: Tensor, fill: str = "zero") -> Any:
-    """A moment tensor `[n_old + 1, d]` padded to the parameter's `[n + 1, d]`.
-
-    New rows are zeros, or with `fill="mean"` the mean of the old rows (padding row 0 left
-    out), per column.
-    """
+def _pad_rows(value: Any, param: Tensor) -> Any:
+    """A moment tensor `[n_old + 1, d]` zero-padded to the parameter's `[n + 1, d]`."""
     if not isinstance(value, Tensor) or value.dim() != 2 or value.shape == param.shape:
         return value
-    value = value.to(param.device)
     padded = torch.zeros_like(param)
-    if fill == "mean":
-        padded[:] = value[1:].mean(dim=0)
-    padded[: value.shape[0]] = value
+    padded[: value.shape[0]] = value.to(param.device)
     return padded
 
 

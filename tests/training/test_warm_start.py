@@ -103,19 +103,3 @@ def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
     assert module.current_temperature() == pytest.approx(0.05)
     start.apply(module)
     assert module.current_temperature() == pytest.approx(0.3)
-
-
-def test_new_rows_can_start_from_the_old_rows_mean_second_moment() -> None:
-    state, opt_state = _trained_state()
-    module = _module(NEW, 1)
-    start = WarmStart(state, [opt_state], OLD, "random", _contexts(), moments="mean")
-    (callback,) = start.apply(module)
-    optimizer = module.configure_optimizers()
-    callback.on_train_start(SimpleNamespace(optimizers=[optimizer]), module)
-    moments = optimizer.state[module.model.item_embedding_weight]
-    old = next(m for m in opt_state["state"].values() if m["exp_avg"].shape[0] == OLD + 1)
-    torch.testing.assert_close(moments["exp_avg_sq"][: OLD + 1], old["exp_avg_sq"])
-    mean = old["exp_avg_sq"][1:].mean(dim=0)
-    for row in range(OLD + 1, NEW + 1):
-        torch.testing.assert_close(moments["exp_avg_sq"][row], mean)
-    assert moments["exp_avg"][OLD + 1 :].abs().sum() == 0  # no direction carried over
