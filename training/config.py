@@ -114,10 +114,14 @@ class TrainConfig(_Section):
 
     batch_size: int = Field(128, ge=1)
     lr: float = Field(3e-3, gt=0.0)
-    lr_schedule: Literal["constant", "cosine"] = Field(
+    lr_schedule: Literal["constant", "cosine", "wsd"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
-        "(max_epochs' steps, or max_minutes when that ends sooner; training/optim.py).",
+        "(max_epochs' steps, or max_minutes when that ends sooner; training/optim.py); wsd: "
+        "constant, then that cosine over the budget's last decay_fraction.",
+    )
+    decay_fraction: float = Field(
+        0.2, gt=0.0, le=1.0, description="wsd: the share of the budget the lr decays over."
     )
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up of the lr over these steps.")
     targets: Literal["all", "last"] = Field(

@@ -42,7 +42,7 @@ SEARCH_SPACE: dict[str, Callable[[optuna.Trial, str], Any]] = {
     "model.learn_temperature": lambda t, k: t.suggest_categorical(k, [False, True]),
     "model.max_len": lambda t, k: t.suggest_categorical(k, [20, 50, 100]),
     "train.lr": lambda t, k: t.suggest_float(k, 3e-4, 1e-2, log=True),
-    "train.lr_schedule": lambda t, k: t.suggest_categorical(k, ["constant", "cosine"]),
+    "train.lr_schedule": lambda t, k: t.suggest_categorical(k, ["constant", "cosine", "wsd"]),
     "train.batch_size": lambda t, k: t.suggest_categorical(k, [64, 128, 256]),
 }
 STUDY = "recsys-tune"

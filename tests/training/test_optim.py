@@ -24,6 +24,11 @@ def test_warm_up_then_cosine_down_to_the_floor() -> None:
     assert lr_factor("cosine", 10, 0, 0.5, 0.1) == pytest.approx(0.55)
     assert lr_factor("cosine", 10, 0, 1.0, 0.1) == pytest.approx(0.1)
     assert lr_factor("cosine", 10, 0, 3.0, 0.1) == pytest.approx(0.1)  # past the budget: floor
+    # wsd: constant for the first 80%, then the same cosine squeezed into the last 20%
+    assert lr_factor("wsd", 10, 0, 0.79, 0.1, 0.2) == 1.0
+    assert lr_factor("wsd", 10, 0, 0.9, 0.1, 0.2) == pytest.approx(0.55)
+    assert lr_factor("wsd", 10, 0, 1.0, 0.1, 0.2) == pytest.approx(0.1)
+    assert lr_factor("wsd", 10, 0, 0.5, 0.1, 1.0) == lr_factor("cosine", 10, 0, 0.5, 0.1)
     assert lr_factor("cosine", 1, 4, 0.25, 0.0) == pytest.approx(
         0.5 * 0.5 * (1 + math.cos(math.pi / 4))
     )
