@@ -101,7 +101,7 @@ def test_comparison_grid_order_and_bias_stage(tmp_path: Path) -> None:
 def test_cli_grid_mode_and_report(
     swept: sweep.Sweep, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.bench.sweep_grid import GRIDS
+    from app.bench.grids import GRIDS
     from app.cli import main
 
     def run(*args: str) -> tuple[int, str]:
