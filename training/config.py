@@ -123,13 +123,13 @@ class TrainConfig(_Section):
     decay_fraction: float = Field(
         0.2, gt=0.0, le=1.0, description="wsd: the share of the budget the lr decays over."
     )
+    min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="The decay's final lr / lr.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up of the lr over these steps.")
     targets: Literal["all", "last"] = Field(
         "all",
         description="all: a target at every position of a window (SASRec); last: one window "
         "per transition, its preceding L items predicting it (about L times the steps).",
     )
-    min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="The cosine's final lr / lr.")
     weight_decay: float = Field(0.0, ge=0.0)
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(
