@@ -146,6 +146,11 @@ class TrainConfig(_Section):
     sparse_embeddings: bool = False
     seed: int = 42
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
+    devices: int = Field(1, ge=1, description="Processes (devices) per node; > 1 trains with DDP.")
+    num_nodes: int = Field(1, ge=1, description="Machines; each runs `devices` processes.")
+    strategy: Literal["auto", "ddp"] = Field(
+        "auto", description="Lightning's strategy: ddp (gloo on CPU, nccl on GPU) for > 1 process."
+    )
     threads: int | None = Field(
         None,
         ge=1,

@@ -9,7 +9,6 @@ Evaluation: history left-padded to `[L]` (most recent last), one target, and the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,10 +21,9 @@ from torch.utils.data import (
     DataLoader,
     Dataset,
     RandomSampler,
-    Sampler,
 )
 
-BUCKET_SPAN = 50  # batches drawn together, sorted by length, then cut and shuffled
+from training.batching import LengthBucketBatches, RankSlices
 
 
 class SplitsLike(Protocol):
@@ -100,37 +98,6 @@ def trim_left(*seqs: Tensor) -> tuple[Tensor, ...]:
     return tuple(s[:, first:] for s in seqs)
 
 
-class LengthBucketBatches(Sampler[list[int]]):
-    """Random batches of windows of similar length, so trimming their padding saves compute.
-
-    Each epoch: shuffle all rows, take `BUCKET_SPAN` batches' worth at a time, sort that span by
-    length, cut it into batches, then shuffle the order of all batches. Most windows of short
-    sequences are mostly padding; batching them together avoids attending over it.
-    """
-
-    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int = 0) -> None:
-        self.lengths = lengths
-        self.batch_size = batch_size
-        self.seed = seed
-        self.epoch = 0
-
-    def __len__(self) -> int:
-        return -(-len(self.lengths) // self.batch_size)
-
-    def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
-        rng = np.random.default_rng((self.seed, self.epoch))
-        self.epoch += 1
-        order = rng.permutation(len(self.lengths))
-        span = self.batch_size * BUCKET_SPAN
-        batches: list[np.ndarray] = []
-        for start in range(0, len(order), span):
-            chunk = order[start : start + span]
-            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
-            batches.extend(np.array_split(chunk, -(-len(chunk) // self.batch_size)))
-        for pick in rng.permutation(len(batches)):
-            yield batches[pick].tolist()
-
-
 class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
     """Training windows; indexing with a list of rows returns a whole batch at once."""
 
@@ -200,29 +167,22 @@ class EvalExamples(Dataset[dict[str, Tensor]]):
 
 
 def _eval_loader(
-    dataset: EvalExamples, batch_size: int, rows: np.ndarray | None = None
+    dataset: EvalExamples,
+    batch_size: int,
+    rows: np.ndarray | None = None,
+    ranks: tuple[int, int] = (0, 1),
 ) -> DataLoader:
     """Batches of examples (all, or `rows`) sorted by history length: each trims its padding.
 
     In split order a batch is as wide as its longest history (L = 50 on Beauty, where the mean
     is 9): sorted, the query tower over the 22k validation users took 5 s instead of 43 s.
+    `ranks` (rank, world): this rank's share, every world-th example (each example once).
     """
     rows = np.arange(len(dataset)) if rows is None else rows
-    order = rows[np.argsort(dataset.lengths[rows], kind="stable")]
+    rank, world = ranks
+    order = rows[np.argsort(dataset.lengths[rows], kind="stable")][rank::world]
     batches = [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
     return DataLoader(dataset, sampler=batches, batch_size=None)
-
-
-def _shuffled_loader(dataset: Dataset[Any], batch_size: int, workers: int) -> DataLoader:
-    # One dataset call per batch (batch_size=None + a BatchSampler) avoids per-row collation.
-    order = RandomSampler(dataset)  # type: ignore[arg-type]
-    return DataLoader(
-        dataset,
-        sampler=BatchSampler(order, batch_size, drop_last=False),
-        batch_size=None,
-        num_workers=workers,
-        persistent_workers=workers > 0,
-    )
 
 
 def item_counts(splits: SplitsLike) -> Tensor:
@@ -275,11 +235,27 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         """Catalogue size n."""
         return int(self.splits.num_items)
 
+    def _ranks(self) -> tuple[int, int]:
+        """(rank, world size) of the Trainer this module serves; (0, 1) without one."""
+        trainer = self.trainer
+        return (0, 1) if trainer is None else (trainer.global_rank, trainer.world_size)
+
     def train_dataloader(self) -> DataLoader:
-        """Shuffled training windows: (inputs `[B, L']`, targets `[B, L']`), L' <= L."""
-        if not self.bucket_by_length:
-            return _shuffled_loader(self.train_set, self.batch_size, self.num_workers)
-        batches = LengthBucketBatches(self.train_set.lengths, self.batch_size, self.seed)
+        """Shuffled training windows: (inputs `[B, L']`, targets `[B, L']`), L' <= L.
+
+        One dataset call per batch (batch_size=None + a batch sampler): no per-row collation.
+        With several ranks each takes its part of every batch (`RankSlices`).
+        """
+        rank, world = self._ranks()
+        batches: Any
+        if self.bucket_by_length:
+            batches = LengthBucketBatches(self.train_set.lengths, self.batch_size, self.seed)
+        else:  # every rank must draw the same order: a seeded generator when there are several
+            gen = torch.Generator().manual_seed(self.seed) if world > 1 else None
+            order = RandomSampler(self.train_set, generator=gen)  # type: ignore[arg-type]
+            batches = BatchSampler(order, self.batch_size, drop_last=False)
+        if world > 1:
+            batches = RankSlices(batches, rank, world)
         return DataLoader(
             self.train_set,
             sampler=batches,
@@ -290,11 +266,11 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         """The validation rounds during training: the fixed `val_users` sample (or all)."""
-        return _eval_loader(self.val_set, self.eval_batch_size, self.val_rows)
+        return _eval_loader(self.val_set, self.eval_batch_size, self.val_rows, self._ranks())
 
     def test_dataloader(self) -> DataLoader:
         """Test examples, batched by history length (`row` gives the split order)."""
-        return _eval_loader(self.test_set, self.eval_batch_size)
+        return _eval_loader(self.test_set, self.eval_batch_size, ranks=self._ranks())
 
     def eval_dataloader(self, split: str) -> DataLoader:
         """Every example of `split` ("val" or "test"): the final metrics."""

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from torch.profiler import record_function
 
+from training import distributed
 from training.config import RecsysConfig
 from training.diagnostics import proposal_kl
 from training.evaluation import rank_batch
@@ -90,11 +91,12 @@ class RetrievalModule(pl.LightningModule):
             queries = self.model.query_tower(inputs)[keep]  # [N, d]
         positives = targets[keep]  # [N]
         tau = self.tau
+        weight = self._rank_weight(positives.shape[0])
         if self.sampler is None:
             with record_function(PHASES["loss"]):
                 logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
                 logits[:, 0] = torch.finfo(logits.dtype).min  # padding is never a candidate
-                return self.full_loss(logits, positives), None  # type: ignore[misc]
+                return weight * self.full_loss(logits, positives), None  # type: ignore[misc]
         with record_function(PHASES["sampler"]):
             neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
         with record_function(PHASES["loss"]):
@@ -105,9 +107,21 @@ class RetrievalModule(pl.LightningModule):
                 neg_scores = queries @ neg_emb.T  # [N, m]
             else:
                 neg_scores = torch.einsum("nd,nmd->nm", queries, neg_emb)
-            loss = self.sampled_loss(pos_scores, neg_scores, neg, positives, tau)  # type: ignore[misc]
+            loss = weight * self.sampled_loss(pos_scores, neg_scores, neg, positives, tau)  # type: ignore[misc]
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
+
+    def _rank_weight(self, count: int) -> float:
+        """The weight of this rank's mean loss over its `count` targets (1 for one process).
+
+        DDP averages the ranks' gradients; weighed by count * world / (all ranks' count), the
+        average is the gradient of the mean over the whole batch's targets, as one process
+        computes it, however unevenly the targets fall on the ranks.
+        """
+        _, world = distributed.rank_and_world()
+        if world == 1:
+            return 1.0
+        return count * world / distributed.total(count, self.device)
 
     @property
     def tau(self) -> Any:
@@ -163,7 +177,7 @@ class RetrievalModule(pl.LightningModule):
         budget = self.cfg.train.max_minutes
         if budget is not None and self._fit_started is not None:
             done = max(done, (time.monotonic() - self._fit_started) / (60.0 * budget))
-        return min(1.0, done)
+        return min(1.0, distributed.from_rank_zero(done, self.device))  # the ranks' clocks differ
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         """Progress to the sampler and the lr schedule, one optimiser step (manual), update."""
@@ -173,6 +187,7 @@ class RetrievalModule(pl.LightningModule):
         optimizers = self._optimizers()
         lr = schedule_lr(optimizers, self.cfg.train, self.opt_steps, progress)
         loss = self.optimisation_step(batch, optimizers, self.manual_backward)
+        loss = distributed.average(loss)  # each rank's weighted mean: the whole batch's mean
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
         if lr is not None:
             self.log("train/lr", lr, batch_size=1)
@@ -193,12 +208,24 @@ class RetrievalModule(pl.LightningModule):
         every = self.cfg.sampler.refresh_every
         if not self.cfg.train.sparse_embeddings and self.opt_steps % every == 0:
             self.sampler.refresh(self.model.item_tower.all_embeddings())
-        else:
+        else:  # every rank applies every rank's rows: the samplers' trees stay identical
+            touched = distributed.gather_union(touched)
             self.sampler.update(touched, self.model.item_tower(touched))
 
     def on_train_start(self) -> None:
-        """Build the sampler's state from the initial table; start the progress clock."""
+        """Build the sampler's state from the initial table; start the progress clock.
+
+        With several ranks: check that they read the same data, and give each its own random
+        stream (dropout, negatives) from here on; the weights are identical already.
+        """
         self._fit_started = time.monotonic()
+        rank, world = distributed.rank_and_world()
+        if world > 1:
+            windows = len(self.trainer.datamodule.train_set)  # type: ignore[attr-defined]
+            distributed.check_same(
+                windows, "the number of training windows (ingest before starting the ranks)"
+            )
+            torch.manual_seed(self.cfg.train.seed + rank)
         if self.sampler is not None:
             with torch.no_grad():
                 self.sampler.refresh(self.model.item_tower.all_embeddings())
@@ -240,12 +267,30 @@ class RetrievalModule(pl.LightningModule):
         first = rows.argsort()[: self.cfg.train.eval_batch_size]
         self._val["kl_rows"], self._val["queries"] = rows[first], queries[first]
 
+    def _gather_ranks(self) -> tuple[Tensor, Tensor]:
+        """Ranks and log-probabilities `[U]` of every rank's users (one process: its own).
+
+        The KL diagnostic's queries are gathered too: every rank then logs the same figures.
+        """
+        empty = self._val["item_emb"].new_empty(0)
+        ranks = torch.cat(self._val["ranks"]) if self._val["ranks"] else empty.long()
+        log_p = torch.cat(self._val["log_p"]) if self._val["log_p"] else empty
+        if distributed.active():
+            rows = distributed.gather_rows(self._val["kl_rows"])
+            queries = distributed.gather_rows(self._val["queries"])
+            self._val["kl_rows"], self._val["queries"] = rows[:0], queries[:0]
+            self._keep_kl_queries(queries, rows)
+        return distributed.gather_rows(ranks), distributed.gather_rows(log_p)
+
     def _eval_end(self, prefix: str) -> None:
         from training.metrics import ranking_metrics
 
-        if not self._val.get("ranks"):
+        if not self._val:
             return
-        ranks, log_p = torch.cat(self._val["ranks"]), torch.cat(self._val["log_p"])
+        ranks, log_p = self._gather_ranks()
+        if ranks.numel() == 0:
+            self._val = {}
+            return
         metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
         for name, value in metrics.items():
             self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
@@ -258,6 +303,7 @@ class RetrievalModule(pl.LightningModule):
                 self.cfg.ranks_by_magnitude,
             )
             self.log("val/proposal_kl", kl)
+            distributed.check_same(kl, "the sampler's proposal (its tree or table)", rel=1e-9)
         self._val = {}
 
     def on_validation_epoch_start(self) -> None:

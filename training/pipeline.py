@@ -8,6 +8,8 @@ the home's splits.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from data.errors import RecsysInputError
 from data.lock import training_lock
 from data.split import TRAIN_SCHEMA, Splits, build_splits
 from data.workspace import Workspace
-from training import bundle
+from training import bundle, distributed
 from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
 from training.evaluation import evaluate_loader
@@ -72,8 +74,12 @@ def train(
     version: str | None = None,
     publish: bool = True,
     **trainer_overrides: Any,
-) -> TrainResult:
+) -> TrainResult | None:
     """Train, evaluate the best checkpoint on val and test, export and publish the bundle.
+
+    In a data-parallel training (`train.devices` or `train.num_nodes` > 1) every process runs
+    this; rank 0 holds the lock, ingests, measures, writes and publishes, and returns the
+    result; the other ranks train on the home's events as they find them and return None.
 
     Args:
         ws: The home (events, runs, models).
@@ -87,15 +93,17 @@ def train(
         HomeBusyError: another training holds the home.
 
     """
-    version = version or bundle.new_version_name()
+    secondary = distributed.launched_as_secondary()
+    chosen = os.environ.get(distributed.RUN_VERSION_ENV) if secondary else None  # rank 0's
+    version = version or chosen or bundle.new_version_name()
     bundle.check_version_name(version)
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
-    with training_lock(ws, "train"):
-        label = prepare_dataset(ws, dataset)
+    with contextlib.nullcontext() if secondary else training_lock(ws, "train"):
+        label = "" if secondary else prepare_dataset(ws, dataset)
         splits = load_splits(ws, cfg)
         result = train_on(ws, cfg, splits, version, label, export=publish, **trainer_overrides)
-        if publish:
+        if publish and result is not None:
             bundle.publish(ws.models_dir, version)
     return result
 
@@ -114,8 +122,10 @@ def train_on(
     manifest: dict[str, Any] | None = None,
     measured: tuple[str, ...] = VAL_TEST,
     **trainer_overrides: Any,
-) -> TrainResult:
+) -> TrainResult | None:
     """Fit on `splits`, measure the best checkpoint on val and test, write (not publish) it.
+
+    None on the ranks other than 0 of a data-parallel fit (see `train`).
 
     Args:
         ws: The home; the run is `runs/<version>`, the bundle `models/<version>`.
@@ -133,11 +143,16 @@ def train_on(
 
     """
     run_dir = ws.runs_dir / version
-    owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
+    if not distributed.launched_as_secondary():
+        owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
+        if cfg.train.devices * cfg.train.num_nodes > 1:  # the ranks Lightning starts copy it
+            os.environ[distributed.RUN_VERSION_ENV] = version
     fitted = fit(
         cfg, splits, run_dir, start=start, resumable=resumable, patience=patience,
         **trainer_overrides,
     )  # fmt: skip
+    if not fitted.primary:
+        return None
     metrics = {split: measure(fitted.module, fitted.data, cfg, split) for split in measured}
     epochs = len(fitted.epoch_seconds)
     result = TrainResult(

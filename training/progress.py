@@ -44,6 +44,8 @@ class EpochProgress(pl_lightning.Callback):
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         """Runs after the epoch's validation round: its metrics are in `callback_metrics`."""
+        if not trainer.is_global_zero:  # one line an epoch, whatever the number of ranks
+            return
         now = time.perf_counter()
         metrics = trainer.callback_metrics
         parts = [f"epoch {trainer.current_epoch + 1}/{self.max_epochs}"]

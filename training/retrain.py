@@ -30,7 +30,7 @@ from data.errors import RecsysInputError
 from data.lock import training_lock
 from data.split import Splits
 from data.workspace import Workspace
-from training import bundle, warm_start
+from training import bundle, distributed, warm_start
 from training.config import RecsysConfig
 from training.pipeline import bundle_metrics, load_splits, train_on
 from training.warm_start import WarmStart
@@ -92,6 +92,7 @@ def retrain(
             the model cannot be warm-started (a changed shape without --full).
 
     """
+    distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "retrain")
     files = [f for log in request.logs for f in dataset_files(_existing(log))]
     with training_lock(ws, "retrain"):
         previous = bundle.current_version(ws.models_dir)

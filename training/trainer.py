@@ -23,6 +23,7 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
+from training import memory
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule
@@ -113,11 +114,15 @@ def _trainer(
         "max_time": {"minutes": cfg.train.max_minutes} if cfg.train.max_minutes else None,
         "check_val_every_n_epoch": cfg.train.val_every,
         "accelerator": cfg.train.accelerator,
-        "devices": 1,
+        "devices": cfg.train.devices,
+        "num_nodes": cfg.train.num_nodes,
+        "strategy": cfg.train.strategy,
+        "use_distributed_sampler": False,  # the data module gives each rank its part itself
         "callbacks": [
             ckpt,
             stop,
             EpochTimer(),
+            memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes),
             *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
             *extra,
@@ -176,12 +181,17 @@ def _resumable_checkpoint(run_dir: Path) -> Path | None:
 
 @dataclass
 class Fitted:
-    """A finished fit: the best checkpoint's module, the data, and what the fit cost."""
+    """A finished fit: the best checkpoint's module, the data, and what the fit cost.
+
+    `primary` is False on the ranks other than 0 of a data-parallel fit: their module is not
+    restored to the best checkpoint, and nothing is measured or written from them.
+    """
 
     module: RetrievalModule
     data: SequenceDataModule
     seconds: float
     epoch_seconds: list[float]
+    primary: bool = True
 
 
 def fit(
@@ -225,6 +235,7 @@ def fit(
     began = time.perf_counter()
     trainer.fit(module, datamodule=dm, ckpt_path=resume_from)
     seconds = time.perf_counter() - began
-    _restore_best(trainer, module)
+    if trainer.is_global_zero:
+        _restore_best(trainer, module)
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
-    return Fitted(module, dm, seconds, timer.seconds)
+    return Fitted(module, dm, seconds, timer.seconds, trainer.is_global_zero)

@@ -27,6 +27,7 @@ from pytorch_lightning.callbacks import Callback
 from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
+from training import distributed
 from training.config import RecsysConfig
 from training.trainer import MONITOR
 
@@ -143,6 +144,8 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
     from data.lock import training_lock
     from training.pipeline import load_splits
 
+    base = request.base.train
+    distributed.require_one_process(base.devices, base.num_nodes, "tune")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # `_progress` says what matters
     with training_lock(ws, "tune"):
         prepare_dataset(ws, dataset)

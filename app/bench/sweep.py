@@ -175,7 +175,7 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
     from app.bench.paired import per_user_ndcg
     from app.bench.quality import best_epoch_kl, validation_curve
     from data.datasets import prepare_dataset
-    from training import bundle
+    from training import bundle, distributed
     from training.pipeline import load_splits, train_on
 
     cfg = run_config(spec, sweep)
@@ -183,10 +183,12 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
     before, clock = load_avg(), SamplerClock()
     label = prepare_dataset(ws, sweep.source(spec.dataset))
     splits = load_splits(ws, cfg)
+    distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "bench quality")
     result = train_on(
         ws, cfg, splits, bundle.new_version_name(), label, export=False, start=clock,
         measured=("val", "test") if sweep.test else ("val",), **sweep.trainer_overrides,
     )  # fmt: skip
+    assert result is not None  # one process: it is rank 0
     folder = sweep.result_path(spec).parent
     folder.mkdir(parents=True, exist_ok=True)
     ndcg = np.zeros(0)

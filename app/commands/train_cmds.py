@@ -99,6 +99,19 @@ def train_command(
     config: ConfigOption = None,
     set_: SetOption = None,
     version: Annotated[str | None, typer.Option(help="Bundle version name.")] = None,
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            help="Processes on this machine (train.devices): above 1, Lightning starts one "
+            "per device and trains data-parallel (gloo on CPU, nccl on GPU).",
+        ),
+    ] = None,
+    num_nodes: Annotated[
+        int | None, typer.Option(help="Machines, each running --devices processes.")
+    ] = None,
+    strategy: Annotated[
+        str | None, typer.Option(help="Lightning strategy (train.strategy): auto or ddp.")
+    ] = None,
     reuse_published: Annotated[
         bool,
         typer.Option(
@@ -112,12 +125,16 @@ def train_command(
     """Train a model, evaluate it on val and test, export and publish the bundle."""
     from training.pipeline import train
 
-    cfg = build_config(sampler, num_negatives, max_epochs, config or [], set_ or [])
+    hardware = {"devices": devices, "num_nodes": num_nodes, "strategy": strategy}
+    flags = [f"train.{key}={value}" for key, value in hardware.items() if value is not None]
+    cfg = build_config(sampler, num_negatives, max_epochs, config or [], [*(set_ or []), *flags])
     ws = workspace(home)
     if reuse_published and _reusable(ws, json_out):
         return
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints
         result = train(ws, cfg, dataset=dataset, version=version)
+    if result is None:  # a rank other than 0 of a data-parallel training: rank 0 reports
+        return
     payload = result.to_json()
     if json_out:
         emit_json(payload)

@@ -3,6 +3,11 @@
 The positives of a batch are N draws from the training data's item distribution
 `p_i = count_i / sum(count)`, so the expected count of item i among them is `N p_i`, and
 `log_q = log(N p_i)`. `num` and `per_query` are ignored: the result is always `[N]` shared.
+
+In a data-parallel training the negatives are every rank's positives (TensorFlow Recommenders'
+cross-replica concatenation): N is then the whole batch's count of positives, and each rank
+embeds the gathered ids with its own copy of the item tower, so the gradients reach every
+negative's row and DDP averages them like any other.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from training import distributed
 from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
@@ -39,12 +45,14 @@ class InBatchSampler(Stateless):
         self.log_p = data_log_probs(ctx)
 
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
-        """Return the positives `[N]` as shared negatives; `num` is ignored."""
-        ids = positives.reshape(-1).to(torch.int64)
-        log_p = self.log_p.to(ids.device)[ids]
-        log_q = (log_p + torch.log(torch.tensor(float(ids.shape[0])))).to(torch.float32)
+        """The positives `[N]` (of every rank) as shared negatives; `num` is ignored."""
+        own = positives.reshape(-1).to(torch.int64)
+        ids = distributed.gather_rows(own)  # one process: `own` itself
+        log_p = self.log_p.to(ids.device)
+        log_n = torch.log(torch.tensor(float(ids.shape[0]), dtype=torch.float64))
+        log_q = (log_p[ids] + log_n).to(torch.float32)
         # Each positive is one of the N draws: its expected count is its own slot's.
-        return Negatives(ids=ids, log_q=log_q, pos_log_q=log_q.clone())
+        return Negatives(ids=ids, log_q=log_q, pos_log_q=(log_p[own] + log_n).to(torch.float32))
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log p_i of one positive (the same row for every query)."""

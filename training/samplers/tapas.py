@@ -14,7 +14,8 @@ Algorithm 1, for one batch of queries h_1..h_N and m negatives:
 
 Algorithm 2 (`tapas_shards` k): the catalogue is split once into k random shards; each shard
 keeps the top m / k of its own slice of S' (the first m mod k shards one more), and the
-negatives are their union. k = 1 is exactly Algorithm 1.
+negatives are their union. k = 1 is exactly Algorithm 1. In a data-parallel training with k =
+the number of ranks, the ranks are the paper's parameter servers (`TapasSampler.select`).
 
 The temperature tau decreases over training ("during the training, we reduce the temperature
 over time", sec. 3.2; the paper gives no formula): from `tapas_temperature` at the start to
@@ -35,6 +36,7 @@ import math
 import torch
 from torch import Tensor
 
+from training import distributed
 from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, register_sampler
 from training.samplers.bernoulli import BernoulliTable, inclusion_probabilities
@@ -69,8 +71,13 @@ def shard_top(scores: Tensor, shard: Tensor, num: int, shards: int) -> Tensor:
     starts = torch.cumsum(sizes, 0) - sizes
     by_shard = shard[grouped]
     rank = torch.arange(grouped.numel(), device=scores.device) - starts[by_shard]
-    quota = num // shards + (torch.arange(shards, device=scores.device) < num % shards).long()
+    quota = shard_quota(num, shards).to(scores.device)
     return grouped[rank < quota[by_shard]]
+
+
+def shard_quota(num: int, shards: int) -> Tensor:
+    """`[k]` how many each shard keeps: m // k, plus one for the first m mod k shards."""
+    return num // shards + (torch.arange(shards) < num % shards).long()
 
 
 @register_sampler("tapas")
@@ -132,18 +139,41 @@ class TapasSampler:
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """Shared `[k]` negatives, k <= m (fewer when the presample or a shard runs short)."""
         table = self._table(num)
+        over_ranks = distributed.active() and self.shards == distributed.rank_and_world()[1]
         pre_ids = table.draw(queries.device)
+        if over_ranks:  # Algorithm 2 over the ranks: one presample, the whole batch's queries
+            pre_ids = distributed.rows_of_rank_zero(pre_ids)
         presample = Negatives(pre_ids, table.log_b(pre_ids), table.log_b(positives))
+        ids = self.select(queries, pre_ids, num, over_ranks)
+        if not self.correct:
+            return Negatives(ids, None, None, presample=presample)
+        return Negatives(ids, table.log_b(ids), presample.pos_log_q, presample=presample)
+
+    def select(
+        self, queries: Tensor, pre_ids: Tensor, num: int, over_ranks: bool = False
+    ) -> Tensor:
+        """The second pass: the kept ids of presample `pre_ids [p]` against `queries [N, d]`.
+
+        `over_ranks` (`tapas_shards` = the number of ranks): rank j is Algorithm 2's
+        parameter server j. It scores its shard's slice of the presample against every rank's
+        queries and keeps that shard's top m / k; the ranks' kept ids, gathered in rank order,
+        are exactly what one process keeps with k shards over the whole batch.
+        """
+        if over_ranks:
+            mine = (
+                self.shard_of[pre_ids.cpu()].to(pre_ids.device) == distributed.rank_and_world()[0]
+            )
+            scores = self.batch_scores(distributed.gather_rows(queries), pre_ids[mine])
+            quota = shard_quota(num, self.shards)[distributed.rank_and_world()[0]]
+            kept = pre_ids[mine][scores.topk(min(int(quota), scores.numel())).indices]
+            return distributed.gather_rows(kept)
         scores = self.batch_scores(queries, pre_ids)
         if self.shards == 1:  # Algorithm 1: the top m of the whole presample
             keep = scores.topk(min(num, scores.numel())).indices
         else:
             shard = self.shard_of[pre_ids.cpu()].to(scores.device)
             keep = shard_top(scores, shard, num, self.shards)
-        ids = pre_ids[keep.to(pre_ids.device)]
-        if not self.correct:
-            return Negatives(ids, None, None, presample=presample)
-        return Negatives(ids, table.log_b(ids), presample.pos_log_q, presample=presample)
+        return pre_ids[keep.to(pre_ids.device)]
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log(b_c / sum b): one slot of the first pass (the second is not a law).

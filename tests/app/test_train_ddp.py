@@ -1,0 +1,87 @@
+"""`recsys train --devices 2 --strategy ddp`: two real CPU processes (gloo), started by Lightning.
+
+Stated tolerance: with dropout off and the full softmax the two-process run computes the same
+steps as one process (each rank's part of a batch, the loss weighed so DDP's average is the
+whole batch's mean), so losses and metrics agree to float rounding: 1e-5 relative.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from data.synth import generate_events
+from tests.serving.server import running_server
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
+    "--set", "model.dropout=0", "--set", "train.batch_size=64", "--set", "train.accelerator=cpu",
+    "--set", "train.threads=1", "--max-epochs", "3",
+]  # fmt: skip
+REL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def log_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ddp") / "log.csv"
+    generate_events(300, 120, 5000, seed=5).write_csv(path)
+    return path
+
+
+def train(home: Path, log: Path, *extra: str) -> tuple[dict, str]:
+    """`recsys train --json` in a subprocess: (its result, its stderr)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "app", "train", "--home", str(home), "--dataset", str(log)]
+    done = subprocess.run(
+        [*cmd, "--json", *TINY, *extra], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout), done.stderr
+
+
+def train_losses(result: dict) -> list[float]:
+    with open(Path(result["run_dir"]) / "metrics.csv") as handle:
+        return [float(row["train/loss"]) for row in csv.DictReader(handle) if row["train/loss"]]
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL, abs_tol=1e-9)
+
+
+def test_two_processes_train_what_one_process_trains(tmp_path: Path, log_file: Path) -> None:
+    one, _ = train(tmp_path / "one", log_file, "--sampler", "full")
+    two, stderr = train(tmp_path / "two", log_file, "--sampler", "full", "--devices", "2")
+
+    assert "memory per rank (2 ranks): item table" in stderr
+    assert stderr.count("epoch 3/3") == 1  # one progress line an epoch, from rank 0
+    assert set(one) == set(two) and one["epochs"] == two["epochs"] == 3
+    for split in ("val", "test"):
+        for name, value in one["metrics"][split].items():
+            assert close(value, two["metrics"][split][name]), (split, name)
+    losses_one, losses_two = train_losses(one), train_losses(two)
+    assert len(losses_one) == len(losses_two) > 0
+    assert all(close(a, b) for a, b in zip(losses_one, losses_two, strict=True))
+    assert len(list((tmp_path / "two" / "models").glob("2*"))) == 1  # rank 0 alone writes
+
+
+def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None:
+    """The kernel trees are compared across ranks every validation round (a drift fails the run)."""
+    home, log = tmp_path / "home", tmp_path / "log.csv"
+    generate_events(300, 1000, 5000, seed=6).write_csv(log)  # the ranks' steps touch other rows
+    sampled = ["--sampler", "rff", "--num-negatives", "4", "--set", "sampler.per_query=false"]
+    result, stderr = train(home, log, *sampled, "--devices", "2", "--strategy", "ddp")
+    assert "differs across ranks" not in stderr
+    assert result["metrics"]["val"]["ndcg@10"] > 0
+    with running_server(home) as url:
+        body = httpx.get(f"{url}/recommend", params={"user_id": "u1", "k": 5}, timeout=10).json()
+    assert body["model_version"] == result["version"] and len(body["items"]) == 5

@@ -1,0 +1,62 @@
+"""Batch samplers of the training windows: length buckets, and each rank's part of a batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from torch.utils.data import Sampler
+
+BUCKET_SPAN = 50  # batches drawn together, sorted by length, then cut and shuffled
+
+
+class LengthBucketBatches(Sampler[list[int]]):
+    """Random batches of windows of similar length, so trimming their padding saves compute.
+
+    Each epoch: shuffle all rows, take `BUCKET_SPAN` batches' worth at a time, sort that span by
+    length, cut it into batches, then shuffle the order of all batches. Most windows of short
+    sequences are mostly padding; batching them together avoids attending over it.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int = 0) -> None:
+        self.lengths = lengths
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
+        rng = np.random.default_rng((self.seed, self.epoch))
+        self.epoch += 1
+        order = rng.permutation(len(self.lengths))
+        span = self.batch_size * BUCKET_SPAN
+        batches: list[np.ndarray] = []
+        for start in range(0, len(order), span):
+            chunk = order[start : start + span]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            batches.extend(np.array_split(chunk, -(-len(chunk) // self.batch_size)))
+        for pick in rng.permutation(len(batches)):
+            yield batches[pick].tolist()
+
+
+class RankSlices:
+    """A batch sampler's batches cut across the ranks: rank r takes the r-th part of each one.
+
+    Every rank iterates the same global batches (the same seed), so the ranks' parts of one
+    step make up exactly the batch one process would have trained on; a batch with fewer rows
+    than ranks is skipped (every rank must take the same number of steps).
+    """
+
+    def __init__(self, batches: object, rank: int, world: int) -> None:
+        self.batches = batches
+        self.rank, self.world = rank, world
+
+    def __len__(self) -> int:
+        return len(self.batches)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
+        for batch in self.batches:  # type: ignore[attr-defined]
+            if len(batch) >= self.world:
+                yield np.array_split(np.asarray(batch), self.world)[self.rank].tolist()

@@ -1,0 +1,80 @@
+"""The memory a training needs, printed at its start: what to size a machine (or a rank) for.
+
+Item table and optimiser state are exact (the parameters' bytes, Adam's two moments each);
+the sampler's state is the bytes of the tensors it holds (a kernel tree's node sums, a copy of
+the item table, a proposal table); the per-rank batch is its logits and their gradient, the
+largest activation of a step at large catalogues (`[N, n + 1]` for the full softmax, `[N, m]`
+sampled, N = the rank's share of batch_size x max_len targets at most).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytorch_lightning as pl_lightning
+import torch
+
+from training.config import RecsysConfig
+
+log = logging.getLogger(__name__)
+MIB = 2**20
+_MAX_DEPTH = 3  # a sampler's tensors sit at most this deep in its attributes
+
+
+def tensor_bytes(obj: Any, depth: int = 0) -> int:
+    """Bytes of the distinct tensors reachable from `obj` through attributes, lists and dicts."""
+    seen: set[int] = set()
+
+    def walk(value: Any, level: int) -> int:
+        if isinstance(value, torch.Tensor):
+            key = value.untyped_storage().data_ptr()
+            if key in seen:
+                return 0
+            seen.add(key)
+            return value.untyped_storage().nbytes()
+        if level >= _MAX_DEPTH:
+            return 0
+        if isinstance(value, dict):
+            return sum(walk(v, level + 1) for v in value.values())
+        if isinstance(value, list | tuple):
+            return sum(walk(v, level + 1) for v in value)
+        if hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module | type):
+            return sum(walk(v, level + 1) for v in vars(value).values())
+        return 0
+
+    return walk(obj, depth)
+
+
+def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
+    """MiB of each part: item table, optimiser state, sampler state, one rank's batch logits."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    table = module.model.item_tower.all_embeddings().detach()
+    width = table.shape[0] if module.sampler is None else cfg.sampler.num_negatives
+    targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
+    return {
+        "item table": table.numel() * table.element_size() / MIB,
+        "optimiser state": 2 * sum(p.numel() * p.element_size() for p in params) / MIB,
+        "sampler state": tensor_bytes(module.sampler) / MIB if module.sampler else 0.0,
+        "batch logits per rank": 2 * targets * width * 4 / MIB,
+    }
+
+
+def describe(parts: dict[str, float], world: int) -> str:
+    """`memory per rank (2 ranks): item table 12.0 MiB, ...`."""
+    listed = ", ".join(f"{name} {mib:,.1f} MiB" for name, mib in parts.items())
+    return f"memory per rank ({world} rank{'s' if world > 1 else ''}): {listed}"
+
+
+class MemoryBudget(pl_lightning.Callback):
+    """Logs the budget once, on rank 0, at the first step (the sampler's state is built then)."""
+
+    def __init__(self) -> None:
+        self._done = False
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, *args: Any) -> None:  # noqa: D102
+        if self._done or not trainer.is_global_zero:
+            return
+        self._done = True
+        world = trainer.world_size
+        log.info(describe(budget(pl_module, pl_module.cfg, world), world))
