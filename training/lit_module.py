@@ -291,6 +291,9 @@ class RetrievalModule(pl.LightningModule):
         if ranks.numel() == 0:
             self._val = {}
             return
+        item_emb = self._val["item_emb"].double()
+        fingerprint = float(item_emb.sum(1) @ torch.arange(len(item_emb), dtype=torch.float64))
+        distributed.check_same(fingerprint, "the item table", rel=1e-9)  # DDP keeps it identical
         metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
         for name, value in metrics.items():
             self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")

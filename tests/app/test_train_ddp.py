@@ -85,3 +85,31 @@ def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None
     with running_server(home) as url:
         body = httpx.get(f"{url}/recommend", params={"user_id": "u1", "k": 5}, timeout=10).json()
     assert body["model_version"] == result["version"] and len(body["items"]) == 5
+
+
+def test_torchrun_starts_the_ranks_of_a_sparse_table_training(
+    tmp_path: Path, log_file: Path
+) -> None:
+    """torchrun starts both processes itself; the home has its events before they start."""
+    home = tmp_path / "home"
+    ingest = [sys.executable, "-m", "app", "ingest", str(log_file), "--home", str(home)]
+    subprocess.run(ingest, cwd=REPO, check=True, capture_output=True, timeout=120)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "app"]
+    sampled = [
+        "--sampler",
+        "uniform",
+        "--num-negatives",
+        "8",
+        "--set",
+        "train.sparse_embeddings=true",
+    ]
+    done = subprocess.run(
+        [*launch, "train", "--home", str(home), "--json", *TINY, *sampled, "--devices", "2"],
+        cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = done.stdout.splitlines()  # rank 0 alone reports
+    result = json.loads(line)
+    assert (home / "models" / "CURRENT").read_text().strip() == result["version"]
+    assert result["metrics"]["test"]["ndcg@10"] > 0

@@ -72,16 +72,16 @@ def test_rank_slices_make_up_each_batch_and_skip_batches_smaller_than_the_ranks(
 
 def _in_batch_frequencies(rank: int, trials: int, per_rank: int) -> None:
     sampler = build_sampler(SamplerConfig(name="in-batch"), SamplerContext(N_ITEMS, COUNTS))
-    p = COUNTS / COUNTS.sum()
+    p = (COUNTS / COUNTS.sum()).double()
     torch.manual_seed(100 + rank)  # each rank its own positives
     counts = torch.zeros(N_ITEMS + 1, dtype=torch.float64)
     for _ in range(trials):
-        positives = torch.multinomial(p, per_rank, replacement=True)
+        positives = torch.multinomial(p.float(), per_rank, replacement=True)
         neg = sampler.sample(torch.zeros(per_rank, 4), positives, 0)
         assert neg.ids.shape == (2 * per_rank,) and neg.log_q is not None
-        assert torch.allclose(neg.log_q.double(), torch.log(2 * per_rank * p[neg.ids]).double(), atol=1e-5)
+        assert torch.allclose(neg.log_q.double(), torch.log(2 * per_rank * p[neg.ids]), atol=1e-5)
         counts += torch.bincount(neg.ids, minlength=N_ITEMS + 1).double()
-    expected = 2 * per_rank * p.double()  # exp(log_q): the whole batch's N = 2 x per_rank draws
+    expected = 2 * per_rank * p  # exp(log_q): the whole batch's N = 2 x per_rank draws
     z = (counts / trials - expected)[1:] / torch.sqrt(expected[1:] / trials)
     assert float(z.abs().max()) < 5.0
 
