@@ -165,3 +165,26 @@ def test_the_documented_compose_retrain_command_is_valid_and_its_logs_are_mounte
     assert name == "retrain" and params["logs"] == [Path("/logs/new.csv")]
     mounts = [interpolate(v, {}) for v in compose()["services"]["trainer"]["volumes"]]
     assert "./logs:/logs:ro" in mounts
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """YAML with compose's `!reset` tag (an override that clears a key)."""
+
+
+_ComposeLoader.add_constructor(
+    "!reset", lambda loader, node: {"reset": loader.construct_sequence(node)}
+)  # type: ignore[arg-type]
+
+
+def test_replicas_example_balances_the_api_and_publishes_no_replica_port() -> None:
+    override = yaml.load((ROOT / "deploy" / "compose.replicas.yml").read_text(), _ComposeLoader)
+    services = override["services"]
+    assert services["api"]["ports"] == {"reset": []}  # replicas cannot share one host port
+    balancer = services["balancer"]
+    assert balancer["ports"] == ["${RECSYS_PORT:-8000}:8000"]  # the port `make up` uses
+    assert balancer["depends_on"] == {"api": {"condition": "service_healthy"}}
+    assert set(services) <= set(compose()["services"]) | {"balancer"}
+    (mount,) = balancer["volumes"]
+    conf = (ROOT / "deploy" / mount.split(":")[0]).read_text()
+    assert mount.endswith(":/etc/nginx/nginx.conf:ro") and "listen 8000;" in conf
+    assert re.search(r"server api:8000 resolve;", conf) and "proxy_pass http://recsys_api;" in conf
