@@ -1,0 +1,126 @@
+"""`recsys bench ddp`: training examples per second with 1, 2, ... data-parallel processes.
+
+A synthetic log (`--users`, `--items`, `--events`) is ingested once into a scratch home; then
+`recsys train` runs once per process count P, one epoch each, with the machine's cores split
+between the processes (cores / P threads each: never oversubscribed), sampled softmax over
+sparse item tables (at 1,000,000 items the full softmax's logits do not fit, see
+docs/operations.md). Examples per second = the epoch's training windows / the epoch's seconds;
+the epoch's seconds include one validation round over `train.val_users` = 200 users, a small
+share. Run it alone on the machine: the result records the load average before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.bench import options
+
+DEFAULT_OUT = options.RESULTS / "ddp_throughput.json"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _prepare(home: Path, users: int, items: int, events: int) -> int:
+    """Ingest the synthetic log into `home` once; the number of training windows."""
+    from data.split import build_splits
+    from data.synth import generate_events
+    from data.workspace import Workspace
+    from training.config import ModelConfig
+    from training.datamodule import make_windows
+
+    ws = Workspace(home)
+    if not ws.events_dir.is_dir():
+        log = home.parent / f"synthetic-{items}.csv"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        generate_events(users, items, events, seed=0).write_csv(log)
+        subprocess.run([sys.executable, "-m", "app", "ingest", str(log), "--home", str(home)],
+                       cwd=REPO, check=True, capture_output=True)  # fmt: skip
+    splits = build_splits(ws, "loo", None, 0)
+    return len(make_windows(splits.train["items"], ModelConfig().max_len))
+
+
+def _train(home: Path, processes: int, sampler: str, negatives: int) -> dict[str, Any]:
+    """One `recsys train` of one epoch with `processes` processes; its JSON result."""
+    threads = max(1, (os.cpu_count() or 1) // processes)
+    cmd = [
+        sys.executable, "-m", "app", "train", "--home", str(home), "--json", "--max-epochs", "1",
+        "--sampler", sampler, "--num-negatives", str(negatives), "--devices", str(processes),
+        "--set", f"train.threads={threads}", "--set", "train.sparse_embeddings=true",
+        "--set", "train.val_users=200", "--set", "train.accelerator=cpu",
+        *(["--strategy", "ddp"] if processes > 1 else []),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"recsys train with {processes} processes failed:\n{done.stderr[-3000:]}"
+        )
+    result: dict[str, Any] = json.loads(done.stdout)
+    result["threads_per_process"] = threads
+    return result
+
+
+def run(
+    home: Path, counts: list[int], data: dict[str, int], sampler: str, m: int
+) -> dict[str, Any]:
+    """Every process count's row, and the setting."""
+    windows = _prepare(home, data["users"], data["items"], data["events"])
+    rows = []
+    for processes in counts:
+        before = os.getloadavg()[0]
+        result = _train(home, processes, sampler, m)
+        epoch = result["seconds_per_epoch"]
+        rows.append({
+            "processes": processes, "threads_per_process": result["threads_per_process"],
+            "epoch_seconds": epoch, "examples_per_s": round(windows / epoch, 1),
+            "val_ndcg@10": result["metrics"]["val"]["ndcg@10"],
+            "load_avg_1m": [round(before, 2), round(os.getloadavg()[0], 2)],
+        })  # fmt: skip
+        typer.echo(f"{processes} process(es): {windows / epoch:,.0f} examples/s ({epoch:.1f} s)")
+    setting = {**data, "windows": windows, "sampler": sampler, "num_negatives": m}
+    return {"setting": setting, "cpus": os.cpu_count(), "rows": rows,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+
+
+def plot(payload: dict[str, Any], path: Path) -> None:
+    """Bars of examples per second against the number of processes."""
+    import matplotlib.pyplot as plt
+
+    rows = payload["rows"]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.bar(range(len(rows)), [r["examples_per_s"] for r in rows])
+    ax.set_xticks(range(len(rows)), [str(r["processes"]) for r in rows])
+    ax.set_xlabel("processes (cores split between them)")
+    ax.set_ylabel("training examples / s")
+    s = payload["setting"]
+    ax.set_title(f"{s['items']:,} items, {s['sampler']} m = {s['num_negatives']}", fontsize=9)
+    options.save_figure(fig, path)
+
+
+def ddp(
+    processes: Annotated[str, typer.Option(help="Comma-separated process counts.")] = "1,2",
+    items: Annotated[int, typer.Option(help="Catalogue size.")] = 1_000_000,
+    users: Annotated[int, typer.Option(help="Users of the synthetic log.")] = 2_000,
+    events: Annotated[int, typer.Option(help="Events of the synthetic log.")] = 3_000_000,
+    sampler: Annotated[str, typer.Option(help="Sampler of every run.")] = "uniform",
+    num_negatives: Annotated[int, typer.Option(help="m.")] = 256,
+    scratch: Annotated[Path, typer.Option(help="Scratch home (kept).")] = Path("/tmp/bench-ddp"),
+    out: Annotated[Path, typer.Option(help="Result JSON (a PNG beside it).")] = DEFAULT_OUT,
+) -> None:
+    """Examples per second of one training epoch with 1, 2, ... data-parallel processes."""
+    counts = options.ints(processes, "processes")
+    data = {"users": users, "items": items, "events": events}
+    payload = run(scratch / f"home-{items}", counts, data, sampler, num_negatives)
+    options.write_results(payload, out, out.with_suffix(".png"), plot)
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Attach this benchmark's subcommand."""
+    bench_app.command("ddp")(ddp)
