@@ -109,6 +109,18 @@ def total(count: int, device: torch.device | str = "cpu") -> int:
     return int(value)
 
 
+def share_weight(count: int, device: torch.device | str = "cpu") -> float:
+    """The weight of this rank's mean loss over its `count` targets (1 for one process).
+
+    DDP averages the ranks' gradients; weighed by count * world / (every rank's count), the
+    average is the gradient of the mean over the whole batch's targets, as one process
+    computes it, however unevenly the targets fall on the ranks.
+    """
+    if not active():
+        return 1.0
+    return count * dist.get_world_size() / total(count, device)
+
+
 def average(value: Tensor) -> Tensor:
     """The mean of a scalar `value` over the ranks (no gradient)."""
     if not active():

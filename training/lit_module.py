@@ -25,6 +25,7 @@ from training.losses import SampledLoss
 from training.model import TwoTowerModel
 from training.optim import make_optimizers, schedule_lr
 from training.samplers import NegativeSampler
+from training.validation_round import ValidationRound
 
 FullLoss = Callable[[Tensor, Tensor], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
@@ -71,7 +72,7 @@ class RetrievalModule(pl.LightningModule):
         self.opt_steps = 0
         self._fit_started: float | None = None
         self._total_steps: float | None = None
-        self._val: dict[str, Any] = {}
+        self._round: ValidationRound | None = None
 
     # ---- training -------------------------------------------------------------------------
 
@@ -91,7 +92,7 @@ class RetrievalModule(pl.LightningModule):
             queries = self.model.query_tower(inputs)[keep]  # [N, d]
         positives = targets[keep]  # [N]
         tau = self.tau
-        weight = self._rank_weight(positives.shape[0])
+        weight = distributed.share_weight(positives.shape[0], self.device)
         if self.sampler is None:
             with record_function(PHASES["loss"]):
                 logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
@@ -110,18 +111,6 @@ class RetrievalModule(pl.LightningModule):
             loss = weight * self.sampled_loss(pos_scores, neg_scores, neg, positives, tau)  # type: ignore[misc]
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
-
-    def _rank_weight(self, count: int) -> float:
-        """The weight of this rank's mean loss over its `count` targets (1 for one process).
-
-        DDP averages the ranks' gradients; weighed by count * world / (all ranks' count), the
-        average is the gradient of the mean over the whole batch's targets, as one process
-        computes it, however unevenly the targets fall on the ranks.
-        """
-        _, world = distributed.rank_and_world()
-        if world == 1:
-            return 1.0
-        return count * world / distributed.total(count, self.device)
 
     @property
     def tau(self) -> Any:
@@ -241,73 +230,46 @@ class RetrievalModule(pl.LightningModule):
     def _eval_start(self) -> None:
         with torch.no_grad():
             item_emb = self.model.item_tower.all_embeddings()
-        self._val = {"item_emb": item_emb, "ranks": [], "log_p": []}
-        self._val["kl_rows"] = torch.empty(0, dtype=torch.int64, device=item_emb.device)
-        self._val["queries"] = item_emb.new_empty(0, item_emb.shape[1])
+        self._round = ValidationRound(item_emb, self.cfg.train.eval_batch_size)
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
-        ev = self.cfg.eval
+        ev, round_ = self.cfg.eval, self._round
+        assert round_ is not None  # Lightning starts every round before its steps
         ranks, log_p, queries = rank_batch(
             self.model.query_tower,
-            self._val["item_emb"],
+            round_.item_emb,
             batch,
             self.current_temperature(),
             ev.exclude_seen,
             ev.item_chunk,
             self.cfg.ranks_by_magnitude,
         )
-        self._val["ranks"].append(ranks)
-        self._val["log_p"].append(log_p)
-        self._keep_kl_queries(queries, batch["row"])
-
-    def _keep_kl_queries(self, queries: Tensor, rows: Tensor) -> None:
-        """The KL diagnostic's queries: the first eval_batch_size users evaluated, split order."""
-        rows = torch.cat([self._val["kl_rows"], rows])
-        queries = torch.cat([self._val["queries"], queries])
-        first = rows.argsort()[: self.cfg.train.eval_batch_size]
-        self._val["kl_rows"], self._val["queries"] = rows[first], queries[first]
-
-    def _gather_ranks(self) -> tuple[Tensor, Tensor]:
-        """Ranks and log-probabilities `[U]` of every rank's users (one process: its own).
-
-        The KL diagnostic's queries are gathered too: every rank then logs the same figures.
-        """
-        empty = self._val["item_emb"].new_empty(0)
-        ranks = torch.cat(self._val["ranks"]) if self._val["ranks"] else empty.long()
-        log_p = torch.cat(self._val["log_p"]) if self._val["log_p"] else empty
-        if distributed.active():
-            rows = distributed.gather_rows(self._val["kl_rows"])
-            queries = distributed.gather_rows(self._val["queries"])
-            self._val["kl_rows"], self._val["queries"] = rows[:0], queries[:0]
-            self._keep_kl_queries(queries, rows)
-        return distributed.gather_rows(ranks), distributed.gather_rows(log_p)
+        round_.add(ranks, log_p, queries, batch["row"])
 
     def _eval_end(self, prefix: str) -> None:
         from training.metrics import ranking_metrics
 
-        if not self._val:
+        round_, self._round = self._round, None
+        if round_ is None:
             return
-        ranks, log_p = self._gather_ranks()
+        ranks, log_p = round_.gather()
         if ranks.numel() == 0:
-            self._val = {}
             return
-        item_emb = self._val["item_emb"].double()
-        fingerprint = float(item_emb.sum(1) @ torch.arange(len(item_emb), dtype=torch.float64))
-        distributed.check_same(fingerprint, "the item table", rel=1e-9)  # DDP keeps it identical
+        # DDP keeps the weights identical on every rank: a difference is a bug, not noise
+        distributed.check_same(round_.table_fingerprint(), "the item table", rel=1e-9)
         metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
         for name, value in metrics.items():
             self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
         if prefix == "val" and self.sampler is not None:
             kl = proposal_kl(
                 self.sampler,
-                self._val["queries"],
-                self._val["item_emb"],
+                round_.queries,
+                round_.item_emb,
                 self.current_temperature(),
                 self.cfg.ranks_by_magnitude,
             )
             self.log("val/proposal_kl", kl)
             distributed.check_same(kl, "the sampler's proposal (its tree or table)", rel=1e-9)
-        self._val = {}
 
     def on_validation_epoch_start(self) -> None:
         """Normalise the item table once per validation round."""

@@ -1,0 +1,56 @@
+"""One validation (or test) round of the training module: what it collects and gathers.
+
+Each eval batch adds its users' full-ranking ranks and target log-probabilities, and the
+round keeps the first `keep` users' queries (split order) for the KL diagnostic. At the end
+`gather()` collects every rank's share (one process: its own), so that every rank computes
+the same metrics from the same users, each counted once.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from training import distributed
+
+
+class ValidationRound:
+    """The round's item table `[n + 1, d]`, ranks and log-probabilities, and KL queries."""
+
+    def __init__(self, item_emb: Tensor, keep: int) -> None:
+        self.item_emb = item_emb
+        self.keep = keep
+        self.ranks: list[Tensor] = []
+        self.log_p: list[Tensor] = []
+        self.kl_rows = torch.empty(0, dtype=torch.int64, device=item_emb.device)
+        self.queries = item_emb.new_empty(0, item_emb.shape[1])
+
+    def add(self, ranks: Tensor, log_p: Tensor, queries: Tensor, rows: Tensor) -> None:
+        """One batch: ranks `[B]`, log_p `[B]`, queries `[B, d]`, split rows `[B]`."""
+        self.ranks.append(ranks)
+        self.log_p.append(log_p)
+        self._keep_queries(queries, rows)
+
+    def _keep_queries(self, queries: Tensor, rows: Tensor) -> None:
+        """Keep the queries of the first `keep` users in split order."""
+        rows = torch.cat([self.kl_rows, rows])
+        queries = torch.cat([self.queries, queries])
+        first = rows.argsort()[: self.keep]
+        self.kl_rows, self.queries = rows[first], queries[first]
+
+    def gather(self) -> tuple[Tensor, Tensor]:
+        """Ranks and log-probabilities `[U]` of every rank's users; the KL queries gathered too."""
+        empty = self.item_emb.new_empty(0)
+        ranks = torch.cat(self.ranks) if self.ranks else empty.long()
+        log_p = torch.cat(self.log_p) if self.log_p else empty
+        if distributed.active():
+            rows = distributed.gather_rows(self.kl_rows)
+            queries = distributed.gather_rows(self.queries)
+            self.kl_rows, self.queries = rows[:0], queries[:0]
+            self._keep_queries(queries, rows)
+        return distributed.gather_rows(ranks), distributed.gather_rows(log_p)
+
+    def table_fingerprint(self) -> float:
+        """A number that changes with any row of the item table (compared across ranks)."""
+        table = self.item_emb.double()
+        return float(table.sum(1) @ torch.arange(len(table), dtype=torch.float64))
