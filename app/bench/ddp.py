@@ -27,8 +27,8 @@ DEFAULT_OUT = options.RESULTS / "ddp_throughput.json"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _prepare(home: Path, users: int, items: int, events: int) -> int:
-    """Ingest the synthetic log into `home` once; the number of training windows."""
+def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]:
+    """Ingest the synthetic log into `home` once; (training windows, catalogue size n)."""
     from data.split import build_splits
     from data.synth import generate_events
     from data.workspace import Workspace
@@ -43,7 +43,7 @@ def _prepare(home: Path, users: int, items: int, events: int) -> int:
         subprocess.run([sys.executable, "-m", "app", "ingest", str(log), "--home", str(home)],
                        cwd=REPO, check=True, capture_output=True)  # fmt: skip
     splits = build_splits(ws, "loo", None, 0)
-    return len(make_windows(splits.train["items"], ModelConfig().max_len))
+    return len(make_windows(splits.train["items"], ModelConfig().max_len)), splits.num_items
 
 
 def _train(home: Path, processes: int, sampler: str, negatives: int) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def run(
     home: Path, counts: list[int], data: dict[str, int], sampler: str, m: int
 ) -> dict[str, Any]:
     """Every process count's row, and the setting."""
-    windows = _prepare(home, data["users"], data["items"], data["events"])
+    windows, catalogue = _prepare(home, data["users"], data["items"], data["events"])
     rows = []
     for processes in counts:
         before = os.getloadavg()[0]
@@ -84,7 +84,8 @@ def run(
             "load_avg_1m": [round(before, 2), round(os.getloadavg()[0], 2)],
         })  # fmt: skip
         typer.echo(f"{processes} process(es): {windows / epoch:,.0f} examples/s ({epoch:.1f} s)")
-    setting = {**data, "windows": windows, "sampler": sampler, "num_negatives": m}
+    setting = {**data, "catalogue": catalogue, "windows": windows, "sampler": sampler,
+               "num_negatives": m}  # fmt: skip
     return {"setting": setting, "cpus": os.cpu_count(), "rows": rows,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
 
@@ -100,7 +101,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("processes (cores split between them)")
     ax.set_ylabel("training examples / s")
     s = payload["setting"]
-    ax.set_title(f"{s['items']:,} items, {s['sampler']} m = {s['num_negatives']}", fontsize=9)
+    ax.set_title(f"{s['catalogue']:,} items, {s['sampler']} m = {s['num_negatives']}", fontsize=9)
     options.save_figure(fig, path)
 
 

@@ -21,6 +21,7 @@ def test_bench_ddp_measures_one_and_two_processes(tmp_path: Path) -> None:
     assert [row["processes"] for row in payload["rows"]] == [1, 2]
     windows = payload["setting"]["windows"]
     assert windows > 0 and out.with_suffix(".png").is_file()
+    assert 0 < payload["setting"]["catalogue"] <= 300  # the items the log holds
     for row in payload["rows"]:
         assert row["threads_per_process"] * row["processes"] <= max(payload["cpus"], 2)
         assert math.isclose(row["examples_per_s"], windows / row["epoch_seconds"], rel_tol=1e-2)
