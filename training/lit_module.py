@@ -211,9 +211,8 @@ class RetrievalModule(pl.LightningModule):
         rank, world = distributed.rank_and_world()
         if world > 1:
             windows = len(self.trainer.datamodule.train_set)  # type: ignore[attr-defined]
-            distributed.check_same(
-                windows, "the number of training windows (ingest before starting the ranks)"
-            )
+            what = "the number of training windows (ingest before starting the ranks)"
+            distributed.check_same(windows, what, device=self.device)  # nccl: a CUDA tensor
             torch.manual_seed(self.cfg.train.seed + rank)
         if self.sampler is not None:
             with torch.no_grad():
@@ -256,7 +255,8 @@ class RetrievalModule(pl.LightningModule):
         if ranks.numel() == 0:
             return
         # DDP keeps the weights identical on every rank: a difference is a bug, not noise
-        distributed.check_same(round_.table_fingerprint(), "the item table", rel=1e-9)
+        fingerprint = round_.table_fingerprint()
+        distributed.check_same(fingerprint, "the item table", rel=1e-9, device=self.device)
         metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
         for name, value in metrics.items():
             self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
@@ -269,7 +269,8 @@ class RetrievalModule(pl.LightningModule):
                 self.cfg.ranks_by_magnitude,
             )
             self.log("val/proposal_kl", kl)
-            distributed.check_same(kl, "the sampler's proposal (its tree or table)", rel=1e-9)
+            what = "the sampler's proposal (its tree or table)"
+            distributed.check_same(kl, what, rel=1e-9, device=self.device)
 
     def on_validation_epoch_start(self) -> None:
         """Normalise the item table once per validation round."""
