@@ -49,7 +49,7 @@ def tensor_bytes(obj: Any, depth: int = 0) -> int:
 def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     """MiB of each part: item table, optimiser state, sampler state, one rank's batch logits."""
     params = [p for p in module.parameters() if p.requires_grad]
-    table = module.model.item_tower.all_embeddings().detach()
+    table = module.model.item_embedding_weight  # its size only: no normalised copy
     width = table.shape[0] if module.sampler is None else cfg.sampler.num_negatives
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
     return {

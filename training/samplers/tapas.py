@@ -160,13 +160,7 @@ class TapasSampler:
         are exactly what one process keeps with k shards over the whole batch.
         """
         if over_ranks:
-            mine = (
-                self.shard_of[pre_ids.cpu()].to(pre_ids.device) == distributed.rank_and_world()[0]
-            )
-            scores = self.batch_scores(distributed.gather_rows(queries), pre_ids[mine])
-            quota = shard_quota(num, self.shards)[distributed.rank_and_world()[0]]
-            kept = pre_ids[mine][scores.topk(min(int(quota), scores.numel())).indices]
-            return distributed.gather_rows(kept)
+            return self._select_over_ranks(queries, pre_ids, num)
         scores = self.batch_scores(queries, pre_ids)
         if self.shards == 1:  # Algorithm 1: the top m of the whole presample
             keep = scores.topk(min(num, scores.numel())).indices
@@ -174,6 +168,14 @@ class TapasSampler:
             shard = self.shard_of[pre_ids.cpu()].to(scores.device)
             keep = shard_top(scores, shard, num, self.shards)
         return pre_ids[keep.to(pre_ids.device)]
+
+    def _select_over_ranks(self, queries: Tensor, pre_ids: Tensor, num: int) -> Tensor:
+        """Every rank's kept ids: each scores its shard of `pre_ids` against all ranks' queries."""
+        rank = distributed.rank_and_world()[0]
+        mine = pre_ids[self.shard_of[pre_ids.cpu()].to(pre_ids.device) == rank]
+        scores = self.batch_scores(distributed.gather_rows(queries), mine)
+        quota = int(shard_quota(num, self.shards)[rank])
+        return distributed.gather_rows(mine[scores.topk(min(quota, scores.numel())).indices])
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log(b_c / sum b): one slot of the first pass (the second is not a law).
