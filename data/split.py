@@ -19,6 +19,12 @@ Since (`since=T`): only events at or after T are split (a retrain on a long log'
 
 k-core (`kcore=k > 0`): before splitting, users and items with fewer than k events are dropped,
 repeatedly, until every remaining user and item has at least k events.
+
+Shard (`shard=(s, S)`): only the users with user_idx % S == s, read lazily from the event parts
+(a rank of a data-parallel training holds its own users' events, not the whole store). A
+user's splits do not depend on other users, so the S shards partition the unsharded splits;
+the train interaction counts of every shard are summed into `Splits.train_counts` (popularity
+comes from the whole log), one shard in memory at a time.
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from data.errors import RecsysInputError
-from data.store import part_paths, read_events
+from data.store import part_path, part_paths, read_events
 from data.vocab import load_item_vocab, load_user_vocab
 from data.workspace import Workspace
 
@@ -48,6 +55,9 @@ class Splits:
         test: Same columns as `val`.
         num_items: Size of the item vocabulary; item_idx ranges over 1..num_items.
         parts: Names of the event parts split (what a model trained on them saw).
+        shard: (s, S): these are the users with user_idx % S == s; (0, 1) is everyone.
+        train_counts: int64 `[num_items + 1]` train interactions per item_idx over every
+            shard; None when unsharded (count `train` itself).
 
     """
 
@@ -56,10 +66,15 @@ class Splits:
     test: pl.DataFrame
     num_items: int
     parts: tuple[str, ...] = ()
+    shard: tuple[int, int] = (0, 1)
+    train_counts: np.ndarray | None = None
 
 
 def indexed_events(
-    ws: Workspace, item_vocab: pl.DataFrame, parts: list[Path] | None = None
+    ws: Workspace,
+    item_vocab: pl.DataFrame,
+    parts: list[Path] | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> pl.DataFrame:
     """Stored events with vocabulary indices: `user_idx, item_idx, timestamp, event_seq`.
 
@@ -67,10 +82,14 @@ def indexed_events(
     that commits new items meanwhile cannot give an item_idx beyond it. Its events on those
     new items are left out; its events on known items may be in (events and the user vocab
     are read later), so a split taken during an ingest can hold part of it, unless `parts`
-    names the parts to read (default: every committed part).
+    names the parts to read (default: every committed part). `shard` (s, S): only the users
+    with user_idx % S == s (the join drops the other users' rows as the parts stream by).
     """
     items = item_vocab.lazy().select("item_id", "item_idx")
     users = load_user_vocab(ws).lazy().select("user_id", "user_idx")
+    index, count = shard
+    if count > 1:
+        users = users.filter(pl.col("user_idx") % count == index)
     return (
         read_events(ws, parts)
         .join(users, on="user_id")
@@ -151,6 +170,8 @@ def build_splits(
     cutoff: int | None = None,
     kcore: int = 0,
     since: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+    parts: tuple[str, ...] | None = None,
 ) -> Splits:
     """Split the stored events into train / val / test sequences.
 
@@ -160,34 +181,94 @@ def build_splits(
         cutoff: Unix seconds; required for "time", ignored for "loo".
         kcore: Iterative k-core filter applied before splitting; 0 disables it.
         since: Unix seconds: split only the events at or after it (None: all).
+        shard: (s, S): split only the users with user_idx % S == s (see the module docstring).
+        parts: Names of the event parts to read (`Splits.parts` of an earlier split; default:
+            every part committed now).
 
     Raises:
-        RecsysInputError: no events, unknown method, "time" without cutoff, or a k-core that
-            leaves nothing.
+        RecsysInputError: no events, unknown method, "time" without cutoff, a k-core that
+            leaves nothing or one asked of a shard, or a bad shard.
 
     """
     if method not in ("loo", "time"):
         raise RecsysInputError(f"unknown split method {method!r} (expected 'loo' or 'time')")
     if method == "time" and cutoff is None:
         raise RecsysInputError("split 'time' needs a cutoff (Unix seconds)")
-    parts = part_paths(ws)  # the events read are exactly these parts, whatever comes later
+    index, count = shard
+    if not 0 <= index < count:
+        raise RecsysInputError(f"shard {index} of {count} does not exist")
+    if count > 1 and kcore > 0:
+        raise RecsysInputError(
+            "data.kcore counts every user's events: it cannot filter one shard of the users "
+            "(set data.kcore=0 or data.shard_by_rank=false)"
+        )
+    # the events read are exactly these parts, whatever comes later
+    paths = part_paths(ws) if parts is None else [part_path(ws, name) for name in parts]
     item_vocab = load_item_vocab(ws)
-    events = indexed_events(ws, item_vocab, parts)
-    if events.height == 0:
-        raise RecsysInputError(f"no events in the workspace {ws.root}; run `recsys ingest` first")
-    if since is not None:
-        events = events.filter(pl.col("timestamp") >= since)
-        if events.height == 0:
-            raise RecsysInputError(f"no events at or after --since {since}")
-    events = kcore_filter(events, kcore)
-    if events.height == 0:
-        raise RecsysInputError(f"the {kcore}-core filter removed every event")
-    if method == "loo":
-        train, val, test = loo_split(events)
-    else:
-        assert cutoff is not None
-        train, val, test = time_split(events, cutoff)
-    if train.height == 0:
-        raise RecsysInputError(f"no events before the cutoff {cutoff}: nothing to train on")
-    names = tuple(p.stem.removeprefix("part-") for p in parts)
-    return Splits(train=train, val=val, test=test, num_items=item_vocab.height, parts=names)
+    read = _ShardReader(ws, item_vocab, paths, method, cutoff, kcore, since)
+    train, val, test = read(shard)
+    counts = None if count == 1 else read.train_counts(shard, train)
+    names = tuple(p.stem.removeprefix("part-") for p in paths)
+    return Splits(train, val, test, item_vocab.height, names, shard, counts)
+
+
+@dataclass(frozen=True)
+class _ShardReader:
+    """The splits of one shard of the users, all read from the same parts and vocabulary."""
+
+    ws: Workspace
+    item_vocab: pl.DataFrame
+    parts: list[Path]
+    method: str
+    cutoff: int | None
+    kcore: int
+    since: int | None
+
+    def __call__(self, shard: tuple[int, int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """(train, val, test) of the users in `shard`.
+
+        Raises:
+            RecsysInputError: unsharded, when a step leaves nothing (a shard may be empty:
+                `train_counts` checks the shards together).
+
+        """
+        whole = shard[1] == 1
+
+        def require(rows: int, problem: str) -> None:
+            if whole and rows == 0:
+                raise RecsysInputError(problem)
+
+        events = indexed_events(self.ws, self.item_vocab, self.parts, shard)
+        require(
+            events.height, f"no events in the workspace {self.ws.root}; run `recsys ingest` first"
+        )
+        if self.since is not None:
+            events = events.filter(pl.col("timestamp") >= self.since)
+            require(events.height, f"no events at or after --since {self.since}")
+        events = kcore_filter(events, self.kcore)
+        require(events.height, f"the {self.kcore}-core filter removed every event")
+        if self.method == "loo":
+            train, val, test = loo_split(events)
+        else:
+            assert self.cutoff is not None
+            train, val, test = time_split(events, self.cutoff)
+        require(train.height, f"no events before the cutoff {self.cutoff}: nothing to train on")
+        return train, val, test
+
+    def train_counts(self, shard: tuple[int, int], own: pl.DataFrame) -> np.ndarray:
+        """int64 `[n + 1]` train interactions per item over every shard (`own`: this one's train).
+
+        Raises:
+            RecsysInputError: no shard has anything to train on.
+
+        """
+        index, count = shard
+        counts = np.zeros(self.item_vocab.height + 1, dtype=np.int64)
+        for other in range(count):
+            train = own if other == index else self((other, count))[0]
+            flat = train["items"].explode().drop_nulls().to_numpy()
+            counts += np.bincount(flat, minlength=len(counts))[: len(counts)]
+        if counts.sum() == 0:
+            raise RecsysInputError(f"no events in the workspace {self.ws.root} to train on")
+        counts[0] = 0
+        return counts

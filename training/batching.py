@@ -1,4 +1,8 @@
-"""Batch samplers of the training windows: length buckets, and each rank's part of a batch."""
+"""Batch samplers of the training windows.
+
+Length buckets, each rank's part of a global batch, and the same number of batches on every
+rank of a sharded training.
+"""
 
 from __future__ import annotations
 
@@ -60,3 +64,31 @@ class RankSlices:
         for batch in self.batches:  # type: ignore[attr-defined]
             if len(batch) >= self.world:
                 yield np.array_split(np.asarray(batch), self.world)[self.rank].tolist()
+
+
+class EqualCount:
+    """Exactly `count` batches of a batch sampler per epoch: cut short, or topped up by a pass more.
+
+    Every rank of a data-parallel training must take the same number of steps; when each rank
+    batches its own shard of the windows, the shards' batch counts differ, and the ranks with
+    fewer draw the rest from a fresh pass over their windows (as torch's DistributedSampler
+    pads a rank's share with repeated rows).
+    """
+
+    def __init__(self, batches: object, count: int) -> None:
+        if count > 0 and len(batches) == 0:  # type: ignore[arg-type]
+            raise ValueError("no batches to draw from")
+        self.batches = batches
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
+        made = 0
+        while made < self.count:
+            for batch in self.batches:  # type: ignore[attr-defined]
+                if made == self.count:
+                    return
+                made += 1
+                yield batch

@@ -24,6 +24,11 @@ class DataConfig(_Section):
     split: Literal["loo", "time"] = "loo"
     cutoff: int | None = Field(None, description="Unix time of the global cut for split=time.")
     kcore: int = Field(0, ge=0, description="Iterative k-core filter; 0 disables it.")
+    shard_by_rank: bool = Field(
+        False,
+        description="Data-parallel training: each rank reads only its own users' events "
+        "(user_idx % ranks == rank) instead of every rank holding the whole event store.",
+    )
 
     @model_validator(mode="after")
     def _time_split_has_a_cutoff(self) -> DataConfig:

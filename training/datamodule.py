@@ -1,14 +1,13 @@
-"""Training and evaluation batches from `data.split.Splits`, built with numpy (no per-item loop).
+"""The loaders of a training, from one `data.split.Splits` (or one shard of its users).
 
-Training: every train sequence is cut, from its end, into windows of L + 1 items that overlap by
-one item, so each transition is predicted exactly once; the earliest (short) window is
-left-padded with 0. A window gives input `[L]` and targets `[L]` (0 = no target).
-Evaluation: history left-padded to `[L]` (most recent last), one target, and the full history
-(padded to the batch's longest) for excluding seen items.
+Training windows (`training.examples`) in batches for each rank; evaluation examples batched
+by history length.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,11 +18,14 @@ from torch import Tensor
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
-    Dataset,
     RandomSampler,
 )
 
-from training.batching import LengthBucketBatches, RankSlices
+from training import distributed
+from training.batching import EqualCount, LengthBucketBatches, RankSlices
+from training.examples import EvalExamples, TrainWindows, flatten, make_windows
+
+log = logging.getLogger(__name__)
 
 
 class SplitsLike(Protocol):
@@ -37,133 +39,12 @@ class SplitsLike(Protocol):
     def test(self) -> pl.DataFrame: ...  # noqa: D102
     @property
     def num_items(self) -> int: ...  # noqa: D102
-
-
-def _flatten(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """A list column -> (flat int64 values, int64 offsets `[U + 1]`)."""
-    lengths = lists.list.len().fill_null(0).to_numpy().astype(np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = lists.explode().drop_nulls().to_numpy().astype(np.int64)
-    return flat, offsets
-
-
-def _gather_left_padded(
-    flat: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int
-) -> np.ndarray:
-    """Rows `flat[max(start, end - width):end]`, left-padded with 0 to `width`: `[R, width]`."""
-    cols = ends[:, None] - width + np.arange(width)[None, :]
-    valid = cols >= starts[:, None]
-    padded = np.concatenate([[0], flat])  # index 0 is the pad value
-    return np.where(valid, padded[np.where(valid, cols + 1, 0)], 0)
-
-
-def make_windows(sequences: pl.Series, max_len: int, every_prefix: bool = False) -> np.ndarray:
-    """Cut sequences into training windows.
-
-    Args:
-        sequences: list[int64] item_idx per user, oldest first.
-        max_len: L.
-        every_prefix: One window per transition, ending at its target (`train.targets=last`),
-            instead of consecutive windows that cover each transition once.
-
-    Returns:
-        int64 `[W, L + 1]`: left-padded windows; input = `[:, :-1]`, targets = `[:, 1:]`.
-
-    """
-    flat, offsets = _flatten(sequences)
-    lengths = np.diff(offsets)
-    transitions = np.maximum(lengths - 1, 0)
-    if every_prefix:
-        user = np.repeat(np.arange(len(lengths)), transitions)
-        first = np.cumsum(transitions) - transitions
-        ends = offsets[user] + 2 + np.arange(len(user)) - np.repeat(first, transitions)
-        return _gather_left_padded(flat, offsets[user], ends, max_len + 1)
-    per_user = -(-transitions // max_len)  # ceil; users with < 2 items give no window
-    user = np.repeat(np.arange(len(lengths)), per_user)
-    first_window = np.cumsum(per_user) - per_user
-    k = np.arange(len(user)) - np.repeat(first_window, per_user)  # 0 = the latest window
-    ends = offsets[user + 1] - k * max_len
-    return _gather_left_padded(flat, offsets[user], ends, max_len + 1)
-
-
-def trim_left(*seqs: Tensor) -> tuple[Tensor, ...]:
-    """Drop the leading columns that are padding in every row of `seqs[0]` (`[B, L] -> [B, L']`).
-
-    Safe for the towers: positions count from the end of the window, so an encoding does not
-    depend on how much padding sits in front of the items.
-    """
-    real = (seqs[0] != 0).any(dim=0)
-    first = int(real.int().argmax()) if bool(real.any()) else seqs[0].shape[1] - 1
-    return tuple(s[:, first:] for s in seqs)
-
-
-class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
-    """Training windows; indexing with a list of rows returns a whole batch at once."""
-
-    def __init__(self, windows: np.ndarray, trim: bool = False, last_only: bool = False) -> None:
-        self.windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
-        self.trim = trim
-        self.last_only = last_only  # only the window's last position has a target
-
     @property
-    def lengths(self) -> np.ndarray:
-        """Non-padding items of each window's input: `[W]`."""
-        return (self.windows[:, :-1] != 0).sum(dim=1).numpy()
-
-    def __len__(self) -> int:
-        return len(self.windows)
-
-    def __getitem__(self, rows: Any) -> tuple[Tensor, Tensor]:
-        """`rows [B]` -> (inputs `[B, L]`, targets `[B, L]`; 0 = no target).
-
-        A target is set exactly where the input is an item (not padding).
-        """
-        batch = self.windows[torch.as_tensor(rows)]
-        inputs = batch[:, :-1]
-        # The first item of a sequence has no history to predict it from.
-        targets = batch[:, 1:] * (inputs != 0)
-        if self.last_only:
-            targets[:, :-1] = 0
-        if self.trim:
-            inputs, targets = trim_left(inputs, targets)
-        return inputs, targets
-
-
-class EvalExamples(Dataset[dict[str, Tensor]]):
-    """Leave-one-out style examples: a history and the one target to rank."""
-
-    def __init__(self, frame: pl.DataFrame, max_len: int) -> None:
-        self.flat, self.offsets = _flatten(frame["history"])
-        self.targets = torch.from_numpy(frame["target"].to_numpy().astype(np.int64))
-        self.max_len = max_len
-
+    def parts(self) -> tuple[str, ...]: ...  # noqa: D102
     @property
-    def lengths(self) -> np.ndarray:
-        """Full history length of each example: `[U]`."""
-        return np.diff(self.offsets)
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, rows: Any) -> dict[str, Tensor]:
-        """One batch of examples.
-
-        Returns:
-            history `[B, L']` (common padding trimmed), target `[B]`, seen `[B, H]`, and row
-            `[B]`: each example's position in the split (to restore the split's order).
-
-        """
-        rows = np.asarray(rows, dtype=np.int64)
-        starts, ends = self.offsets[rows], self.offsets[rows + 1]
-        longest = max(int((ends - starts).max(initial=0)), 1)
-        history = torch.from_numpy(_gather_left_padded(self.flat, starts, ends, self.max_len))
-        return {
-            "history": trim_left(history)[0],
-            "target": self.targets[torch.from_numpy(rows)],
-            "seen": torch.from_numpy(_gather_left_padded(self.flat, starts, ends, longest)),
-            "row": torch.from_numpy(rows),
-        }
+    def shard(self) -> tuple[int, int]: ...  # noqa: D102
+    @property
+    def train_counts(self) -> np.ndarray | None: ...  # noqa: D102
 
 
 def _eval_loader(
@@ -185,9 +66,19 @@ def _eval_loader(
     return DataLoader(dataset, sampler=batches, batch_size=None)
 
 
+def eval_batches(frame: pl.DataFrame, max_len: int, batch_size: int) -> DataLoader:
+    """Every example of an eval `frame` (`history`, `target`), batched by history length."""
+    return _eval_loader(EvalExamples(frame, max_len), batch_size)
+
+
 def item_counts(splits: SplitsLike) -> Tensor:
-    """float32 `[n + 1]` interaction counts in the train split (index 0 is 0)."""
-    flat, _ = _flatten(splits.train["items"])
+    """float32 `[n + 1]` interaction counts in the train split (index 0 is 0).
+
+    A shard's splits carry every shard's counts: popularity comes from the whole log.
+    """
+    if splits.train_counts is not None:
+        return torch.from_numpy(splits.train_counts.astype(np.float32))
+    flat, _ = flatten(splits.train["items"])
     counts = np.bincount(flat, minlength=splits.num_items + 1)[: splits.num_items + 1]
     counts[0] = 0
     return torch.from_numpy(counts.astype(np.float32))
@@ -228,7 +119,9 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         self.train_set = TrainWindows(windows, trim=bucket_by_length, last_only=last)
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
-        self.val_rows = _user_sample(len(self.val_set), val_users, seed)
+        shards = splits.shard[1]  # a shard samples its part of the validation users
+        sample = None if val_users is None else -(-val_users // shards)
+        self.val_rows = _user_sample(len(self.val_set), sample, seed)
 
     @property
     def num_items(self) -> int:
@@ -244,18 +137,18 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         """Shuffled training windows: (inputs `[B, L']`, targets `[B, L']`), L' <= L.
 
         One dataset call per batch (batch_size=None + a batch sampler): no per-row collation.
-        With several ranks each takes its part of every batch (`RankSlices`).
+        With several ranks each takes its part of every batch (`RankSlices`), or, when each
+        holds its own shard of the users, B / ranks of its own windows per step.
         """
         rank, world = self._ranks()
-        batches: Any
-        if self.bucket_by_length:
-            batches = LengthBucketBatches(self.train_set.lengths, self.batch_size, self.seed)
-        else:  # every rank must draw the same order: a seeded generator when there are several
-            gen = torch.Generator().manual_seed(self.seed) if world > 1 else None
-            order = RandomSampler(self.train_set, generator=gen)  # type: ignore[arg-type]
-            batches = BatchSampler(order, self.batch_size, drop_last=False)
-        if world > 1:
-            batches = RankSlices(batches, rank, world)
+        if world == 1:
+            batches = self._batches(self.seed, self.batch_size, seeded=False)
+        elif self.splits.shard[1] == 1:
+            self._check_same_windows()
+            global_batches = self._batches(self.seed, self.batch_size, seeded=True)
+            batches = RankSlices(global_batches, rank, world)
+        else:
+            batches = self._own_shard_batches(rank, world)
         return DataLoader(
             self.train_set,
             sampler=batches,
@@ -263,6 +156,48 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+
+    def _batches(self, seed: int, size: int, seeded: bool) -> Any:
+        """A batch sampler of the windows; `seeded`: ordered by its own seed, not the global RNG."""
+        if self.bucket_by_length:
+            return LengthBucketBatches(self.train_set.lengths, size, seed)
+        gen = torch.Generator().manual_seed(seed) if seeded else None
+        order = RandomSampler(self.train_set, generator=gen)  # type: ignore[arg-type]
+        return BatchSampler(order, size, drop_last=False)
+
+    def _own_shard_batches(self, rank: int, world: int) -> EqualCount:
+        """Batches of B / ranks of this rank's own windows, as many as the rank with the most.
+
+        Raises:
+            RuntimeError: the shard is not this rank's, the ranks read different event parts,
+                or this rank has no windows.
+
+        """
+        if self.splits.shard != (rank, world):
+            raise RuntimeError(
+                f"rank {rank} of {world} holds the users of shard {self.splits.shard}"
+            )
+        device = self.trainer.strategy.root_device  # type: ignore[union-attr]  # nccl: CUDA
+        parts = int.from_bytes(hashlib.sha256("\n".join(self.splits.parts).encode()).digest()[:6])
+        what = "the event parts read (ingest before starting the ranks)"
+        distributed.check_same(parts, what, rel=0.0, device=device)
+        if len(self.train_set) == 0:
+            raise RuntimeError(
+                f"rank {rank} has no training windows: too few users for {world} ranks"
+            )
+        batches = self._batches(self.seed + rank, max(self.batch_size // world, 1), seeded=True)
+        steps = distributed.largest(len(batches), device)
+        log.info(
+            "rank %d of %d holds users %d::%d: %d training windows, %d batches of up to %d, "
+            "%d steps an epoch", rank, world, rank, world, len(self.train_set), len(batches),
+            max(self.batch_size // world, 1), steps,
+        )  # fmt: skip
+        return EqualCount(batches, steps)
+
+    def _check_same_windows(self) -> None:
+        device = self.trainer.strategy.root_device  # type: ignore[union-attr]  # nccl: CUDA
+        what = "the number of training windows (ingest before starting the ranks)"
+        distributed.check_same(len(self.train_set), what, device=device)
 
     def val_dataloader(self) -> DataLoader:
         """The validation rounds during training: the fixed `val_users` sample (or all)."""

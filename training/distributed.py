@@ -33,6 +33,25 @@ def launched_as_secondary() -> bool:
     return any(os.environ.get(key, "0") not in ("", "0") for key in RANK_ENV)
 
 
+def planned_rank_and_world(devices: int, num_nodes: int) -> tuple[int, int]:
+    """(rank, world size) of this process as its launcher planned them, before any group exists.
+
+    torchrun sets RANK and WORLD_SIZE, SLURM SLURM_PROCID and SLURM_NTASKS; the ranks Lightning
+    starts have NODE_RANK and LOCAL_RANK (rank node * devices + local), and rank 0 nothing yet.
+    """
+    env = os.environ
+    world = int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS") or devices * num_nodes)
+    if env.get("RANK"):
+        rank = int(env["RANK"])
+    elif env.get("SLURM_PROCID"):
+        rank = int(env["SLURM_PROCID"])
+    else:
+        rank = int(env.get("NODE_RANK") or 0) * devices + int(env.get("LOCAL_RANK") or 0)
+    if not 0 <= rank < world:
+        raise RecsysInputError(f"rank {rank} is outside a world of {world} processes")
+    return rank, world
+
+
 def require_one_process(devices: int, num_nodes: int, command: str) -> None:
     """Refuse a data-parallel config for a command that runs in one process.
 
@@ -106,6 +125,15 @@ def total(count: int, device: torch.device | str = "cpu") -> int:
         return count
     value = torch.tensor([count], dtype=torch.int64, device=device)
     dist.all_reduce(value)
+    return int(value)
+
+
+def largest(count: int, device: torch.device | str = "cpu") -> int:
+    """The largest `count` of the ranks."""
+    if not active():
+        return count
+    value = torch.tensor([count], dtype=torch.int64, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return int(value)
 
 

@@ -204,15 +204,12 @@ class RetrievalModule(pl.LightningModule):
     def on_train_start(self) -> None:
         """Build the sampler's state from the initial table; start the progress clock.
 
-        With several ranks: check that they read the same data, and give each its own random
-        stream (dropout, negatives) from here on; the weights are identical already.
+        With several ranks, give each its own random stream (dropout, negatives) from here on;
+        the weights are identical already (the data module checks the ranks read the same data).
         """
         self._fit_started = time.monotonic()
         rank, world = distributed.rank_and_world()
         if world > 1:
-            windows = len(self.trainer.datamodule.train_set)  # type: ignore[attr-defined]
-            what = "the number of training windows (ingest before starting the ranks)"
-            distributed.check_same(windows, what, device=self.device)  # nccl: a CUDA tensor
             torch.manual_seed(self.cfg.train.seed + rank)
         if self.sampler is not None:
             with torch.no_grad():

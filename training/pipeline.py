@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import torch
+from torch import Tensor
 
 from data import owner, vocab
 from data.datasets import prepare_dataset
@@ -25,7 +27,7 @@ from data.split import TRAIN_SCHEMA, Splits, build_splits
 from data.workspace import Workspace
 from training import bundle, distributed
 from training.config import RecsysConfig
-from training.datamodule import SequenceDataModule, item_counts
+from training.datamodule import SequenceDataModule, SplitsLike, eval_batches, item_counts
 from training.evaluation import evaluate_loader
 from training.lit_module import RetrievalModule
 from training.trainer import FULL, fit
@@ -56,14 +58,30 @@ class TrainResult:
         return asdict(self)
 
 
-def load_splits(ws: Workspace, cfg: RecsysConfig, since: int | None = None) -> Splits:
-    """The home's splits as the config defines them; an input error if val or test is empty."""
+def load_splits(
+    ws: Workspace, cfg: RecsysConfig, since: int | None = None, shard: tuple[int, int] = (0, 1)
+) -> Splits:
+    """The home's splits as the config defines them (of the users in `shard`).
+
+    Raises:
+        RecsysInputError: val or test empty (unsharded: a shard may have no examples).
+
+    """
     if 10 not in cfg.eval.ks:
         raise RecsysInputError("eval.ks must include 10: checkpoints are chosen on val/ndcg@10")
-    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore, since)
-    if splits.val.height == 0 or splits.test.height == 0:
+    if shard[1] > 1 and since is not None:
+        raise RecsysInputError("--since reads part of every user's events: not with a shard")
+    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore, since, shard)
+    if shard[1] == 1 and (splits.val.height == 0 or splits.test.height == 0):
         raise RecsysInputError("no validation or test examples: users need at least 3 events")
     return splits
+
+
+def data_shard(cfg: RecsysConfig) -> tuple[int, int]:
+    """The users this process reads: (rank, ranks) with `data.shard_by_rank`, else everyone."""
+    if not cfg.data.shard_by_rank:
+        return 0, 1
+    return distributed.planned_rank_and_world(cfg.train.devices, cfg.train.num_nodes)
 
 
 def train(
@@ -101,7 +119,7 @@ def train(
         raise RecsysInputError(f"model version {version!r} already exists")
     with contextlib.nullcontext() if secondary else training_lock(ws, "train"):
         label = "" if secondary else prepare_dataset(ws, dataset)
-        splits = load_splits(ws, cfg)
+        splits = load_splits(ws, cfg, shard=data_shard(cfg))
         result = train_on(ws, cfg, splits, version, label, export=publish, **trainer_overrides)
         if publish and result is not None:
             bundle.publish(ws.models_dir, version)
@@ -153,7 +171,7 @@ def train_on(
     )  # fmt: skip
     if not fitted.primary:
         return None
-    metrics = {split: measure(fitted.module, fitted.data, cfg, split) for split in measured}
+    metrics = {split: measure(fitted.module, fitted.data, cfg, split, ws) for split in measured}
     epochs = len(fitted.epoch_seconds)
     result = TrainResult(
         version=version,
@@ -176,14 +194,45 @@ def train_on(
 
 
 def measure(
-    module: RetrievalModule, data: SequenceDataModule, cfg: RecsysConfig, split: str
+    module: RetrievalModule,
+    data: SequenceDataModule,
+    cfg: RecsysConfig,
+    split: str,
+    ws: Workspace | None = None,
 ) -> dict[str, float]:
-    """Full-ranking metrics of `module` on one split of `data`."""
+    """Full-ranking metrics of `module` on one split of every user.
+
+    When `data` holds one shard of the users (`data.shard_by_rank`), the other shards are read
+    from `ws`, from the same event parts, one at a time.
+    """
+    splits = data.splits
+    loader: Iterable[dict[str, Tensor]]
+    if splits.shard[1] == 1:
+        loader = data.eval_dataloader(split)
+    else:
+        assert ws is not None, "a shard's metrics over every user need the home"
+        loader = _every_shard(ws, splits, cfg, split)
     return evaluate_loader(
-        module.model.query_tower, module.model.item_tower.all_embeddings().detach(),
-        data.eval_dataloader(split), module.current_temperature(), cfg, module.device,
-        absolute=cfg.ranks_by_magnitude,
+        module.model.query_tower, module.model.item_tower.all_embeddings().detach(), loader,
+        module.current_temperature(), cfg, module.device, absolute=cfg.ranks_by_magnitude,
     )  # fmt: skip
+
+
+def _every_shard(
+    ws: Workspace, splits: SplitsLike, cfg: RecsysConfig, split: str
+) -> Iterator[dict[str, Tensor]]:
+    """`split`'s eval batches over every shard of the users; rows numbered across shards."""
+    own, count = splits.shard
+    offset = 0
+    for index in range(count):
+        shard: SplitsLike = splits
+        if index != own:  # a sharded split has no k-core and no `since` (see `load_splits`)
+            d = cfg.data
+            shard = build_splits(ws, d.split, d.cutoff, 0, None, (index, count), splits.parts)
+        frame = shard.val if split == "val" else shard.test
+        for batch in eval_batches(frame, cfg.model.max_len, cfg.train.eval_batch_size):
+            yield {**batch, "row": batch["row"] + offset}
+        offset += frame.height
 
 
 def export_bundle(

@@ -33,7 +33,7 @@ def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]
     from data.synth import generate_events
     from data.workspace import Workspace
     from training.config import ModelConfig
-    from training.datamodule import make_windows
+    from training.examples import make_windows
 
     ws = Workspace(home)
     if not ws.events_dir.is_dir():

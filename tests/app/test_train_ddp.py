@@ -17,9 +17,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
+from data.split import build_splits
 from data.synth import generate_events
+from data.workspace import Workspace
 from tests.serving.server import running_server
+from training.bundle import ModelBundle
+from training.datamodule import item_counts
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [
@@ -72,6 +77,30 @@ def test_two_processes_train_what_one_process_trains(tmp_path: Path, log_file: P
     assert len(losses_one) == len(losses_two) > 0
     assert all(close(a, b) for a, b in zip(losses_one, losses_two, strict=True))
     assert len(list((tmp_path / "two" / "models").glob("2*"))) == 1  # rank 0 alone writes
+
+
+def test_ranks_reading_their_own_users_train_and_measure_every_user(
+    tmp_path: Path, log_file: Path
+) -> None:
+    """data.shard_by_rank: each rank its own users' windows; final metrics over every user."""
+    home = tmp_path / "home"
+    sampled = ["--sampler", "popularity", "--num-negatives", "8"]
+    sharded = ["--devices", "2", "--set", "data.shard_by_rank=true"]
+    result, stderr = train(home, log_file, *sampled, *sharded)
+    for rank in (0, 1):  # each rank read its own users (the secondary logs it too)
+        assert f"rank {rank} of 2 holds users {rank}::2:" in stderr
+    assert "differs across ranks" not in stderr  # popularity from the whole log on both ranks
+    evaluate = [sys.executable, "-m", "app", "evaluate", "--home", str(home), "--json"]
+    done = subprocess.run(evaluate, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    recomputed = json.loads(done.stdout)  # one process, every user, from the bundle
+    splits = build_splits(Workspace(home))
+    assert recomputed["examples"] == splits.test.height > 0
+    for name, value in recomputed["metrics"].items():
+        assert close(value, result["metrics"]["test"][name]), name
+    bundle = ModelBundle.load(home / "models" / result["version"])
+    expected = item_counts(splits).to(torch.int64).tolist()  # one process's whole-log counts
+    assert bundle.popularity.tolist() == expected
 
 
 def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None:

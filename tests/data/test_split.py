@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -118,3 +119,39 @@ def test_an_ingest_during_the_split_never_gives_an_item_beyond_the_catalogue(
     assert s.num_items == 3
     indices = s.train["items"].explode().to_list() + s.test["target"].to_list()
     assert max(indices) <= s.num_items
+
+
+@pytest.mark.parametrize("method", ["loo", "time"])
+def test_shards_partition_the_splits_and_count_every_shards_train(
+    ws: Workspace, tmp_path: Path, method: str
+) -> None:
+    from data.synth import generate_events
+
+    path = tmp_path / "log.csv"
+    generate_events(60, 30, 900, seed=1).write_csv(path)
+    ingest_files(ws, [path])
+    cutoff = int(pl.read_csv(path)["timestamp"].median()) if method == "time" else None
+    whole = build_splits(ws, method, cutoff)  # type: ignore[arg-type]
+    shards = [build_splits(ws, method, cutoff, shard=(s, 3)) for s in range(3)]  # type: ignore[arg-type]
+    for name in ("train", "val", "test"):
+        joined = pl.concat([getattr(shard, name) for shard in shards]).sort("user_idx")
+        assert joined.equals(getattr(whole, name).sort("user_idx")), name
+    for s, shard in enumerate(shards):
+        assert shard.train.height > 0 and (shard.train["user_idx"] % 3 == s).all()
+        assert shard.shard == (s, 3) and shard.num_items == whole.num_items
+    counts = np.bincount(whole.train["items"].explode().to_numpy(), minlength=31)
+    assert whole.train_counts is None
+    assert all(np.array_equal(shard.train_counts, counts) for shard in shards)
+
+
+def test_shard_errors_and_a_split_of_named_parts(ws: Workspace, tmp_path: Path) -> None:
+    ingest_rows(ws, tmp_path, [("u", "a", 1), ("u", "b", 2), ("u", "c", 3), ("v", "a", 1)])
+    first = build_splits(ws)
+    with pytest.raises(RecsysInputError, match="data.kcore"):
+        build_splits(ws, kcore=2, shard=(0, 2))
+    with pytest.raises(RecsysInputError, match="shard 2 of 2"):
+        build_splits(ws, shard=(2, 2))
+    ingest_rows(ws, tmp_path, [("u", "d", 4), ("w", "a", 1), ("w", "b", 2), ("w", "c", 3)])
+    again = build_splits(ws, parts=first.parts)  # the events of the first split, nothing new
+    assert again.test.equals(first.test) and again.train.equals(first.train)
+    assert build_splits(ws).test.height == 2

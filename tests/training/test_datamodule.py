@@ -1,43 +1,19 @@
 """Windows, padding and batches of the DataModule on hand-worked sequences."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import polars as pl
 import torch
 
-from training.datamodule import SequenceDataModule, item_counts, make_windows, trim_left
+from data.split import Splits
+from training.datamodule import SequenceDataModule, item_counts
+from training.examples import make_windows
 
 
 def _lists(rows: list[list[int]]) -> pl.Series:
     return pl.Series("items", rows, dtype=pl.List(pl.Int64))
 
 
-def test_long_sequence_cut_into_windows_covering_every_transition() -> None:
-    seq = list(range(1, 11))  # 10 items, 9 transitions, L = 4 -> 3 windows
-    windows = make_windows(_lists([seq]), max_len=4)
-    assert windows.tolist() == [
-        [6, 7, 8, 9, 10],
-        [2, 3, 4, 5, 6],
-        [0, 0, 0, 1, 2],
-    ]
-    inputs, targets = windows[:, :-1], windows[:, 1:]
-    pairs = {(a, b) for a, b in zip(inputs.ravel(), targets.ravel(), strict=True) if b and a}
-    assert pairs == {(k, k + 1) for k in range(1, 10)}
-
-
-def test_short_and_empty_sequences() -> None:
-    windows = make_windows(_lists([[5], [3, 4], [], [7, 8, 9, 1, 2]]), max_len=4)
-    assert windows.tolist() == [[0, 0, 0, 3, 4], [7, 8, 9, 1, 2]]
-    assert make_windows(_lists([[5]]), max_len=3).shape == (0, 4)
-
-
-def test_exact_multiple_gives_no_empty_window() -> None:
-    windows = make_windows(_lists([[1, 2, 3, 4, 5]]), max_len=2)  # 4 transitions -> 2
-    assert windows.tolist() == [[3, 4, 5], [1, 2, 3]]
-
-
-def _splits() -> SimpleNamespace:
+def _splits() -> Splits:
     train = pl.DataFrame(
         {"user_idx": [1, 2, 3], "items": [[1, 2, 3, 4, 5, 6], [2, 3], [4]]},
         schema={"user_idx": pl.Int64, "items": pl.List(pl.Int64)},
@@ -46,7 +22,7 @@ def _splits() -> SimpleNamespace:
         {"user_idx": [1, 2, 3], "history": [[1, 2, 3, 4, 5, 6], [2, 3], [4]], "target": [7, 4, 5]},
         schema={"user_idx": pl.Int64, "history": pl.List(pl.Int64), "target": pl.Int64},
     )
-    return SimpleNamespace(train=train, val=ev, test=ev, num_items=8)
+    return Splits(train=train, val=ev, test=ev, num_items=8)
 
 
 def test_batches_and_eval_examples() -> None:
@@ -76,14 +52,6 @@ def test_item_counts_from_train() -> None:
     assert np.allclose(counts.numpy(), [0, 1, 2, 2, 2, 1, 1, 0, 0])
 
 
-def test_trim_left_drops_only_common_padding() -> None:
-    inputs = torch.tensor([[0, 0, 0, 5], [0, 0, 2, 3]])
-    targets = torch.tensor([[0, 0, 0, 9], [0, 0, 3, 4]])
-    a, b = trim_left(inputs, targets)
-    assert a.tolist() == [[0, 5], [2, 3]] and b.tolist() == [[0, 9], [3, 4]]
-    assert trim_left(torch.zeros(2, 3, dtype=torch.long))[0].shape == (2, 1)
-
-
 def test_length_buckets_cover_every_window_once_and_trim() -> None:
     rng = np.random.default_rng(0)
     rows = [list(rng.integers(1, 50, size=int(k))) for k in rng.integers(2, 30, size=300)]
@@ -94,7 +62,7 @@ def test_length_buckets_cover_every_window_once_and_trim() -> None:
     ev = pl.DataFrame(
         schema={"user_idx": pl.Int64, "history": pl.List(pl.Int64), "target": pl.Int64}
     )
-    splits = SimpleNamespace(train=train, val=ev, test=ev, num_items=50)
+    splits = Splits(train=train, val=ev, test=ev, num_items=50)
     plain = SequenceDataModule(splits, max_len=20, batch_size=16)
     bucketed = SequenceDataModule(splits, max_len=20, batch_size=16, bucket_by_length=True)
 
@@ -125,7 +93,7 @@ def test_validation_rounds_rank_a_fixed_user_sample_final_metrics_all() -> None:
         {"history": [[1 + k % 7] * (1 + k % 5) for k in range(40)], "target": [2] * 40},
         schema={"history": pl.List(pl.Int64), "target": pl.Int64},
     )
-    splits = SimpleNamespace(train=_splits().train, val=ev, test=ev, num_items=8)
+    splits = Splits(train=_splits().train, val=ev, test=ev, num_items=8)
     dm = SequenceDataModule(splits, max_len=3, batch_size=2, eval_batch_size=8, val_users=10)
     rounds = [sorted(torch.cat([b["row"] for b in dm.val_dataloader()]).tolist()) for _ in "ab"]
     assert rounds[0] == rounds[1] and len(rounds[0]) == 10 and len(set(rounds[0])) == 10

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training import distributed
-from training.batching import RankSlices
+from training.batching import EqualCount, RankSlices
 from training.config import SamplerConfig
 from training.samplers import SamplerContext, build_sampler
 
@@ -68,6 +68,16 @@ def test_rank_slices_make_up_each_batch_and_skip_batches_smaller_than_the_ranks(
     parts = [list(RankSlices(batches, rank, 2)) for rank in range(2)]
     assert [a + b for a, b in zip(*parts, strict=True)] == batches[:2]
     assert len(parts[0]) == len(parts[1]) == 2
+
+
+def test_equal_count_cuts_short_or_tops_up_from_another_pass() -> None:
+    batches = [[0, 1], [2, 3], [4]]
+    assert list(EqualCount(batches, 2)) == batches[:2]
+    topped = EqualCount(batches, 5)
+    assert len(topped) == 5 and list(topped) == [*batches, *batches[:2]]
+    assert list(EqualCount([], 0)) == []
+    with pytest.raises(ValueError, match="no batches"):
+        EqualCount([], 1)
 
 
 def _in_batch_frequencies(rank: int, trials: int, per_rank: int) -> None:
