@@ -43,10 +43,21 @@ def recall_at_k(index: Searchable, rows: np.ndarray, queries: np.ndarray, k: int
 
     """
     q = np.ascontiguousarray(queries, dtype=np.float32)
-    _, exact = faiss.knn(q, rows, k, metric=faiss.METRIC_INNER_PRODUCT)  # row positions
     approx, _ = index.search(q, k)  # item_idx = position + 1, -1 where missing
-    hits = [len(set(a) & set(e + 1)) for a, e in zip(approx.tolist(), exact, strict=True)]
-    return float(np.mean(hits)) / k
+    return recall_against(approx, exact_top_k(rows, q, k))
+
+
+def exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """int64 `[Q, k]` row positions of each query's exact top k by inner product (brute force)."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    _, exact = faiss.knn(q, rows, k, metric=faiss.METRIC_INNER_PRODUCT)
+    return np.asarray(exact)
+
+
+def recall_against(found: np.ndarray, exact: np.ndarray) -> float:
+    """Mean share of `exact` (row positions `[Q, k]`) in `found` (item_idx = position + 1)."""
+    hits = [len(set(a) & set(e)) for a, e in zip(found.tolist(), (exact + 1).tolist(), strict=True)]
+    return float(np.mean(hits)) / exact.shape[1]
 
 
 def measure(

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import typer
 
-from app.bench import data_pipeline, ddp, profile, quality, samplers, serving, train_step
+from app.bench import (
+    data_pipeline,
+    ddp,
+    indexes,
+    profile,
+    quality,
+    samplers,
+    serving,
+    train_step,
+)
 
 bench_app = typer.Typer(
     help="Reproducible benchmarks; results go to benchmarks/results/ (see docs/benchmarks.md).",
     no_args_is_help=True,
 )
 
-BENCHMARKS = (data_pipeline, ddp, profile, quality, samplers, serving, train_step)
+BENCHMARKS = (data_pipeline, ddp, indexes, profile, quality, samplers, serving, train_step)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,43 @@
+"""`recsys bench index` on tiny catalogues: one row per kind, recall against brute force, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from typer.testing import CliRunner
+
+from app.bench.indexes import catalogue
+from app.cli import app
+
+
+def test_the_synthetic_catalogue_is_clustered_and_its_queries_share_the_centres() -> None:
+    table, queries = catalogue(2000, 16, 8, 50)
+    assert table.shape == (2001, 16) and not table[0].any()
+    assert np.allclose(np.linalg.norm(table[1:], axis=1), 1.0, atol=1e-5)
+    best = (queries @ table[1:].T).max(axis=1)
+    assert best.min() > 0.5  # every query lies near some items: 8 centres, not random directions
+
+
+def test_bench_index_compares_the_kinds_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "index.json"
+    args = ["bench", "index", "--items", "3000", "--kinds", "flat,ivfpq,hnsw", "--dim", "16"]
+    args += ["--clusters", "16", "--queries", "100", "--latency-queries", "20", "--out", str(out)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    payload = json.loads(out.read_text())
+    rows = {row["kind"]: row for row in payload["rows"]}
+    assert set(rows) == {"flat", "ivfpq", "hnsw"} and out.with_suffix(".png").is_file()
+    assert rows["flat"]["search"][0]["recall@10"] == 1.0  # brute force against brute force
+    assert [s["hnsw_ef_search"] for s in rows["hnsw"]["search"]] == [64, 128, 256]
+    assert rows["hnsw"]["search"][-1]["recall@10"] > 0.9
+    assert 0.0 < rows["ivfpq"]["search"][0]["recall@10"] < 1.0  # 4-byte codes lose neighbours
+    assert rows["ivfpq"]["index_file_mib"] < rows["flat"]["index_file_mib"]
+    for row in payload["rows"]:
+        assert all(0 < s["search_p50_ms"] <= s["search_p99_ms"] for s in row["search"])
+    again = CliRunner().invoke(app, args)  # every row is there: nothing is built again
+    assert again.exit_code == 0 and "exact top" not in again.output
+    assert json.loads(out.read_text())["rows"] == payload["rows"]
+    bad = CliRunner().invoke(app, [*args[:4], "flat,lsh"])
+    assert bad.exit_code != 0 and "lsh" in bad.output
