@@ -1,0 +1,31 @@
+"""benchmarks/loss_popularity.py on a tiny trained run: figures that match a hand count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from data.synth import generate_events
+from tests.app.benchmark_scripts import load_benchmark
+
+
+def test_popularity_figures_of_a_trained_run(tmp_path: Path) -> None:
+    from app.bench.quality import run_quality
+
+    log = tmp_path / "tiny.csv"
+    generate_events(150, 80, 2000, seed=4).write_csv(log)
+    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
+    home = tmp_path / "home"
+    run_quality(str(log), ["uniform"], [8], tmp_path / "q.json", None, home, 1, sets,
+                enable_progress_bar=False)  # fmt: skip
+    (run,) = [p for p in (home / "runs").iterdir() if p.is_dir()]
+    script = load_benchmark("loss_popularity")
+    figures = script.measure(run, users=50)
+    logits, targets, counts = script._logits(run, 50)
+    assert figures["users"] == len(targets) == 50 and logits.shape == (50, len(counts))
+    top = np.argsort(-logits, axis=1)[:, :10]
+    assert figures["top10_median_train_count"] == float(np.median(counts[top]))
+    assert figures["target_logit_mean"] == float(logits[np.arange(50), targets].mean())
+    assert figures["rarest_decile_logit_mean"] != figures["commonest_decile_logit_mean"]
+    assert counts.sum() > 0 and figures["target_median_train_count"] >= 1
