@@ -158,6 +158,27 @@ SAMPLED_LOSSES: dict[str, SampledLoss] = {
 }
 
 
+BINARY_LOSSES = ("negative_sampling", "nce")
+BINARY_MAX_NEGATIVES = 8
+
+
+def binary_loss_caveat(name: str, per_query: bool, num_negatives: int) -> str | None:
+    """Why a binary loss with these negatives is likely to rank at chance (None: no caveat).
+
+    Measured (docs/sampler_comparison.md): negative sampling and NCE do not learn with
+    negatives shared by the batch, nor with many drawn per query, in this model; negative
+    sampling learns per query with m <= 8.
+    """
+    if name not in BINARY_LOSSES or (per_query and num_negatives <= BINARY_MAX_NEGATIVES):
+        return None
+    shape = "per-query" if per_query else "shared"
+    return (
+        f"loss {name} with {num_negatives} {shape} negatives ranked at chance in this model's "
+        f"measurements (docs/sampler_comparison.md): use sampler.per_query=true with "
+        f"num_negatives <= {BINARY_MAX_NEGATIVES}, or a softmax-family loss"
+    )
+
+
 def get_loss(name: str) -> SampledLoss:
     """The sampled loss called `name`.
 

@@ -27,7 +27,7 @@ from training import memory
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule
-from training.losses import full_softmax, get_loss
+from training.losses import binary_loss_caveat, full_softmax, get_loss
 from training.model import build_model
 from training.progress import EpochBar, EpochProgress
 from training.samplers import SamplerContext, build_sampler
@@ -86,6 +86,9 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
         return RetrievalModule(model, cfg, None, full_loss=full_softmax)
     ctx = SamplerContext(n, counts, cfg.model.temperature)
     sampler = build_sampler(cfg.sampler, ctx)
+    caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)
+    if caveat is not None:
+        log.warning(caveat)
     return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
 
 

@@ -13,6 +13,7 @@ from training.losses import (
     SAMPLED_LOSSES,
     UNCORRECTED,
     SampledLoss,
+    binary_loss_caveat,
     full_softmax,
     get_loss,
     ranking_family,
@@ -163,3 +164,12 @@ def test_get_loss_unknown_lists_names() -> None:
         "nce",
         "blackout",
     }
+
+
+def test_binary_losses_warn_outside_the_setting_where_they_learn() -> None:
+    assert binary_loss_caveat("sampled_softmax", False, 64) is None
+    assert binary_loss_caveat("negative_sampling", True, 8) is None  # learns there (measured)
+    shared = binary_loss_caveat("negative_sampling", False, 8)
+    assert shared is not None and "8 shared negatives" in shared and "per_query=true" in shared
+    many = binary_loss_caveat("nce", True, 64)
+    assert many is not None and "64 per-query negatives" in many
