@@ -1,6 +1,8 @@
 """`recsys bench ddp`: training examples per second with 1, 2, ... data-parallel processes.
 
-A synthetic log (`--users`, `--items`, `--events`) is ingested once into a scratch home; then
+A synthetic log (`--users`, `--items`, `--events`) is ingested once into a scratch home (its
+Zipf tail leaves many items unseen, so extra "catalogue" users of 200 events each visit every
+item the log missed: the catalogue is all `--items`); then
 `recsys train` runs once per process count P, one epoch each, with the machine's cores split
 between the processes (cores / P threads each: never oversubscribed), sampled softmax over
 sparse item tables (at 1,000,000 items the full softmax's logits do not fit, see
@@ -19,12 +21,26 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import polars as pl
 import typer
 
 from app.bench import options
 
 DEFAULT_OUT = options.RESULTS / "ddp_throughput.json"
 REPO = Path(__file__).resolve().parents[2]
+
+
+def covering(log: pl.DataFrame, items: int, per_user: int = 200) -> pl.DataFrame:
+    """`log` plus users "c<k>" whose events visit, `per_user` at a time, every item it misses."""
+    seen = set(log["item_id"].unique().to_list())
+    missing = [f"i{n}" for n in range(items) if f"i{n}" not in seen]
+    start = int(log.select(pl.col("timestamp").max()).item()) + 1
+    extra = pl.DataFrame({
+        "user_id": [f"c{k // per_user}" for k in range(len(missing))],
+        "item_id": missing,
+        "timestamp": [start + k for k in range(len(missing))],
+    }, schema=log.schema)  # fmt: skip
+    return pl.concat([log, extra])
 
 
 def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]:
@@ -39,14 +55,16 @@ def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]
     if not ws.events_dir.is_dir():
         log = home.parent / f"synthetic-{items}.csv"
         log.parent.mkdir(parents=True, exist_ok=True)
-        generate_events(users, items, events, seed=0).write_csv(log)
+        covering(generate_events(users, items, events, seed=0), items).write_csv(log)
         subprocess.run([sys.executable, "-m", "app", "ingest", str(log), "--home", str(home)],
                        cwd=REPO, check=True, capture_output=True)  # fmt: skip
     splits = build_splits(ws, "loo", None, 0)
     return len(make_windows(splits.train["items"], ModelConfig().max_len)), splits.num_items
 
 
-def _train(home: Path, processes: int, sampler: str, negatives: int) -> dict[str, Any]:
+def _train(
+    home: Path, processes: int, sampler: str, negatives: int, sharded: bool
+) -> dict[str, Any]:
     """One `recsys train` of one epoch with `processes` processes; its JSON result."""
     threads = max(1, (os.cpu_count() or 1) // processes)
     cmd = [
@@ -55,6 +73,7 @@ def _train(home: Path, processes: int, sampler: str, negatives: int) -> dict[str
         "--set", f"train.threads={threads}", "--set", "train.sparse_embeddings=true",
         "--set", "train.val_users=200", "--set", "train.accelerator=cpu",
         *(["--strategy", "ddp"] if processes > 1 else []),
+        *(["--set", "data.shard_by_rank=true"] if sharded else []),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
@@ -68,22 +87,25 @@ def _train(home: Path, processes: int, sampler: str, negatives: int) -> dict[str
 
 
 def run(
-    home: Path, counts: list[int], data: dict[str, int], sampler: str, m: int
+    home: Path, counts: list[int], data: dict[str, int], sampler: str, m: int, sharded: bool
 ) -> dict[str, Any]:
-    """Every process count's row, and the setting."""
+    """Every process count's row (and, `sharded`, each count above 1 again, sharded)."""
     windows, catalogue = _prepare(home, data["users"], data["items"], data["events"])
     rows = []
-    for processes in counts:
+    plan = [(p, False) for p in counts] + [(p, True) for p in counts if sharded and p > 1]
+    for processes, shard in plan:
         before = os.getloadavg()[0]
-        result = _train(home, processes, sampler, m)
+        result = _train(home, processes, sampler, m, shard)
         epoch = result["seconds_per_epoch"]
         rows.append({
-            "processes": processes, "threads_per_process": result["threads_per_process"],
+            "processes": processes, "sharded": shard,
+            "threads_per_process": result["threads_per_process"],
             "epoch_seconds": epoch, "examples_per_s": round(windows / epoch, 1),
             "val_ndcg@10": result["metrics"]["val"]["ndcg@10"],
             "load_avg_1m": [round(before, 2), round(os.getloadavg()[0], 2)],
         })  # fmt: skip
-        typer.echo(f"{processes} process(es): {windows / epoch:,.0f} examples/s ({epoch:.1f} s)")
+        label = f"{processes} process(es){' sharded' if shard else ''}"
+        typer.echo(f"{label}: {windows / epoch:,.0f} examples/s ({epoch:.1f} s)")
     setting = {**data, "catalogue": catalogue, "windows": windows, "sampler": sampler,
                "num_negatives": m}  # fmt: skip
     return {"setting": setting, "cpus": os.cpu_count(), "rows": rows,
@@ -97,7 +119,8 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     rows = payload["rows"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.bar(range(len(rows)), [r["examples_per_s"] for r in rows])
-    ax.set_xticks(range(len(rows)), [str(r["processes"]) for r in rows])
+    names = [f"{r['processes']}{' sharded' if r.get('sharded') else ''}" for r in rows]
+    ax.set_xticks(range(len(rows)), names)
     ax.set_xlabel("processes (cores split between them)")
     ax.set_ylabel("training examples / s")
     s = payload["setting"]
@@ -114,11 +137,15 @@ def ddp(
     num_negatives: Annotated[int, typer.Option(help="m.")] = 256,
     scratch: Annotated[Path, typer.Option(help="Scratch home (kept).")] = Path("/tmp/bench-ddp"),
     out: Annotated[Path, typer.Option(help="Result JSON (a PNG beside it).")] = DEFAULT_OUT,
+    sharded: Annotated[
+        bool, typer.Option(help="Also run each count above 1 with data.shard_by_rank.")
+    ] = False,
 ) -> None:
     """Examples per second of one training epoch with 1, 2, ... data-parallel processes."""
     counts = options.ints(processes, "processes")
     data = {"users": users, "items": items, "events": events}
-    payload = run(scratch / f"home-{items}", counts, data, sampler, num_negatives)
+    home = scratch / f"home-{items}-{users}-{events}"
+    payload = run(home, counts, data, sampler, num_negatives, sharded)
     options.write_results(payload, out, out.with_suffix(".png"), plot)
 
 

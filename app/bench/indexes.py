@@ -85,7 +85,7 @@ def _latencies_ms(index: Any, queries: np.ndarray) -> dict[str, float]:
             "search_p99_ms": round(float(np.percentile(took, 99)), 3)}  # fmt: skip
 
 
-def _built(kind: str, table: np.ndarray) -> tuple[Any, dict[str, Any]]:
+def _built(kind: str, table: np.ndarray, pq_m: int) -> tuple[Any, dict[str, Any]]:
     """Build one kind over `table` `[n + 1, d]`: the index and what the build cost."""
     from serving.index_kinds import FlatIndex, HNSWIndex, IndexParams, IVFIndex, IVFPQIndex
 
@@ -93,7 +93,7 @@ def _built(kind: str, table: np.ndarray) -> tuple[Any, dict[str, Any]]:
         "flat": FlatIndex, "hnsw": HNSWIndex, "ivf": IVFIndex, "ivfpq": IVFPQIndex
     }  # fmt: skip
     start = time.perf_counter()
-    index = kinds[kind](table, IndexParams(kind=kind))
+    index = kinds[kind](table, IndexParams(kind=kind, pq_m=pq_m))
     seconds = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index.faiss"
@@ -105,21 +105,21 @@ def _built(kind: str, table: np.ndarray) -> tuple[Any, dict[str, Any]]:
 
 
 def measure_kind(
-    kind: str, table: np.ndarray, queries: np.ndarray, exact: np.ndarray, latency_queries: int
+    kind: str, table: np.ndarray, queries: np.ndarray, exact: np.ndarray, setting: dict[str, Any]
 ) -> dict[str, Any]:
     """One kind's build cost, and recall and latency at each of its search settings."""
     from serving.index_recall import recall_against
 
-    index, cost = _built(kind, table)
-    settings: list[dict[str, Any]] = []
-    for setting in SEARCH_SETTINGS[kind]:
-        index.params = dataclasses.replace(index.params, **setting)
+    index, cost = _built(kind, table, setting.get("pq_m", 0))
+    timed = queries[: setting["latency_queries"]]
+    searches: list[dict[str, Any]] = []
+    for search in SEARCH_SETTINGS[kind]:
+        index.params = dataclasses.replace(index.params, **search)
         found, _ = index.search(queries, K)
         recall = recall_against(found, exact)
-        settings.append({**setting, f"recall@{K}": round(recall, 4),
-                         **_latencies_ms(index, queries[:latency_queries])})  # fmt: skip
-        typer.echo(f"  {kind} {setting or ''}: recall@{K} {recall:.3f}, {settings[-1]}")
-    return {"kind": kind, **cost, "search": settings}
+        searches.append({**search, f"recall@{K}": round(recall, 4), **_latencies_ms(index, timed)})
+        typer.echo(f"  {kind} {search or ''}: recall@{K} {recall:.3f}, {searches[-1]}")
+    return {"kind": kind, **cost, "search": searches}
 
 
 def run_size(items: int, kinds: list[str], setting: dict[str, Any], out: Path) -> None:
@@ -135,7 +135,7 @@ def run_size(items: int, kinds: list[str], setting: dict[str, Any], out: Path) -
     typer.echo(f"{items:,} items: exact top {K} in {time.perf_counter() - start:.1f} s")
     for kind in todo:
         before = os.getloadavg()[0]
-        row = measure_kind(kind, table, queries, exact, setting["latency_queries"])
+        row = measure_kind(kind, table, queries, exact, setting)
         row = {
             "items": items,
             **row,
@@ -198,6 +198,7 @@ def index(
     clusters: Annotated[int, typer.Option(help="Centres of the synthetic embeddings.")] = 4096,
     queries: Annotated[int, typer.Option(help="Queries for recall@10.")] = 1000,
     latency_queries: Annotated[int, typer.Option(help="Single-query searches timed.")] = 200,
+    pq_m: Annotated[int, typer.Option(help="IVF-PQ bytes an item (0: the service's default).")] = 0,
     out: Annotated[Path, typer.Option(help="Result JSON (a PNG beside it).")] = DEFAULT_OUT,
 ) -> None:
     """Flat vs HNSW vs IVF-PQ: build time, memory, p99 search and recall@10 (resumable)."""
@@ -206,7 +207,8 @@ def index(
     if unknown:
         raise typer.BadParameter(f"unknown index kinds {sorted(unknown)}", param_hint="--kinds")
     setting = {"dim": dim, "clusters": clusters, "queries": queries, "k": K,
-               "latency_queries": latency_queries, "noise": 0.5}  # fmt: skip
+               "latency_queries": latency_queries, "noise": 0.5,
+               **({"pq_m": pq_m} if pq_m else {})}  # fmt: skip
     for size in options.ints(items, "items"):
         run_size(size, chosen, setting, out)
 

@@ -8,21 +8,37 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from app.bench.ddp import covering
 from app.cli import app
+from data.synth import generate_events
 
 
 def test_bench_ddp_measures_one_and_two_processes(tmp_path: Path) -> None:
     out = tmp_path / "ddp.json"
     args = ["bench", "ddp", "--items", "300", "--users", "80", "--events", "3000"]
     args += ["--num-negatives", "8", "--scratch", str(tmp_path / "scratch"), "--out", str(out)]
+    args += ["--sharded"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(out.read_text())
-    assert [row["processes"] for row in payload["rows"]] == [1, 2]
+    rows = [(row["processes"], row["sharded"]) for row in payload["rows"]]
+    assert rows == [(1, False), (2, False), (2, True)]
     windows = payload["setting"]["windows"]
     assert windows > 0 and out.with_suffix(".png").is_file()
-    assert 0 < payload["setting"]["catalogue"] <= 300  # the items the log holds
+    assert payload["setting"]["catalogue"] == 300  # every item: the log's misses are covered
     for row in payload["rows"]:
         assert row["threads_per_process"] * row["processes"] <= max(payload["cpus"], 2)
         assert math.isclose(row["examples_per_s"], windows / row["epoch_seconds"], rel_tol=1e-2)
         assert 0.0 < row["val_ndcg@10"] <= 1.0
+
+
+def test_covering_users_visit_every_item_the_log_missed() -> None:
+    log = generate_events(50, 400, 600, seed=1)
+    covered = covering(log, 400, per_user=20)
+    assert covered.head(log.height).equals(log)  # the log itself is unchanged
+    assert covered["item_id"].n_unique() == 400 and covered.height == log.height + (
+        400 - log["item_id"].n_unique()
+    )
+    extra = covered.tail(covered.height - log.height)
+    assert extra["item_id"].n_unique() == extra.height  # each missing item once
+    assert extra.group_by("user_id").len()["len"].max() <= 20

@@ -39,5 +39,10 @@ def test_bench_index_compares_the_kinds_and_resumes(tmp_path: Path) -> None:
     again = CliRunner().invoke(app, args)  # every row is there: nothing is built again
     assert again.exit_code == 0 and "exact top" not in again.output
     assert json.loads(out.read_text())["rows"] == payload["rows"]
-    bad = CliRunner().invoke(app, [*args[:4], "flat,lsh"])
-    assert bad.exit_code != 0 and "lsh" in bad.output
+    bad = CliRunner().invoke(app, ["bench", "index", "--kinds", "flat,lsh", "--out", str(out)])
+    assert bad.exit_code != 0 and "unknown index kinds ['lsh']" in bad.output
+    wider = tmp_path / "pq8.json"  # 8 sub-quantizers: 8 bytes an item instead of 4
+    more = [*args[:5], "ivfpq", *args[6:-1], str(wider), "--pq-m", "8"]
+    assert CliRunner().invoke(app, more).exit_code == 0
+    (row,) = json.loads(wider.read_text())["rows"]
+    assert row["index"]["bytes_per_item"] == 8 and rows["ivfpq"]["index"]["bytes_per_item"] == 4
