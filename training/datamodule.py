@@ -168,22 +168,25 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
     def _own_shard_batches(self, rank: int, world: int) -> EqualCount:
         """Batches of B / ranks of this rank's own windows, as many as the rank with the most.
 
+        Every check is agreed by all ranks before any raises (a rank that stopped alone would
+        leave the others waiting in a collective).
+
         Raises:
-            RuntimeError: the shard is not this rank's, the ranks read different event parts,
-                or this rank has no windows.
+            RuntimeError: on every rank, when the ranks read different event parts, or one holds
+                another shard, no training windows or no validation users.
 
         """
-        if self.splits.shard != (rank, world):
-            raise RuntimeError(
-                f"rank {rank} of {world} holds the users of shard {self.splits.shard}"
-            )
         device = self.trainer.strategy.root_device  # type: ignore[union-attr]  # nccl: CUDA
         parts = int.from_bytes(hashlib.sha256("\n".join(self.splits.parts).encode()).digest()[:6])
         what = "the event parts read (ingest before starting the ranks)"
         distributed.check_same(parts, what, rel=0.0, device=device)
-        if len(self.train_set) == 0:
+        validated = len(self.val_set) if self.val_rows is None else len(self.val_rows)
+        usable = self.splits.shard == (rank, world) and len(self.train_set) > 0 and validated > 0
+        if distributed.smallest(int(usable), device) == 0:
             raise RuntimeError(
-                f"rank {rank} has no training windows: too few users for {world} ranks"
+                f"a rank cannot train its shard of the users (rank {rank} of {world}: shard "
+                f"{self.splits.shard}, {len(self.train_set)} training windows, {validated} "
+                f"validation users): too few users for {world} ranks?"
             )
         batches = self._batches(self.seed + rank, max(self.batch_size // world, 1), seeded=True)
         steps = distributed.largest(len(batches), device)
@@ -199,13 +202,17 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         what = "the number of training windows (ingest before starting the ranks)"
         distributed.check_same(len(self.train_set), what, device=device)
 
+    def _eval_ranks(self) -> tuple[int, int]:
+        """(rank, ranks) sharing the eval examples; a shard's examples are its rank's alone."""
+        return (0, 1) if self.splits.shard[1] > 1 else self._ranks()
+
     def val_dataloader(self) -> DataLoader:
         """The validation rounds during training: the fixed `val_users` sample (or all)."""
-        return _eval_loader(self.val_set, self.eval_batch_size, self.val_rows, self._ranks())
+        return _eval_loader(self.val_set, self.eval_batch_size, self.val_rows, self._eval_ranks())
 
     def test_dataloader(self) -> DataLoader:
         """Test examples, batched by history length (`row` gives the split order)."""
-        return _eval_loader(self.test_set, self.eval_batch_size, ranks=self._ranks())
+        return _eval_loader(self.test_set, self.eval_batch_size, ranks=self._eval_ranks())
 
     def eval_dataloader(self, split: str) -> DataLoader:
         """Every example of `split` ("val" or "test"): the final metrics."""

@@ -137,6 +137,11 @@ def largest(count: int, device: torch.device | str = "cpu") -> int:
     return int(value)
 
 
+def smallest(count: int, device: torch.device | str = "cpu") -> int:
+    """The smallest `count` of the ranks."""
+    return -largest(-count, device)
+
+
 def share_weight(count: int, device: torch.device | str = "cpu") -> float:
     """The weight of this rank's mean loss over its `count` targets (1 for one process).
 

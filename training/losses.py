@@ -167,15 +167,21 @@ def binary_loss_caveat(name: str, per_query: bool, num_negatives: int) -> str | 
 
     Measured (docs/sampler_comparison.md): negative sampling and NCE do not learn with
     negatives shared by the batch, nor with many drawn per query, in this model; negative
-    sampling learns per query with m <= 8.
+    sampling learns per query with m <= 8, NCE did not learn in any setting tried.
     """
-    if name not in BINARY_LOSSES or (per_query and num_negatives <= BINARY_MAX_NEGATIVES):
+    if name not in BINARY_LOSSES:
+        return None
+    if name == "negative_sampling" and per_query and num_negatives <= BINARY_MAX_NEGATIVES:
         return None
     shape = "per-query" if per_query else "shared"
+    advice = (
+        f"use sampler.per_query=true with num_negatives <= {BINARY_MAX_NEGATIVES}, or "
+        if name == "negative_sampling"
+        else "use "
+    )
     return (
         f"loss {name} with {num_negatives} {shape} negatives ranked at chance in this model's "
-        f"measurements (docs/sampler_comparison.md): use sampler.per_query=true with "
-        f"num_negatives <= {BINARY_MAX_NEGATIVES}, or a softmax-family loss"
+        f"measurements (docs/sampler_comparison.md): {advice}a softmax-family loss"
     )
 
 

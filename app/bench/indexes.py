@@ -147,12 +147,20 @@ def run_size(items: int, kinds: list[str], setting: dict[str, Any], out: Path) -
 
 
 def _load(out: Path, setting: dict[str, Any]) -> dict[str, Any]:
-    """The rows `out` holds for this same setting ({} when none or another setting)."""
+    """The rows `out` holds ({} when none).
+
+    Raises:
+        typer.BadParameter: `out` holds rows of another setting (never overwritten).
+
+    """
     if not out.is_file():
         return {}
     payload = json.loads(out.read_text())
     if payload.get("setting") != setting:
-        return {}
+        raise typer.BadParameter(
+            f"{out} holds results of another setting ({payload.get('setting')}): "
+            "choose another --out", param_hint="--out",
+        )  # fmt: skip
     return {f"{row['items']}/{row['kind']}": row for row in payload["rows"]}
 
 

@@ -43,6 +43,8 @@ def test_bench_index_compares_the_kinds_and_resumes(tmp_path: Path) -> None:
     assert bad.exit_code != 0 and "unknown index kinds ['lsh']" in bad.output
     wider = tmp_path / "pq8.json"  # 8 sub-quantizers: 8 bytes an item instead of 4
     more = [*args[:5], "ivfpq", *args[6:-1], str(wider), "--pq-m", "8"]
+    refused = CliRunner().invoke(app, [*more[:-3], str(out), "--pq-m", "8"])  # another setting
+    assert refused.exit_code != 0 and json.loads(out.read_text())["rows"] == payload["rows"]
     assert CliRunner().invoke(app, more).exit_code == 0
     (row,) = json.loads(wider.read_text())["rows"]
     assert row["index"]["bytes_per_item"] == 8 and rows["ivfpq"]["index"]["bytes_per_item"] == 4

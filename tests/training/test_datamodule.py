@@ -116,3 +116,16 @@ def test_last_targets_give_one_window_per_transition_with_its_whole_context() ->
     ]  # fmt: skip
     every = SequenceDataModule(_splits(), max_len=3, batch_size=64)
     assert len(every.train_set) < len(data.train_set)
+
+
+def test_a_rank_of_a_sharded_training_validates_its_whole_shard() -> None:
+    """Its shard is its rank's alone: no second cut of the examples across the ranks."""
+    from types import SimpleNamespace
+
+    base = _splits()
+    shard = Splits(base.train, base.val, base.test, base.num_items, shard=(1, 2))
+    for splits, expected in ((shard, 3), (base, 1)):  # unsharded: every 2nd example of 3
+        dm = SequenceDataModule(splits, max_len=3, batch_size=2, eval_batch_size=8)
+        dm.trainer = SimpleNamespace(global_rank=1, world_size=2)  # type: ignore[assignment]
+        assert sum(len(b["row"]) for b in dm.val_dataloader()) == expected
+        assert sum(len(b["row"]) for b in dm.test_dataloader()) == expected

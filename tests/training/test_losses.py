@@ -173,3 +173,5 @@ def test_binary_losses_warn_outside_the_setting_where_they_learn() -> None:
     assert shared is not None and "8 shared negatives" in shared and "per_query=true" in shared
     many = binary_loss_caveat("nce", True, 64)
     assert many is not None and "64 per-query negatives" in many
+    nce = binary_loss_caveat("nce", True, 8)  # NCE did not learn there either
+    assert nce is not None and "per_query=true" not in nce and "softmax-family" in nce
