@@ -6,19 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from data.synth import generate_events
-from tests.app.benchmark_scripts import load_benchmark
+from tests.app.benchmark_scripts import load_benchmark, tiny_trained_home
 
 
 def test_popularity_figures_of_a_trained_run(tmp_path: Path) -> None:
-    from app.bench.quality import run_quality
-
-    log = tmp_path / "tiny.csv"
-    generate_events(150, 80, 2000, seed=4).write_csv(log)
-    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
-    home = tmp_path / "home"
-    run_quality(str(log), ["uniform"], [8], tmp_path / "q.json", None, home, 1, sets,
-                enable_progress_bar=False)  # fmt: skip
+    home = tiny_trained_home(tmp_path)
     (run,) = [p for p in (home / "runs").iterdir() if p.is_dir()]
     script = load_benchmark("loss_popularity")
     figures = script.measure(run, users=50)

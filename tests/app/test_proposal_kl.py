@@ -6,19 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from data.synth import generate_events
-from tests.app.benchmark_scripts import load_benchmark
+from tests.app.benchmark_scripts import load_benchmark, tiny_trained_home
 
 
 def test_one_bucket_at_the_softmax_temperature_has_zero_kl(tmp_path: Path) -> None:
-    from app.bench.quality import run_quality
-
-    log = tmp_path / "tiny.csv"
-    generate_events(150, 80, 2000, seed=4).write_csv(log)
-    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
-    home = tmp_path / "home"
-    run_quality(str(log), ["uniform"], [8], tmp_path / "q.json", None, home, 1, sets,
-                enable_progress_bar=False)  # fmt: skip
+    home = tiny_trained_home(tmp_path)
     nu = 1 / 0.05  # the default model temperature: exp(nu h . c) is the model's softmax
     result = load_benchmark("proposal_kl").measure(home, None, 32, [64], [nu], [1e-6], [4, 1000])
     rff = [r for r in result["results"] if r["sampler"] == "rff" and r["per_query"]]
