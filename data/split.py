@@ -172,6 +172,7 @@ def build_splits(
     since: int | None = None,
     shard: tuple[int, int] = (0, 1),
     parts: tuple[str, ...] | None = None,
+    count_every_shard: bool = True,
 ) -> Splits:
     """Split the stored events into train / val / test sequences.
 
@@ -184,6 +185,8 @@ def build_splits(
         shard: (s, S): split only the users with user_idx % S == s (see the module docstring).
         parts: Names of the event parts to read (`Splits.parts` of an earlier split; default:
             every part committed now).
+        count_every_shard: For a shard, read the other shards for `Splits.train_counts`
+            (False: only this shard's rows are needed, e.g. to evaluate it; counts None).
 
     Raises:
         RecsysInputError: no events, unknown method, "time" without cutoff, a k-core that
@@ -207,7 +210,7 @@ def build_splits(
     item_vocab = load_item_vocab(ws)
     read = _ShardReader(ws, item_vocab, paths, method, cutoff, kcore, since)
     train, val, test = read(shard)
-    counts = None if count == 1 else read.train_counts(shard, train)
+    counts = read.train_counts(shard, train) if count > 1 and count_every_shard else None
     names = tuple(p.stem.removeprefix("part-") for p in paths)
     return Splits(train, val, test, item_vocab.height, names, shard, counts)
 

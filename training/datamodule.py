@@ -176,7 +176,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
                 another shard, no training windows or no validation users.
 
         """
-        device = self.trainer.strategy.root_device  # type: ignore[union-attr]  # nccl: CUDA
+        device = self._device()
         parts = int.from_bytes(hashlib.sha256("\n".join(self.splits.parts).encode()).digest()[:6])
         what = "the event parts read (ingest before starting the ranks)"
         distributed.check_same(parts, what, rel=0.0, device=device)
@@ -197,8 +197,12 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         )  # fmt: skip
         return EqualCount(batches, steps)
 
+    def _device(self) -> torch.device:
+        """The device of the rank's collectives (nccl needs CUDA tensors)."""
+        return self.trainer.strategy.root_device  # type: ignore[union-attr]
+
     def _check_same_windows(self) -> None:
-        device = self.trainer.strategy.root_device  # type: ignore[union-attr]  # nccl: CUDA
+        device = self._device()
         what = "the number of training windows (ingest before starting the ranks)"
         distributed.check_same(len(self.train_set), what, device=device)
 

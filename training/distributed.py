@@ -119,22 +119,23 @@ def gather_union(ids: Tensor) -> Tensor:
     return gather_rows(ids.reshape(-1)).unique()
 
 
-def total(count: int, device: torch.device | str = "cpu") -> int:
-    """The sum of `count` over the ranks."""
+def _reduced(count: int, op: str, device: torch.device | str) -> int:
+    """`count` reduced over the ranks by `op` ("SUM" or "MAX"); itself outside a group."""
     if not active():
         return count
     value = torch.tensor([count], dtype=torch.int64, device=device)
-    dist.all_reduce(value)
+    dist.all_reduce(value, op=getattr(dist.ReduceOp, op))
     return int(value)
+
+
+def total(count: int, device: torch.device | str = "cpu") -> int:
+    """The sum of `count` over the ranks."""
+    return _reduced(count, "SUM", device)
 
 
 def largest(count: int, device: torch.device | str = "cpu") -> int:
     """The largest `count` of the ranks."""
-    if not active():
-        return count
-    value = torch.tensor([count], dtype=torch.int64, device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return int(value)
+    return _reduced(count, "MAX", device)
 
 
 def smallest(count: int, device: torch.device | str = "cpu") -> int:

@@ -228,7 +228,9 @@ def _every_shard(
         shard: SplitsLike = splits
         if index != own:  # a sharded split has no k-core and no `since` (see `load_splits`)
             d = cfg.data
-            shard = build_splits(ws, d.split, d.cutoff, 0, None, (index, count), splits.parts)
+            shard = build_splits(
+                ws, d.split, d.cutoff, 0, None, (index, count), splits.parts, False
+            )
         frame = shard.val if split == "val" else shard.test
         for batch in eval_batches(frame, cfg.model.max_len, cfg.train.eval_batch_size):
             yield {**batch, "row": batch["row"] + offset}

@@ -142,6 +142,8 @@ def test_shards_partition_the_splits_and_count_every_shards_train(
     counts = np.bincount(whole.train["items"].explode().to_numpy(), minlength=31)
     assert whole.train_counts is None
     assert all(np.array_equal(shard.train_counts, counts) for shard in shards)
+    alone = build_splits(ws, method, cutoff, shard=(1, 3), count_every_shard=False)  # type: ignore[arg-type]
+    assert alone.train_counts is None and alone.test.equals(shards[1].test)
 
 
 def test_shard_errors_and_a_split_of_named_parts(ws: Workspace, tmp_path: Path) -> None:
