@@ -188,12 +188,13 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
                 f"{self.splits.shard}, {len(self.train_set)} training windows, {validated} "
                 f"validation users): too few users for {world} ranks?"
             )
-        batches = self._batches(self.seed + rank, max(self.batch_size // world, 1), seeded=True)
+        size = max(self.batch_size // world, 1)
+        batches = self._batches(self.seed + rank, size, seeded=True)
         steps = distributed.largest(len(batches), device)
         log.info(
             "rank %d of %d holds users %d::%d: %d training windows, %d batches of up to %d, "
             "%d steps an epoch", rank, world, rank, world, len(self.train_set), len(batches),
-            max(self.batch_size // world, 1), steps,
+            size, steps,
         )  # fmt: skip
         return EqualCount(batches, steps)
 

@@ -72,13 +72,8 @@ def _latencies_ms(index: Any, queries: np.ndarray) -> dict[str, float]:
 
     faiss.omp_set_num_threads(1)
     try:
-        for query in queries[:5]:
-            index.search(query[None], K)
-        took = []
-        for query in queries:
-            start = time.perf_counter()
-            index.search(query[None], K)
-            took.append((time.perf_counter() - start) * 1000)
+        options.search_seconds(index, queries[:5], K)  # warm-up
+        took = options.search_seconds(index, queries, K) * 1000
     finally:
         faiss.omp_set_num_threads(os.cpu_count() or 1)
     return {"search_p50_ms": round(float(np.percentile(took, 50)), 3),

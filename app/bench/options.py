@@ -57,3 +57,17 @@ def save_figure(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def search_seconds(index: Any, queries: Any, k: int) -> Any:
+    """float64 `[Q]` wall seconds of `index.search` for each query alone (`queries [Q, d]`)."""
+    import time
+
+    import numpy as np
+
+    took = np.empty(len(queries))
+    for i, query in enumerate(queries):
+        start = time.perf_counter()
+        index.search(query[None], k)
+        took[i] = time.perf_counter() - start
+    return took

@@ -145,11 +145,7 @@ def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, A
     rec = Recommender(bundle, index)
     hist = [[bundle.id_to_idx[i] for i in json.loads(b)["items"]] for b in bodies[:500]]
     queries = rec.encode(hist)
-    times = []
-    for q in queries:
-        t0 = time.perf_counter()
-        index.search(q[None], K + HISTORY)
-        times.append(time.perf_counter() - t0)
+    times = options.search_seconds(index, queries, K + HISTORY)
     import torch
 
     torch.set_num_threads(1)  # as in the server
