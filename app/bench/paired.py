@@ -1,4 +1,4 @@
-"""Per-user test NDCG@k of a finished run, and the paired bootstrap interval of two runs.
+"""Per-user test NDCG@k of a finished run; bootstrap intervals of one run and of two, paired.
 
 Shared by `benchmarks/paired_ndcg.py` and the sampler sweep (`recsys bench quality --grid`):
 every run of one home is scored on the same test examples (leave-one-out, full ranking, seen
@@ -53,3 +53,11 @@ def paired_interval(
     ratios = other[idx].mean(1) / ref[idx].mean(1) - 1.0
     low, high = np.percentile(ratios, [2.5, 97.5])
     return float(other.mean() / ref.mean() - 1.0), float(low), float(high)
+
+
+def mean_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[float, float, float]:
+    """Mean of `values [U]` and its 95% bootstrap interval, users resampled."""
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(values.mean()), float(low), float(high)

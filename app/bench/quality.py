@@ -189,7 +189,7 @@ def quality_command(
     ] = None,
     grid: Annotated[
         str | None,
-        typer.Option(help="Run a named sweep instead: comparison, catalogue or recipe."),
+        typer.Option(help="Run a named sweep instead: comparison, catalogue, recipe or final."),
     ] = None,
     out: Annotated[Path, typer.Option(help="--grid: result folder.")] = sweep.SWEEP_DIR,
     data_root: Annotated[

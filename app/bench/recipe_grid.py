@@ -83,26 +83,3 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
         specs += [_spec(d, "combined-uniform", sets, "uniform") for d in DATASETS]
     return specs, planned
-
-
-def recipe_table(out: Path) -> str:
-    """Markdown: val NDCG@10 of every recipe on each dataset and their mean, best first."""
-    records: dict[str, dict[str, dict]] = {}
-    for dataset in DATASETS:
-        for path in sorted((out / dataset).glob("*.json")):
-            record = json.loads(path.read_text())
-            records.setdefault(record["name"], {})[dataset] = record
-    rows = []
-    for name, by_dataset in records.items():
-        vals = [by_dataset[d]["val"]["ndcg@10"] if d in by_dataset else None for d in DATASETS]
-        mean = None if None in vals else sum(v for v in vals if v is not None) / len(vals)
-        cost = [f"{r['seconds_per_epoch']:.0f} s x {r['epochs']}" for r in by_dataset.values()]
-        rows.append((mean, name, vals, cost))
-    rows.sort(key=lambda row: -(row[0] if row[0] is not None else -1.0))
-    head = "| recipe | " + " | ".join(f"val NDCG@10 {d}" for d in DATASETS) + " | mean | epochs |"
-    lines = [head, "|" + "---|" * (len(DATASETS) + 3)]
-    for mean, name, vals, cost in rows:
-        cells = [f"{v:.4f}" if v is not None else "-" for v in vals]
-        shown = f"{mean:.4f}" if mean is not None else "-"
-        lines.append(f"| {name} | {' | '.join(cells)} | {shown} | {', '.join(cost)} |")
-    return "\n".join(lines) + "\n"

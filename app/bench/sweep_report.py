@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from app.bench import options, sweep
-from app.bench.grids import GRIDS
+from app.bench.grids import GRIDS, REPORTS
 from app.bench.paired import paired_interval
 
 BEGIN, END = "<!-- sweep-report:begin -->", "<!-- sweep-report:end -->"
@@ -197,12 +197,11 @@ def report_command(
 ) -> None:
     """Table, paired intervals against the full softmax, and plots of a sampler sweep.
 
-    The recipe grid, chosen on validation, gets its table of val NDCG@10 instead.
+    The recipe study (chosen on validation) and the final test of the defaults have their own
+    reports (`grids.REPORTS`).
     """
-    if grid == "recipe":
-        from app.bench.recipe_grid import recipe_table
-
-        text = recipe_table(out)
+    if grid in REPORTS:
+        text = REPORTS[grid](out)
         if doc is not None:
             replace_block(doc, text)
         typer.echo(text)

@@ -1,4 +1,4 @@
-"""The recipe study's grid: stage 1, the combined recipe from validation, no test split."""
+"""The recipe study: stage 1, the combined recipe from validation, no test split; the report."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from app.bench import recipe_grid, sweep
-from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe, recipe_table
+from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe
+from app.bench.recipe_report import PLOT, recipe_report, recipe_table
 from app.bench.sweep_grid import RunSpec
 from data.synth import generate_events
 
@@ -16,7 +17,13 @@ VAL = {"defaults": 0.050, "cosine": 0.060, "cosine-warmup": 0.058, "d128": 0.052
 def _write(out: Path, name: str, val: float) -> None:
     for dataset in DATASETS:
         (out / dataset).mkdir(parents=True, exist_ok=True)
-        record = {"name": name, "val": {"ndcg@10": val}, "seconds_per_epoch": 60.0, "epochs": 9}
+        curve = [{"epoch": e, "time/fit_seconds": 60.0 * (e + 1), "val/ndcg@10": val * e / 8}
+                 for e in range(9)]  # fmt: skip
+        record = {
+            "name": name, "val": {"ndcg@10": val}, "seconds_per_epoch": 60.0, "epochs": 9,
+            "stopped_by": "time cap", "load_avg": {"before": [1.0], "after": [2.0]},
+            "validation": curve,
+        }  # fmt: skip
         (out / dataset / f"{name}.json").write_text(json.dumps(record))
 
 
@@ -37,8 +44,23 @@ def test_the_combined_recipe_takes_every_choice_that_beat_the_defaults(tmp_path:
         (DATASETS[0], "combined-uniform_m256"), (DATASETS[1], "combined-uniform_m256"),
     ]  # fmt: skip
     table = recipe_table(tmp_path).splitlines()
-    assert table[2].startswith("| cosine | 0.0600 | 0.0600 | 0.0600 |")
+    assert (
+        table[2]
+        == "| cosine | 0.0600 | 0.0600 | 0.0600 | "
+        + " | ".join(["9 x 60 s, cap, load 1.0/2.0"] * len(DATASETS))
+        + " |"
+    )
     assert table[-1].startswith("| tau-0.1 |")
+
+
+def test_the_report_plots_every_recipe_against_time_and_links_the_plot(tmp_path: Path) -> None:
+    out = tmp_path / "recipe_study"
+    for name in ("defaults", "cosine"):
+        _write(out, name, VAL[name])
+    text = recipe_report(out)
+    assert (out / PLOT).stat().st_size > 10_000
+    assert text.splitlines()[2].startswith("| cosine |")
+    assert f"../benchmarks/results/recipe_study/{PLOT}" in text
 
 
 def test_a_validation_only_sweep_never_ranks_the_test_split(tmp_path: Path) -> None:

@@ -1,0 +1,106 @@
+"""The test split at the end of the recipe study (issue 19, item 4): `--grid final`.
+
+The defaults as they stand (`configs/default.yaml`, so: after the study has changed them) on
+amazon-beauty and amazon-toys, as a user's `recsys train` runs them with a 30-minute budget:
+the default early stopping and every core (run one worker, alone on the machine). Twice per
+dataset: the full softmax, and uniform sampling at m = 256 (the at-most-256-negatives target).
+These runs rank the test split.
+
+The report (`recsys bench quality-report --grid final`): test Recall@10 and NDCG@10 with a 95%
+bootstrap interval over test users against the published SASRec + sampled softmax figures (a
+point each: per-user scores are not published, so the interval is our test-set noise alone),
+and the sampled run's paired interval against the full softmax of the same dataset (target:
+within 3%).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.bench import sweep
+from app.bench.paired import mean_interval, paired_interval
+from app.bench.sweep_grid import BEAUTY, TOYS, RunSpec
+
+# SASRec + sampled softmax, ../shared/datasets/README.md (the issue's targets)
+PUBLISHED = {
+    BEAUTY: {"recall@10": 0.0921, "ndcg@10": 0.0531},
+    TOYS: {"recall@10": 0.0970, "ndcg@10": 0.0580},
+}
+SAMPLED = ("uniform", 256)
+WITHIN = 0.03  # the sampled run's NDCG@10 may be this much below the full softmax's
+
+
+def _user_settings() -> tuple[str, ...]:
+    """Undo the sweep protocol's patience and one thread: what `recsys train` would use."""
+    from training.config import RecsysConfig
+
+    defaults = RecsysConfig().train
+    return (f"train.patience={defaults.patience}", "train.threads=null", "train.max_minutes=30")
+
+
+def final(out: Path) -> tuple[list[RunSpec], int]:
+    """Full softmax and uniform m = 256 with the defaults, on both datasets."""
+    sets = _user_settings()
+    specs = [
+        spec
+        for dataset in PUBLISHED
+        for spec in (
+            RunSpec(dataset, "defaults", "full", None, sets=sets),
+            RunSpec(dataset, "defaults", SAMPLED[0], SAMPLED[1], sets=sets),
+        )
+    ]
+    return specs, len(specs)
+
+
+def per_user(out: Path, record: dict[str, Any]) -> dict[str, np.ndarray]:
+    """`[U]` test NDCG@10 and Recall@10 of a run (one target a user: a hit iff NDCG@10 > 0)."""
+    ndcg = sweep.load_ndcg(out, record)
+    return {"ndcg@10": ndcg, "recall@10": (ndcg > 0).astype(np.float64)}
+
+
+def _cell(values: np.ndarray, target: float, resamples: int) -> str:
+    mean, low, high = mean_interval(values, resamples, seed=0)
+    met = "met" if mean >= target else "not met"
+    return f"{mean:.4f} ({low:.4f}-{high:.4f}), {met}"
+
+
+def _rows(out: Path, dataset: str, runs: dict[str, dict[str, Any]], resamples: int) -> list[str]:
+    full = runs.get("defaults")
+    rows = []
+    for name, record in runs.items():
+        scores = per_user(out, record)
+        cells = [_cell(scores[k], PUBLISHED[dataset][k], resamples) for k in PUBLISHED[dataset]]
+        vs = "reference"
+        if record is not full and full is not None:
+            gap, low, high = paired_interval(per_user(out, full)["ndcg@10"], scores["ndcg@10"],
+                                             resamples, seed=0)  # fmt: skip
+            verdict = "within 3%" if gap >= -WITHIN else "not within 3%"
+            vs = f"{100 * gap:+.1f}% ({100 * low:+.1f}, {100 * high:+.1f}), {verdict}"
+        load = record["load_avg"]
+        stop = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s, {record['stopped_by']}"
+        rows.append(
+            f"| {dataset} | `{name}` | {' | '.join(cells)} | {vs} | {stop} | "
+            f"{load['before'][0]:.1f} / {load['after'][0]:.1f} |"
+        )
+    return rows
+
+
+def final_report(out: Path, resamples: int = 2000) -> str:
+    """Markdown: each run's test metrics against the published figures and the full softmax."""
+    head = (
+        "| dataset | run | test Recall@10 (95% interval), vs published | test NDCG@10 (95% "
+        "interval), vs published | NDCG@10 vs full softmax (paired) | epochs | load |"
+    )
+    lines = [head, "|" + "---|" * 7]
+    for dataset in PUBLISHED:
+        paths = sorted((out / dataset).glob("*.json"))
+        runs = {p.stem: json.loads(p.read_text()) for p in paths}
+        lines += _rows(out, dataset, runs, resamples)
+    published = "; ".join(
+        f"{d}: Recall@10 {v['recall@10']}, NDCG@10 {v['ndcg@10']}" for d, v in PUBLISHED.items()
+    )
+    return "\n".join([*lines, "", f"Published (SASRec + sampled softmax): {published}."]) + "\n"

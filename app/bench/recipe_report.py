@@ -1,0 +1,91 @@
+"""The recipe study's report: val NDCG@10 of every recipe per dataset, and its curves in time.
+
+`recsys bench quality-report --grid recipe` writes `OUT/recipe.png` (one panel per dataset:
+val NDCG@10 against wall-clock minutes of training, one line per recipe) and a markdown table,
+best mean first, into the report block of `--doc`. The runs never ranked the test split, so
+nothing here reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from app.bench import options
+from app.bench.recipe_grid import DATASETS
+
+PLOT = "recipe.png"
+
+
+def _records(out: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """Recipe name -> dataset -> its result record."""
+    records: dict[str, dict[str, dict[str, Any]]] = {}
+    for dataset in DATASETS:
+        for path in sorted((out / dataset).glob("*.json")):
+            record = json.loads(path.read_text())
+            records.setdefault(record["name"], {})[dataset] = record
+    return records
+
+
+def _run_cell(record: dict[str, Any] | None) -> str:
+    """`epochs x s / epoch, what stopped it, load before / after` of one run."""
+    if record is None:
+        return "-"
+    stop = {"time cap": "cap", "early stopping": "early"}.get(record.get("stopped_by", ""), "")
+    load = record.get("load_avg") or {}
+    shown = "/".join(f"{load[k][0]:.1f}" for k in ("before", "after") if k in load)
+    cell = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s"
+    return cell + (f", {stop}" if stop else "") + (f", load {shown}" if shown else "")
+
+
+def recipe_table(out: Path) -> str:
+    """Markdown: val NDCG@10 of every recipe on each dataset and their mean, best first."""
+    rows = []
+    for name, by_dataset in _records(out).items():
+        vals = [by_dataset[d]["val"]["ndcg@10"] if d in by_dataset else None for d in DATASETS]
+        mean = None if None in vals else sum(v for v in vals if v is not None) / len(vals)
+        runs = [_run_cell(by_dataset.get(d)) for d in DATASETS]
+        rows.append((mean, name, vals, runs))
+    rows.sort(key=lambda row: -(row[0] if row[0] is not None else -1.0))
+    head = "| recipe | " + " | ".join(f"val NDCG@10 {d}" for d in DATASETS) + " | mean | "
+    head += " | ".join(f"epochs {d}" for d in DATASETS) + " |"
+    lines = [head, "|" + "---|" * (2 * len(DATASETS) + 2)]
+    for mean, name, vals, runs in rows:
+        cells = [f"{v:.4f}" if v is not None else "-" for v in vals]
+        shown = f"{mean:.4f}" if mean is not None else "-"
+        lines.append(f"| {name} | {' | '.join(cells)} | {shown} | {' | '.join(runs)} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_recipes(out: Path, path: Path) -> None:
+    """One panel per dataset: val NDCG@10 against wall-clock minutes, a line per recipe."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = _records(out)
+    names = sorted(records)
+    styles = {name: (f"C{i % 10}", "-" if i < 10 else "--") for i, name in enumerate(names)}
+    fig, axes = plt.subplots(1, len(DATASETS), figsize=(7 * len(DATASETS), 5), squeeze=False)
+    for ax, dataset in zip(axes[0], DATASETS, strict=True):
+        for name, by_dataset in sorted(records.items()):
+            curve = (by_dataset.get(dataset) or {}).get("validation") or []
+            points = [c for c in curve if c.get("time/fit_seconds") is not None]
+            minutes = [c["time/fit_seconds"] / 60 for c in points]
+            color, line = styles[name]
+            ax.plot(minutes, [c["val/ndcg@10"] for c in points], line, marker=".", color=color,
+                    label=name)  # fmt: skip
+        ax.set(xlabel="wall-clock minutes of training", ylabel="val NDCG@10", title=dataset)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("recipe study: validation against time (epochs and load: the table)")
+    options.save_figure(fig, path)
+
+
+def recipe_report(out: Path) -> str:
+    """Write the plot beside the results; the markdown table and the plot's link."""
+    plot_recipes(out, out / PLOT)
+    link = f"\n![recipe study](../benchmarks/results/{out.name}/{PLOT})\n"
+    return recipe_table(out) + link

@@ -1,0 +1,64 @@
+"""The final test of the defaults (issue 19, item 4): its runs, and the report's verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from app.bench import sweep
+from app.bench.final_grid import PUBLISHED, final, final_report
+from app.bench.paired import mean_interval
+from app.bench.sweep_grid import BEAUTY, TOYS
+from training.config import RecsysConfig
+
+
+def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget() -> None:
+    specs, planned = final(Path("unused"))
+    assert planned == 4 and [(s.dataset, s.name) for s in specs] == [
+        (d, name) for d in (BEAUTY, TOYS) for name in ("defaults", "defaults_m256")
+    ]
+    cfg = sweep.run_config(specs[1], sweep.Sweep())
+    defaults = RecsysConfig()
+    assert cfg.train.patience == defaults.train.patience and cfg.train.threads is None
+    assert cfg.train.max_minutes == 30 and (cfg.sampler.name, cfg.sampler.num_negatives) == (
+        "uniform", 256,
+    )  # fmt: skip
+    assert cfg.model == defaults.model
+    assert sweep.run_config(specs[0], sweep.Sweep()).sampler.name == "full"
+
+
+def test_mean_interval_covers_the_mean_and_narrows_with_more_users() -> None:
+    rng = np.random.default_rng(0)
+    small, large = rng.random(200), rng.random(20_000)
+    mean, low, high = mean_interval(small, 500, 0)
+    assert low < mean < high and mean == small.mean()
+    _, low_l, high_l = mean_interval(large, 500, 0)
+    assert high_l - low_l < (high - low) / 5
+
+
+def _run(out: Path, dataset: str, name: str, ndcg: np.ndarray) -> None:
+    (out / dataset).mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / dataset / f"{name}.ndcg.npz", ndcg=ndcg)
+    record = {
+        "name": name, "dataset": dataset, "per_user_ndcg": f"{name}.ndcg.npz", "epochs": 12,
+        "seconds_per_epoch": 40.0, "stopped_by": "time cap",
+        "load_avg": {"before": [0.1], "after": [2.0]},
+    }  # fmt: skip
+    (out / dataset / f"{name}.json").write_text(json.dumps(record))
+
+
+def test_the_report_says_which_targets_are_met(tmp_path: Path) -> None:
+    # 10% of users hit at rank 0 (NDCG 1): Recall@10 = NDCG@10 = 0.1, above both published
+    hits = np.zeros(5000)
+    hits[::10] = 1.0
+    _run(tmp_path, BEAUTY, "defaults", hits)
+    _run(tmp_path, BEAUTY, "defaults_m256", hits * 0.5)  # NDCG@10 halved, same hits
+    text = final_report(tmp_path, resamples=200)
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| amazon")}
+    assert rows["`defaults`"].count(", met") == 2 and "reference" in rows["`defaults`"]
+    sampled = rows["`defaults_m256`"]
+    assert "0.1000 (" in sampled and "0.0500 (" in sampled and "not met" in sampled
+    assert "-50.0% (-50.0, -50.0), not within 3%" in sampled
+    assert str(PUBLISHED[BEAUTY]["ndcg@10"]) in text
