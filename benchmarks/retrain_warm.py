@@ -126,7 +126,8 @@ def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
     from data.workspace import Workspace
     from training.bundle import ModelBundle, read_manifest
     from training.config import RecsysConfig
-    from training.pipeline import bundle_metrics, load_splits
+    from training.pipeline import load_splits
+    from training.scoring import bundle_metrics
 
     base = json.loads((out / "base.json").read_text())["train"]["version"]
     old_items = read_manifest(work / "base" / "models" / base)["num_items"]

@@ -32,7 +32,8 @@ from data.split import Splits
 from data.workspace import Workspace
 from training import bundle, distributed, warm_start
 from training.config import RecsysConfig
-from training.pipeline import bundle_metrics, load_splits, train_on
+from training.pipeline import load_splits, train_on
+from training.scoring import bundle_metrics
 from training.warm_start import WarmStart
 
 GATE_METRIC = "ndcg@10"

@@ -170,7 +170,7 @@ class _Objective:
         self.request, self.study, self.splits = request, study, splits
 
     def __call__(self, trial: optuna.Trial) -> float:
-        from training.pipeline import measure
+        from training.scoring import measure
         from training.trainer import fit
 
         params = {key: suggest(trial, key) for key, suggest in self.request.space().items()}

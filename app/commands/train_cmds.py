@@ -170,7 +170,7 @@ def evaluate_command(
     json_out: JsonOption = False,
 ) -> None:
     """Recompute full-ranking metrics of a bundle on the home's split."""
-    from training.pipeline import evaluate
+    from training.scoring import evaluate
 
     result = evaluate(workspace(home), model, split)
     if json_out:

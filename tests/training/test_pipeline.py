@@ -13,7 +13,8 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training.bundle import current_version, read_manifest
 from training.config import load_config
-from training.pipeline import evaluate, train
+from training.pipeline import train
+from training.scoring import evaluate
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",

@@ -1,0 +1,117 @@
+"""The metrics of a trained module or of a bundle, by full ranking over every user of a split.
+
+`measure`: a module fresh from `fit` on val or test (`train_on`, `recsys tune`); when its data
+holds one shard of the users, the other shards are read from the home one at a time.
+`evaluate` (`recsys evaluate`) and `bundle_metrics` (the retrain gate): a published bundle on
+the home's splits, leaving out the rows whose target it does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import polars as pl
+import torch
+from torch import Tensor
+
+from data.errors import RecsysInputError
+from data.split import TRAIN_SCHEMA, Splits, build_splits
+from data.workspace import Workspace
+from training import bundle
+from training.config import RecsysConfig
+from training.datamodule import SequenceDataModule, SplitsLike, eval_batches
+from training.evaluation import evaluate_loader
+from training.lit_module import RetrievalModule
+
+VAL_TEST = ("val", "test")
+
+
+def measure(
+    module: RetrievalModule,
+    data: SequenceDataModule,
+    cfg: RecsysConfig,
+    split: str,
+    ws: Workspace | None = None,
+) -> dict[str, float]:
+    """Full-ranking metrics of `module` on one split of every user.
+
+    When `data` holds one shard of the users (`data.shard_by_rank`), the other shards are read
+    from `ws`, from the same event parts, one at a time.
+    """
+    splits = data.splits
+    loader: Iterable[dict[str, Tensor]]
+    if splits.shard[1] == 1:
+        loader = data.eval_dataloader(split)
+    else:
+        assert ws is not None, "a shard's metrics over every user need the home"
+        loader = _every_shard(ws, splits, cfg, split)
+    return evaluate_loader(
+        module.model.query_tower, module.model.item_tower.all_embeddings().detach(), loader,
+        module.current_temperature(), cfg, module.device, absolute=cfg.ranks_by_magnitude,
+    )  # fmt: skip
+
+
+def _every_shard(
+    ws: Workspace, splits: SplitsLike, cfg: RecsysConfig, split: str
+) -> Iterator[dict[str, Tensor]]:
+    """`split`'s eval batches over every shard of the users; rows numbered across shards."""
+    own, count = splits.shard
+    offset = 0
+    for index in range(count):
+        shard: SplitsLike = splits
+        if index != own:  # a sharded split has no k-core and no `since` (see `load_splits`)
+            d = cfg.data
+            shard = build_splits(
+                ws, d.split, d.cutoff, 0, None, (index, count), splits.parts, False
+            )
+        frame = shard.val if split == "val" else shard.test
+        for batch in eval_batches(frame, cfg.model.max_len, cfg.train.eval_batch_size):
+            yield {**batch, "row": batch["row"] + offset}
+        offset += frame.height
+
+
+def _within_catalogue(frame: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Drop rows whose target the bundle does not know; blank unknown history items."""
+    history = pl.col("history").list.eval(
+        pl.when(pl.element() <= n).then(pl.element()).otherwise(0)
+    )
+    return frame.filter(pl.col("target") <= n).with_columns(history)
+
+
+def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> dict[str, Any]:
+    """Recompute full-ranking metrics from a bundle and the home's current splits.
+
+    Rows whose target the bundle does not know (items ingested after it) are left out.
+
+    Raises:
+        RecsysInputError: bad split name, nothing published / no such version.
+
+    """
+    if split not in VAL_TEST:
+        raise RecsysInputError(f"--split must be val or test, got {split!r}")
+    model = bundle.ModelBundle.load(bundle.resolve_bundle(ws.models_dir, version))
+    cfg = RecsysConfig.model_validate(model.manifest["config"])
+    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
+    metrics, examples = bundle_metrics(model, splits.val if split == "val" else splits.test)
+    return {"version": model.version, "split": split, "examples": examples, "metrics": metrics}
+
+
+def bundle_metrics(model: bundle.ModelBundle, frame: pl.DataFrame) -> tuple[dict[str, Any], int]:
+    """A bundle's full-ranking metrics on the rows of an eval `frame` whose target it knows.
+
+    Returns:
+        (metrics, number of rows measured).
+
+    """
+    cfg = RecsysConfig.model_validate(model.manifest["config"])
+    known = _within_catalogue(frame, model.num_items)
+    data = SequenceDataModule(
+        Splits(pl.DataFrame(schema=TRAIN_SCHEMA), known, known, model.num_items),
+        cfg.model.max_len, 1, cfg.train.eval_batch_size,
+    )  # fmt: skip
+    metrics = evaluate_loader(
+        model.query_tower, torch.from_numpy(model.item_embeddings), data.eval_dataloader("val"),
+        float(model.manifest["temperature"]), cfg, absolute=model.ranks_by_magnitude,
+    )  # fmt: skip
+    return metrics, known.height
