@@ -7,6 +7,8 @@ published from (`base`); the remaining 20% arrives as new logs. On a copy of the
 each variant runs `recsys retrain --logs new.csv`:
 - `warm_context`: warm start, new items from their contexts' queries (the default);
 - `warm_random`: warm start, new items' rows random;
+- `sp_0.4_0.1`, `sp_0.8_0.05`: warm start with shrink and perturb (`retrain.shrink`,
+  `retrain.perturb`: the served weights times lambda plus p times a fresh initialisation);
 - `full`: `--full`, from scratch on the same events;
 - `zero_context`, `zero_random`: the warm start itself (`--max-epochs 0`), each initialisation.
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
@@ -14,8 +16,8 @@ base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
 candidate) and is skipped when that file exists, so the sweep resumes. At the end,
 `DIR/paired.json` holds the paired bootstrap of test NDCG@10 of each warm variant against the
-full retrain (benchmarks/paired_ndcg.py). Timings are wall clock; the file records the
-machine's load average before and after each step.
+full retrain (benchmarks/paired_ndcg.py), computed again when a warm variant is new. Timings
+are wall clock; the file records the machine's load average before and after each step.
 """
 
 from __future__ import annotations
@@ -37,10 +39,15 @@ RECSYS = str(Path(sys.executable).parent / "recsys")
 VARIANTS = {
     "warm_context": [],
     "warm_random": ["--set", "retrain.new_item_init=random"],
+    "sp_0.4_0.1": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"],
+    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05"],
     "full": ["--full"],
     "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
     "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
 }
+
+
+UNPAIRED = ("full", "zero_context", "zero_random")  # the reference, and the untrained starts
 
 
 def split_by_position(csv: Path, out: Path, share: float = 0.8) -> tuple[Path, Path]:
@@ -142,13 +149,15 @@ def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
 
 
 def _paired(out: Path, work: Path) -> None:
-    if (out / "paired.json").exists():
+    """Paired intervals of every trained warm variant against the full retrain."""
+    warm = [str(_run_dir(out, work, name)) for name in VARIANTS if name not in UNPAIRED]
+    path = out / "paired.json"
+    if path.exists() and {r["run"] for r in json.loads(path.read_text())["results"]} == set(warm):
         return
-    runs = {name: _run_dir(out, work, name) for name in VARIANTS}
+    runs = [arg for run in warm for arg in ("--run", run)]
     subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/paired_ndcg.py"), "--reference", str(runs["full"]),
-         "--run", str(runs["warm_context"]), "--run", str(runs["warm_random"]),
-         "--json", str(out / "paired.json")],
+        [sys.executable, str(ROOT / "benchmarks/paired_ndcg.py"),
+         "--reference", str(_run_dir(out, work, "full")), *runs, "--json", str(path)],
         check=True,
     )  # fmt: skip
 

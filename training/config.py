@@ -202,6 +202,19 @@ class RetrainConfig(_Section):
     patience: int = Field(
         3, ge=1, description="Early stopping of a warm retrain, in validation rounds."
     )
+    shrink: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="Warm start: the served weights times this (shrink and perturb, Ash & "
+        "Adams 2020); 1 keeps them as served.",
+    )
+    perturb: float = Field(
+        0.0,
+        ge=0.0,
+        description="Warm start: plus this times the fresh model's initial weights; with a "
+        "shrink or a perturbation the optimiser starts fresh.",
+    )
 
 
 class RecsysConfig(_Section):

@@ -183,7 +183,7 @@ def _warm_start(
     if ckpt_path.is_file():
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
-    return warm_start.from_served(served, checkpoint, cfg.retrain.new_item_init, contexts)
+    return warm_start.from_served(served, checkpoint, cfg.retrain, contexts)
 
 
 def _gate_and_publish(

@@ -98,8 +98,31 @@ def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
         query_tower=old.model.query_tower, num_items=OLD, item_embeddings=None,
         manifest={"model": learned.model.model_dump(), "temperature": 0.3},
     )  # fmt: skip
-    start = from_served(served, None, "random", _contexts())
+    retrain = learned.retrain.model_copy(update={"new_item_init": "random"})
+    start = from_served(served, None, retrain, _contexts())
     module = build_module(learned, NEW, torch.ones(NEW + 1))
     assert module.current_temperature() == pytest.approx(0.05)
     start.apply(module)
     assert module.current_temperature() == pytest.approx(0.3)
+    shrunk = from_served(served, None, retrain.model_copy(update={"shrink": 0.5}), _contexts())
+    module = build_module(learned, NEW, torch.ones(NEW + 1))
+    shrunk.apply(module)
+    assert module.current_temperature() == pytest.approx(0.3)  # not shrunk with the weights
+
+
+def test_shrink_and_perturb_mixes_the_served_weights_with_a_fresh_initialisation() -> None:
+    state, opt_state = _trained_state()
+    module = _module(NEW, 1)
+    fresh = {name: value.clone() for name, value in module.state_dict().items()}
+    start = WarmStart(state, [opt_state], OLD, "random", _contexts(), shrink=0.6, perturb=0.1)
+    assert start.apply(module) == []  # Adam starts fresh: its moments fit the unshrunk weights
+    table = module.model.item_embedding_weight.detach()
+    want = 0.6 * state[QUERY_TABLE] + 0.1 * fresh[QUERY_TABLE][: OLD + 1]
+    torch.testing.assert_close(table[: OLD + 1], want)
+    torch.testing.assert_close(table[OLD + 1 :], fresh[QUERY_TABLE][OLD + 1 :])  # new rows
+    mixed = 0
+    for name, value in state.items():
+        if value.shape == fresh[name].shape and value.is_floating_point():
+            torch.testing.assert_close(module.state_dict()[name], 0.6 * value + 0.1 * fresh[name])
+            mixed += 1
+    assert mixed > 10  # the query tower's blocks, norms and positions, not only the tables
