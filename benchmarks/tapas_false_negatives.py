@@ -17,6 +17,9 @@ item table. Per (r, tau), over the B batches:
   other query with that target it pushes a positive down);
 - `kept_queries_per_negative`: how many queries of the batch have a kept negative as their
   target, averaged over the kept negatives (the number of such pushes per negative);
+- `kept_own_window_share`: the share of (query, kept negative) pairs where the negative is an
+  item of the query's own window (its history or the user's later items in it): the pairs
+  `loss.mask_user_items` masks;
 - `presample_batch_target_share`: the same share in the random first pass (what r = 1 keeps);
 - `kept_median_train_count`, `presample_median_train_count`: how popular each set is.
 
@@ -32,6 +35,7 @@ import torch
 import typer
 
 from training.config import load_config
+from training.corrections import query_windows
 from training.datamodule import SequenceDataModule, item_counts
 from training.samplers import build_sampler
 from training.samplers.base import SamplerContext
@@ -41,8 +45,10 @@ REPO = Path(__file__).resolve().parents[1]
 TAPAS_PRESET = REPO / "configs" / "samplers" / "tapas.yaml"
 
 
-def encoded_batches(run_dir: Path, batches: int) -> tuple[list[tuple[Any, Any]], Any, Any]:
-    """([(queries [N, d], positives [N])] of B training batches, item table, train counts)."""
+def encoded_batches(run_dir: Path, batches: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
+    """B training batches as (queries [N, d], positives [N], windows [N, L + 1]); the item
+    table and the train counts.
+    """
     cfg, splits, module = load_run(run_dir)
     t = cfg.train
     data = SequenceDataModule(
@@ -54,7 +60,8 @@ def encoded_batches(run_dir: Path, batches: int) -> tuple[list[tuple[Any, Any]],
     with torch.no_grad():
         for inputs, targets in data.train_dataloader():
             keep = targets != 0
-            out.append((module.model.query_tower(inputs)[keep], targets[keep]))
+            queries = module.model.query_tower(inputs)[keep]
+            out.append((queries, targets[keep], query_windows(inputs, targets)))
             if len(out) == batches:
                 break
         items = module.model.item_tower.all_embeddings().detach()
@@ -77,10 +84,11 @@ def tapas_sampler(
     return sampler
 
 
-def draw_figures(sampler: Any, batches: list[tuple[Any, Any]], counts: np.ndarray) -> dict:
+def draw_figures(sampler: Any, batches: list[tuple[Any, ...]], counts: np.ndarray) -> dict:
     """The figures of the module docstring for one sampler over the encoded batches."""
     kept_share, kept_pushes, pre_share, kept_counts, pre_counts = [], [], [], [], []
-    for index, (queries, positives) in enumerate(batches):
+    own = []
+    for index, (queries, positives, windows) in enumerate(batches):
         torch.manual_seed(index)  # the same presample for every temperature
         neg = sampler.sample(queries, positives, sampler.num_negatives)
         targets = np.bincount(positives.numpy(), minlength=len(counts))
@@ -88,11 +96,13 @@ def draw_figures(sampler: Any, batches: list[tuple[Any, Any]], counts: np.ndarra
         kept_share.append(float((targets[kept] > 0).mean()))
         kept_pushes.append(float(targets[kept].mean()))
         pre_share.append(float((targets[pre] > 0).mean()))
+        own.append(float((windows.unsqueeze(2) == neg.ids.view(1, 1, -1)).any(1).float().mean()))
         kept_counts += counts[kept].tolist()
         pre_counts += counts[pre].tolist()
     return {
         "kept_batch_target_share": float(np.mean(kept_share)),
         "kept_queries_per_negative": float(np.mean(kept_pushes)),
+        "kept_own_window_share": float(np.mean(own)),
         "presample_batch_target_share": float(np.mean(pre_share)),
         "kept_median_train_count": float(np.median(kept_counts)),
         "presample_median_train_count": float(np.median(pre_counts)),
@@ -104,7 +114,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """One row per (r, tau)."""
     encoded, items, counts = encoded_batches(run_dir, batches)
-    queries = sum(len(p) for _, p in encoded) / len(encoded)
+    queries = sum(len(batch[1]) for batch in encoded) / len(encoded)
     rows = []
     for ratio in ratios:
         for tau in temperatures:

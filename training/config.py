@@ -112,6 +112,11 @@ class LossConfig(_Section):
     """The training objective (see training/losses.py for the names)."""
 
     name: str = "sampled_softmax"
+    mask_user_items: bool = Field(
+        False,
+        description="No item of the query's own window (its history, the user's later items "
+        "in it) is its negative, in the full softmax as in the sampled losses.",
+    )
 
 
 class TrainConfig(_Section):

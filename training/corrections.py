@@ -11,6 +11,11 @@ The order is `STEP_ORDER`; a loss names the subset it takes (`training/losses.py
   probability (`nce`, `blackout`). The positive's logit itself is never shifted: it is summed
   exactly, not sampled. Skipped when the sampler reports no correction (`log_q` None).
 - `accidental_hits`: a negative equal to the row's positive is masked out.
+- `user_items`: a negative that is any item of the query's own training window (its history,
+  and the user's later items in the window) is masked out, when the batch carries them
+  (`loss.mask_user_items`): the evaluation never ranks a user's seen items, and the later ones
+  are the user's own next items. SASRec draws its negatives outside the user's sequence the
+  same way. Skipped when `Batch.user_items` is None.
 - `repeats`: a repeated id counts once, at its first occurrence (a Bernoulli sample is a set).
 
 Masked negatives get the logit `finfo.min` (never -inf, which gives NaN gradients when a
@@ -28,7 +33,7 @@ from torch import Tensor
 
 from training.samplers.base import Negatives
 
-STEP_ORDER = ("magnitude", "temperature", "log_q", "accidental_hits", "repeats")
+STEP_ORDER = ("magnitude", "temperature", "log_q", "accidental_hits", "user_items", "repeats")
 
 
 @dataclass(frozen=True)
@@ -52,11 +57,30 @@ class Logits:
 
 @dataclass(frozen=True)
 class Batch:
-    """What the steps may read: the draw, the positives' ids and the temperature."""
+    """What the steps may read: the draw, the positives' ids and the temperature.
+
+    `user_items` `[N, W]`: each query's window items (0 = none), for the `user_items` step;
+    None: nothing of the user's is masked.
+    """
 
     negatives: Negatives
     positives: Tensor
     temperature: float
+    user_items: Tensor | None = None
+
+
+def query_windows(inputs: Tensor, targets: Tensor) -> Tensor:
+    """Every item of each query's training window: `[N, L + 1]`, 0 where padding.
+
+    Args:
+        inputs: `[B, L]` the windows' inputs.
+        targets: `[B, L]` their targets (0 = no target); the queries are the nonzero targets,
+            in row-major order (as the training step takes them).
+
+    """
+    windows = torch.cat([inputs, targets[:, -1:]], dim=1)  # targets are inputs shifted by one
+    rows = (targets != 0).nonzero()[:, 0]
+    return windows[rows]
 
 
 def _rows(t: Tensor, n: int) -> Tensor:
@@ -98,6 +122,15 @@ def accidental_hits(logits: Logits, batch: Batch) -> Logits:
     return _mask(logits, ids == batch.positives.to(ids.device).unsqueeze(1))
 
 
+def user_items(logits: Logits, batch: Batch) -> Logits:
+    """Mask negatives that are one of the row's window items."""
+    if batch.user_items is None:
+        return logits
+    ids = _rows(batch.negatives.ids.to(logits.neg.device), logits.pos.shape[0])  # [N, m]
+    items = batch.user_items.to(ids.device)  # [N, W]
+    return _mask(logits, (ids.unsqueeze(2) == items.unsqueeze(1)).any(dim=2))
+
+
 def first_occurrence(ids: Tensor) -> Tensor:
     """Bool, shape of `ids`: True at the first occurrence of each id along the last dim."""
     sorted_ids, order = torch.sort(ids, dim=-1, stable=True)
@@ -117,6 +150,7 @@ STEPS: dict[str, Callable[[Logits, Batch], Logits]] = {
     "temperature": temperature,
     "log_q": log_q,
     "accidental_hits": accidental_hits,
+    "user_items": user_items,
     "repeats": repeats,
 }
 

@@ -19,6 +19,7 @@ from torch.profiler import record_function
 
 from training import distributed
 from training.config import RecsysConfig
+from training.corrections import query_windows
 from training.diagnostics import proposal_kl
 from training.evaluation import rank_batch
 from training.losses import SampledLoss
@@ -27,7 +28,7 @@ from training.optim import make_optimizers, schedule_lr
 from training.samplers import NegativeSampler
 from training.validation_round import ValidationRound
 
-FullLoss = Callable[[Tensor, Tensor], Tensor]
+FullLoss = Callable[[Tensor, Tensor, Tensor | None], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
 PHASES = {
     name: f"recsys.{name}"
@@ -91,13 +92,14 @@ class RetrievalModule(pl.LightningModule):
         with record_function(PHASES["tower"]):
             queries = self.model.query_tower(inputs)[keep]  # [N, d]
         positives = targets[keep]  # [N]
+        user_items = query_windows(inputs, targets) if self.cfg.loss.mask_user_items else None
         tau = self.tau
         weight = distributed.share_weight(positives.shape[0], self.device)
         if self.sampler is None:
             with record_function(PHASES["loss"]):
                 logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
                 logits[:, 0] = torch.finfo(logits.dtype).min  # padding is never a candidate
-                return weight * self.full_loss(logits, positives), None  # type: ignore[misc]
+                return weight * self.full_loss(logits, positives, user_items), None  # type: ignore[misc]
         with record_function(PHASES["sampler"]):
             neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
         with record_function(PHASES["loss"]):
@@ -108,7 +110,9 @@ class RetrievalModule(pl.LightningModule):
                 neg_scores = queries @ neg_emb.T  # [N, m]
             else:
                 neg_scores = torch.einsum("nd,nmd->nm", queries, neg_emb)
-            loss = weight * self.sampled_loss(pos_scores, neg_scores, neg, positives, tau)  # type: ignore[misc]
+            loss = weight * self.sampled_loss(  # type: ignore[misc]
+                pos_scores, neg_scores, neg, positives, tau, user_items
+            )
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
 

@@ -1,9 +1,9 @@
 """Training objectives: the full softmax and the sampled loss families over corrected logits.
 
 A sampled loss is a `SampledLoss`: the correction steps it takes (`training/corrections.py`:
-magnitude, temperature, log q, accidental hits, repeats, always in that order) and a family
-that sees only the corrected `Logits` and returns the mean over the N queries. Adding a loss
-is one entry in `SAMPLED_LOSSES`; adding a sampler touches no loss.
+magnitude, temperature, log q, accidental hits, user items, repeats, always in that order) and
+a family that sees only the corrected `Logits` and returns the mean over the N queries. Adding
+a loss is one entry in `SAMPLED_LOSSES`; adding a sampler touches no loss.
 
 `log_q` is the sampler's truth about its draw (DESIGN.md): the log of the expected number of
 times each id appears (`log(m q_i)` for m draws with replacement, `log(b_i)` for Bernoulli
@@ -25,8 +25,8 @@ from data.errors import RecsysInputError
 from training.corrections import Batch, Logits, correct
 from training.samplers.base import Negatives
 
-CORRECTED = frozenset({"temperature", "log_q", "accidental_hits"})
-UNCORRECTED = frozenset({"temperature", "accidental_hits"})
+CORRECTED = frozenset({"temperature", "log_q", "accidental_hits", "user_items"})
+UNCORRECTED = frozenset({"temperature", "accidental_hits", "user_items"})
 
 
 def softmax_ce(logits: Logits) -> Tensor:
@@ -115,6 +115,7 @@ class SampledLoss:
         negatives: Negatives,
         positives: Tensor,
         temperature: float,
+        user_items: Tensor | None = None,
     ) -> Tensor:
         """Scalar mean loss of raw scores `pos_scores [N]` (h . c) and `neg_scores [N, m]`.
 
@@ -124,25 +125,32 @@ class SampledLoss:
             negatives: The sampler's draw.
             positives: `[N]` item_idx of each positive.
             temperature: The model's tau.
+            user_items: `[N, W]` each query's window items, never its negatives (None: any).
 
         """
-        batch = Batch(negatives, positives, temperature)
+        batch = Batch(negatives, positives, temperature, user_items)
         return self.family(correct(pos_scores, neg_scores, batch, self.steps))
 
 
-def full_softmax(logits: Tensor, positives: Tensor) -> Tensor:
+def full_softmax(logits: Tensor, positives: Tensor, user_items: Tensor | None = None) -> Tensor:
     """Cross-entropy of the softmax over all items 1..n.
 
     Args:
         logits: `[N, n + 1]` logits (already / temperature); column 0 is padding, masked.
         positives: `[N]` int64 item_idx.
+        user_items: `[N, W]` each query's window items (0 = none), masked but for the row's
+            positive (`loss.mask_user_items`; None: none masked).
 
     Returns:
         Scalar mean cross-entropy.
 
     """
+    low = torch.finfo(logits.dtype).min
     masked = logits.clone()
-    masked[:, 0] = torch.finfo(logits.dtype).min
+    masked[:, 0] = low
+    if user_items is not None:
+        others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
+        masked = masked.scatter(1, others, low)
     return F.cross_entropy(masked, positives)
 
 

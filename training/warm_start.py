@@ -105,7 +105,7 @@ class WarmStart:
         return [_OptimizerState(self.optimizer_states, self.old_items)]
 
     def _shrunk(self, name: str, old: Tensor, init: Tensor | None) -> Tensor:
-        """lambda old + p init (init's first rows for an item table that grew)."""
+        """Shrunk and perturbed: lambda old + p init (init's first rows if the table grew)."""
         if not self.shrinks or name == LEARNED_TEMPERATURE:
             return old
         if init is None or not old.is_floating_point():

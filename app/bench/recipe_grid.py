@@ -34,6 +34,7 @@ RECIPES: dict[str, tuple[str, ...]] = {
     "batch-256": ("train.batch_size=256",),
     "len-20": ("model.max_len=20",),
     "last-target": ("train.targets=last",),
+    "mask-user-items": ("loss.mask_user_items=true",),
 }
 
 

@@ -21,15 +21,18 @@ def test_kept_negatives_that_are_batch_targets_match_a_hand_count(tmp_path: Path
         (1.0, 1.0, 10, 3), (1.0, 0.05, 10, 3), (8.0, 1.0, 10, 3), (8.0, 0.05, 10, 3),
     ]  # fmt: skip
     batches, items, counts = script.encoded_batches(run, 3)
-    shares, pushes = [], []
-    for queries, positives in batches:
+    shares, pushes, own = [], [], []
+    for queries, positives, windows in batches:
         scores = torch.logsumexp(items[1:] @ queries.T / 0.05, dim=1)  # item_idx 1..n
         kept = scores.topk(10).indices.numpy() + 1
         in_batch = np.bincount(positives.numpy(), minlength=len(counts))[kept]
         shares.append((in_batch > 0).mean())
         pushes.append(in_batch.mean())
+        own.append(np.mean([[k in set(w.tolist()) for k in kept] for w in windows]))
     whole = rows[-1]
     assert np.isclose(whole["kept_batch_target_share"], np.mean(shares))
     assert np.isclose(whole["kept_queries_per_negative"], np.mean(pushes))
+    assert np.isclose(whole["kept_own_window_share"], np.mean(own))
+    assert 0.0 < whole["kept_own_window_share"] < 1.0
     assert whole["presample_batch_target_share"] == rows[-2]["presample_batch_target_share"]
     assert 0.0 < whole["presample_batch_target_share"] < 1.0

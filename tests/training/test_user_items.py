@@ -1,0 +1,83 @@
+"""`loss.mask_user_items`: no item of a query's own window is its negative (full and sampled)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from training.config import load_config
+from training.corrections import STEP_ORDER, Batch, correct, query_windows
+from training.losses import SAMPLED_LOSSES, full_softmax, get_loss
+from training.samplers import Negatives
+from training.trainer import build_module
+
+LOW = torch.finfo(torch.float32).min
+
+
+def test_query_windows_are_each_querys_whole_window_in_step_order() -> None:
+    inputs = torch.tensor([[0, 7, 8], [4, 5, 6]])
+    targets = torch.tensor([[0, 8, 9], [5, 6, 2]])  # row 0 has two queries, row 1 three
+    windows = query_windows(inputs, targets)
+    assert windows.tolist() == [[0, 7, 8, 9]] * 2 + [[4, 5, 6, 2]] * 3
+
+
+def test_the_step_masks_the_rows_own_window_items_and_nothing_else() -> None:
+    draw = Negatives(torch.tensor([3, 4, 9]), None, None)  # shared by both rows
+    windows = torch.tensor([[0, 4, 5], [9, 3, 1]])
+    batch = Batch(draw, torch.tensor([5, 1]), 1.0, windows)
+    logits = correct(torch.zeros(2), torch.zeros(2, 3), batch, frozenset(STEP_ORDER))
+    assert logits.keep.tolist() == [[True, False, True], [False, True, False]]
+    assert torch.all(logits.neg[~logits.keep] == LOW)
+    unmasked = correct(torch.zeros(2), torch.zeros(2, 3), Batch(draw, torch.tensor([5, 1]), 1.0),
+                       frozenset(STEP_ORDER))  # fmt: skip
+    assert unmasked.keep.all()  # without window items the step does nothing
+    per_query = Negatives(torch.tensor([[4, 6], [6, 1]]), None, None)
+    rows = correct(torch.zeros(2), torch.zeros(2, 2), Batch(per_query, torch.tensor([5, 2]), 1.0,
+                   windows), frozenset({"user_items"}))  # fmt: skip
+    assert rows.keep.tolist() == [[False, True], [True, False]]
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLED_LOSSES))
+def test_every_sampled_loss_takes_the_step(name: str) -> None:
+    assert "user_items" in get_loss(name).steps
+
+
+def test_sampled_softmax_without_the_windows_negatives() -> None:
+    # one query, positive 5 (logit 1), negatives 3, 4 (logits 0, 2); 4 is in the window
+    draw = Negatives(torch.tensor([3, 4]), None, None)
+    args = (torch.tensor([1.0]), torch.tensor([[0.0, 2.0]]), draw, torch.tensor([5]), 1.0)
+    masked = get_loss("sampled_softmax")(*args, torch.tensor([[4, 5]]))
+    assert masked.item() == pytest.approx(-1.0 + math.log(math.e + 1.0))
+
+
+def test_full_softmax_masks_the_window_but_never_the_positive() -> None:
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0, 0.5]], requires_grad=True)
+    loss = full_softmax(logits, torch.tensor([2]), torch.tensor([[0, 2, 3]]))
+    # item 3 (and padding 0) masked, positive 2 kept: softmax over items 1, 2, 4
+    assert loss.item() == pytest.approx(-2.0 + math.log(math.e + math.e**2 + math.e**0.5))
+    loss.backward()
+    assert logits.grad[0, 3].item() == 0.0 and logits.grad[0, 4].item() > 0.0
+    plain = full_softmax(logits, torch.tensor([2]))
+    assert plain.item() == pytest.approx(F.cross_entropy(logits[:, 1:], torch.tensor([1])).item())
+
+
+@pytest.mark.parametrize("sampler", ["full", "uniform"])
+def test_the_option_changes_the_training_loss_when_windows_meet_negatives(sampler: str) -> None:
+    base = ["model.dim=8", "model.max_len=4", "model.num_layers=1", "model.dropout=0.0",
+            f"sampler.name={sampler}", "sampler.num_negatives=16"]  # fmt: skip
+    inputs = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
+    targets = torch.tensor([[2, 3, 4, 9], [6, 7, 8, 10]])
+    losses = []
+    for mask in (False, True):
+        cfg = load_config(overrides=[*base, f"loss.mask_user_items={str(mask).lower()}"])
+        torch.manual_seed(0)
+        module = build_module(cfg, 12, torch.ones(13))
+        if module.sampler is not None:
+            module.sampler.refresh(module.model.item_tower.all_embeddings().detach())
+        torch.manual_seed(1)
+        losses.append(module._step((inputs, targets))[0].item())
+    # 12 items, 16 draws and windows of 5: some negative is in its window
+    assert losses[1] < losses[0]
