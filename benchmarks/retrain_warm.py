@@ -151,13 +151,17 @@ def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
 def _paired(out: Path, work: Path) -> None:
     """Paired intervals of every trained warm variant against the full retrain."""
     warm = [str(_run_dir(out, work, name)) for name in VARIANTS if name not in UNPAIRED]
+    reference = str(_run_dir(out, work, "full"))
     path = out / "paired.json"
-    if path.exists() and {r["run"] for r in json.loads(path.read_text())["results"]} == set(warm):
-        return
-    runs = [arg for run in warm for arg in ("--run", run)]
+    if path.exists():
+        done = json.loads(path.read_text())
+        runs = {r["run"] for r in done["results"]}
+        if done["reference"]["run"] == reference and runs == set(warm):
+            return
+    pairs = [arg for run in warm for arg in ("--run", run)]
     subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/paired_ndcg.py"),
-         "--reference", str(_run_dir(out, work, "full")), *runs, "--json", str(path)],
+        [sys.executable, str(ROOT / "benchmarks/paired_ndcg.py"), "--reference", reference,
+         *pairs, "--json", str(path)],
         check=True,
     )  # fmt: skip
 

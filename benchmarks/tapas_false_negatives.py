@@ -8,7 +8,7 @@ here"). RUN_DIR is a finished run (`HOME/runs/NAME`); its best checkpoint stands
 model in the middle of a training. For B training batches in the training order of a seed (the
 run's batch size and windows, every position a query), the query tower encodes every position
 (eval mode); then, for each ratio r and second-pass temperature tau, a tapas sampler with the
-run's m and tapas settings (`configs/samplers/tapas.yaml` for a run of another sampler) draws
+run's tapas settings (`configs/samplers/tapas.yaml` for a run of another sampler) draws
 the batch's m shared negatives (the comparison sweep's m = 64 by default) from the model's
 item table. Per (r, tau), over the B batches:
 
@@ -18,8 +18,8 @@ item table. Per (r, tau), over the B batches:
 - `kept_queries_per_negative`: how many queries of the batch have a kept negative as their
   target, averaged over the kept negatives (the number of such pushes per negative);
 - `kept_own_window_share`: the share of (query, kept negative) pairs where the negative is an
-  item of the query's own window (its history or the user's later items in it): the pairs
-  `loss.mask_user_items` masks;
+  item of the query's own window (its history, its own positive, or the user's later items in
+  it): the pairs `loss.mask_user_items` masks (the positive's are masked in any case);
 - `presample_batch_target_share`: the same share in the random first pass (what r = 1 keeps);
 - `kept_median_train_count`, `presample_median_train_count`: how popular each set is.
 

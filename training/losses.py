@@ -150,7 +150,7 @@ def full_softmax(logits: Tensor, positives: Tensor, user_items: Tensor | None = 
     masked[:, 0] = low
     if user_items is not None:
         others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
-        masked = masked.scatter(1, others, low)
+        masked.scatter_(1, others, low)
     return F.cross_entropy(masked, positives)
 
 

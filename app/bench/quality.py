@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from app.bench import options, sweep
-from app.bench.grids import GRIDS, VALIDATION_ONLY
+from app.bench.grids import GRIDS, VALIDATION_ONLY, result_dir
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 
@@ -191,7 +191,10 @@ def quality_command(
         str | None,
         typer.Option(help="Run a named sweep instead: comparison, catalogue, recipe or final."),
     ] = None,
-    out: Annotated[Path, typer.Option(help="--grid: result folder.")] = sweep.SWEEP_DIR,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="--grid: result folder (default: the grid's, under benchmarks/results)."),
+    ] = None,
     data_root: Annotated[
         Path, typer.Option(help="--grid: folder of the named datasets.")
     ] = sweep.DATA_ROOT,
@@ -205,7 +208,7 @@ def quality_command(
     in --out, one file per run; run the same command again to resume.
     """
     if grid is not None:
-        _grid_command(grid, sweep.Sweep(out, data_root, scratch, set_ or []))
+        _grid_command(grid, sweep.Sweep(result_dir(grid, out), data_root, scratch, set_ or []))
         return
     if dataset is None or samplers is None or json_file is None:
         raise RecsysInputError("--dataset, --samplers and --json are needed without --grid")

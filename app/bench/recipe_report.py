@@ -84,8 +84,11 @@ def plot_recipes(out: Path, path: Path) -> None:
     options.save_figure(fig, path)
 
 
-def recipe_report(out: Path) -> str:
-    """Write the plot beside the results; the markdown table and the plot's link."""
+def recipe_report(out: Path, resamples: int = 0) -> str:
+    """Write the plot beside the results; the markdown table and the plot's link.
+
+    `resamples` is unused: a study on validation has no test intervals.
+    """
     plot_recipes(out, out / PLOT)
     link = f"\n![recipe study](../benchmarks/results/{out.name}/{PLOT})\n"
     return recipe_table(out) + link

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from app.bench import options, sweep
-from app.bench.grids import GRIDS, REPORTS
+from app.bench.grids import GRIDS, REPORTS, result_dir
 from app.bench.paired import paired_interval
 
 BEGIN, END = "<!-- sweep-report:begin -->", "<!-- sweep-report:end -->"
@@ -188,7 +188,10 @@ def build_report(
 
 
 def report_command(
-    out: Annotated[Path, typer.Option(help="The sweep's result folder.")] = sweep.SWEEP_DIR,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="The sweep's result folder (default: the grid's, benchmarks/results)."),
+    ] = None,
     grid: Annotated[str, typer.Option(help="The grid, for the planned count.")] = "comparison",
     doc: Annotated[
         Path | None, typer.Option(help="Markdown file whose report block is replaced.")
@@ -200,8 +203,9 @@ def report_command(
     The recipe study (chosen on validation) and the final test of the defaults have their own
     reports (`grids.REPORTS`).
     """
+    out = result_dir(grid, out)
     if grid in REPORTS:
-        text = REPORTS[grid](out)
+        text = REPORTS[grid](out, resamples)
         if doc is not None:
             replace_block(doc, text)
         typer.echo(text)

@@ -17,7 +17,7 @@ from training.config import RecsysConfig
 def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget() -> None:
     specs, planned = final(Path("unused"))
     assert planned == 4 and [(s.dataset, s.name) for s in specs] == [
-        (d, name) for d in (BEAUTY, TOYS) for name in ("defaults", "defaults_m256")
+        (d, name) for d in (BEAUTY, TOYS) for name in ("full", "uniform_m256")
     ]
     cfg = sweep.run_config(specs[1], sweep.Sweep())
     defaults = RecsysConfig()
@@ -53,12 +53,14 @@ def test_the_report_says_which_targets_are_met(tmp_path: Path) -> None:
     # 10% of users hit at rank 0 (NDCG 1): Recall@10 = NDCG@10 = 0.1, above both published
     hits = np.zeros(5000)
     hits[::10] = 1.0
-    _run(tmp_path, BEAUTY, "defaults", hits)
-    _run(tmp_path, BEAUTY, "defaults_m256", hits * 0.5)  # NDCG@10 halved, same hits
+    _run(tmp_path, BEAUTY, "full", hits)
+    _run(tmp_path, BEAUTY, "uniform_m256", hits * 0.5)  # NDCG@10 halved, same hits
+    _run(tmp_path, BEAUTY, "not_planned", hits)  # another grid's file: not in the report
     text = final_report(tmp_path, resamples=200)
     rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| amazon")}
-    assert rows["`defaults`"].count(", met") == 2 and "reference" in rows["`defaults`"]
-    sampled = rows["`defaults_m256`"]
+    assert list(rows) == ["`full`", "`uniform_m256`"]
+    assert rows["`full`"].count(", met") == 2 and "reference" in rows["`full`"]
+    sampled = rows["`uniform_m256`"]
     assert "0.1000 (" in sampled and "0.0500 (" in sampled and "not met" in sampled
     assert "-50.0% (-50.0, -50.0), not within 3%" in sampled
     assert str(PUBLISHED[BEAUTY]["ndcg@10"]) in text

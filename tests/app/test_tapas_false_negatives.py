@@ -34,5 +34,7 @@ def test_kept_negatives_that_are_batch_targets_match_a_hand_count(tmp_path: Path
     assert np.isclose(whole["kept_queries_per_negative"], np.mean(pushes))
     assert np.isclose(whole["kept_own_window_share"], np.mean(own))
     assert 0.0 < whole["kept_own_window_share"] < 1.0
-    assert whole["presample_batch_target_share"] == rows[-2]["presample_batch_target_share"]
     assert 0.0 < whole["presample_batch_target_share"] < 1.0
+    # r = 1: a random presample of about 10 of the 80 items, the same draw at every tau
+    assert rows[0]["presample_batch_target_share"] == rows[1]["presample_batch_target_share"]
+    assert rows[0]["presample_batch_target_share"] != whole["presample_batch_target_share"]

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from training.config import load_config
-from training.corrections import STEP_ORDER, Batch, correct, query_windows
+from training.corrections import STEP_ORDER, Batch, correct, in_rows, query_windows
 from training.losses import SAMPLED_LOSSES, full_softmax, get_loss
 from training.samplers import Negatives
 from training.trainer import build_module
@@ -40,6 +40,16 @@ def test_the_step_masks_the_rows_own_window_items_and_nothing_else() -> None:
     assert rows.keep.tolist() == [[False, True], [True, False]]
 
 
+def test_in_rows_is_membership_of_each_id_in_its_rows_items_with_repeats() -> None:
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        rows, m, width, n = (int(v) for v in torch.randint(1, 12, (4,), generator=gen))
+        ids = torch.randint(1, n + 1, (rows, m), generator=gen)  # repeats when m > n
+        items = torch.randint(0, n + 1, (rows, width), generator=gen)
+        want = (ids.unsqueeze(2) == items.unsqueeze(1)).any(dim=2)
+        assert torch.equal(in_rows(ids, items), want)
+
+
 @pytest.mark.parametrize("name", sorted(SAMPLED_LOSSES))
 def test_every_sampled_loss_takes_the_step(name: str) -> None:
     assert "user_items" in get_loss(name).steps
@@ -64,20 +74,39 @@ def test_full_softmax_masks_the_window_but_never_the_positive() -> None:
     assert plain.item() == pytest.approx(F.cross_entropy(logits[:, 1:], torch.tensor([1])).item())
 
 
-@pytest.mark.parametrize("sampler", ["full", "uniform"])
-def test_the_option_changes_the_training_loss_when_windows_meet_negatives(sampler: str) -> None:
-    base = ["model.dim=8", "model.max_len=4", "model.num_layers=1", "model.dropout=0.0",
-            f"sampler.name={sampler}", "sampler.num_negatives=16"]  # fmt: skip
-    inputs = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
-    targets = torch.tensor([[2, 3, 4, 9], [6, 7, 8, 10]])
+BASE = ["model.dim=8", "model.max_len=4", "model.num_layers=1", "model.dropout=0.0"]
+INPUTS = torch.tensor([[0, 2, 3, 4], [5, 6, 7, 8]])
+TARGETS = torch.tensor([[0, 3, 4, 9], [6, 7, 8, 10]])
+
+
+def _module(*sets: str):
+    torch.manual_seed(0)
+    return build_module(load_config(overrides=[*BASE, *sets]), 12, torch.ones(13))
+
+
+def test_a_full_softmax_step_leaves_out_each_querys_own_window_items() -> None:
+    module = _module("sampler.name=full", "loss.mask_user_items=true")
+    got = module._step((INPUTS, TARGETS))[0]
+    # by hand: each query's softmax over the items 1..12 not in its window, its positive kept
+    queries = module.model.query_tower(INPUTS)[TARGETS != 0]
+    logits = queries @ module.model.item_tower.all_embeddings().T / 0.05
+    windows = [[2, 3, 4, 9]] * 3 + [[5, 6, 7, 8, 10]] * 4
+    terms = []
+    for row, positive in enumerate(TARGETS[TARGETS != 0].tolist()):
+        kept = [i for i in range(1, 13) if i == positive or i not in windows[row]]
+        terms.append(torch.logsumexp(logits[row, kept], 0) - logits[row, positive])
+    torch.testing.assert_close(got, torch.stack(terms).mean())
+    plain = _module("sampler.name=full")._step((INPUTS, TARGETS))[0]
+    assert plain.item() > got.item()
+
+
+def test_a_sampled_step_masks_the_negatives_in_the_querys_window() -> None:
     losses = []
-    for mask in (False, True):
-        cfg = load_config(overrides=[*base, f"loss.mask_user_items={str(mask).lower()}"])
-        torch.manual_seed(0)
-        module = build_module(cfg, 12, torch.ones(13))
-        if module.sampler is not None:
-            module.sampler.refresh(module.model.item_tower.all_embeddings().detach())
-        torch.manual_seed(1)
-        losses.append(module._step((inputs, targets))[0].item())
-    # 12 items, 16 draws and windows of 5: some negative is in its window
+    for mask in ("false", "true"):
+        module = _module("sampler.name=uniform", "sampler.num_negatives=16",
+                         f"loss.mask_user_items={mask}")  # fmt: skip
+        module.sampler.refresh(module.model.item_tower.all_embeddings().detach())
+        torch.manual_seed(1)  # the same 16 draws
+        losses.append(module._step((INPUTS, TARGETS))[0].item())
+    # 12 items, 16 draws and windows of 4-5 items: some negative is in its window
     assert losses[1] < losses[0]
