@@ -66,7 +66,9 @@ def validation_curve(run_dir: str | None) -> list[dict[str, float]]:
     path = Path(run_dir or "") / "metrics.csv"
     if run_dir is None or not path.is_file():
         return []
-    frame = pl.read_csv(path).filter(pl.col("val/ndcg@10").is_not_null())
+    # every row read for the types: a long epoch logs more than 100 train rows before its first
+    # validation row, and a type guessed from those would read the metrics as text
+    frame = pl.read_csv(path, infer_schema_length=None).filter(pl.col("val/ndcg@10").is_not_null())
     names = ("epoch", "time/fit_seconds", "val/ndcg@10", "val/proposal_kl")
     keep = [c for c in names if c in frame.columns]
     return frame.select(keep).to_dicts()

@@ -39,6 +39,11 @@ def _run_cell(record: dict[str, Any] | None) -> str:
     return cell + (f", {stop}" if stop else "") + (f", load {shown}" if shown else "")
 
 
+def _mean_of_known(values: list[float | None]) -> float:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else 0.0
+
+
 def recipe_table(out: Path) -> str:
     """Markdown: val NDCG@10 of every recipe on each dataset and their mean, best first."""
     rows = []
@@ -47,7 +52,8 @@ def recipe_table(out: Path) -> str:
         mean = None if None in vals else sum(v for v in vals if v is not None) / len(vals)
         runs = [_run_cell(by_dataset.get(d)) for d in DATASETS]
         rows.append((mean, name, vals, runs))
-    rows.sort(key=lambda row: -(row[0] if row[0] is not None else -1.0))
+    # best mean first; while a dataset is missing, best mean of the datasets that have results
+    rows.sort(key=lambda row: -_mean_of_known(row[2]))
     head = "| recipe | " + " | ".join(f"val NDCG@10 {d}" for d in DATASETS) + " | mean | "
     head += " | ".join(f"epochs {d}" for d in DATASETS) + " |"
     lines = [head, "|" + "---|" * (2 * len(DATASETS) + 2)]
@@ -73,10 +79,12 @@ def plot_recipes(out: Path, path: Path) -> None:
         for name, by_dataset in sorted(records.items()):
             curve = (by_dataset.get(dataset) or {}).get("validation") or []
             points = [c for c in curve if c.get("time/fit_seconds") is not None]
-            minutes = [c["time/fit_seconds"] / 60 for c in points]
+            # float(): records written before `validation_curve` read every row for its types
+            # hold these as text
+            minutes = [float(c["time/fit_seconds"]) / 60 for c in points]
+            ndcg = [float(c["val/ndcg@10"]) for c in points]
             color, line = styles[name]
-            ax.plot(minutes, [c["val/ndcg@10"] for c in points], line, marker=".", color=color,
-                    label=name)  # fmt: skip
+            ax.plot(minutes, ndcg, line, marker=".", color=color, label=name)
         ax.set(xlabel="wall-clock minutes of training", ylabel="val NDCG@10", title=dataset)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
