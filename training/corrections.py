@@ -126,22 +126,30 @@ def user_items(logits: Logits, batch: Batch) -> Logits:
     """Mask negatives that are one of the row's window items."""
     if batch.user_items is None:
         return logits
-    ids = _rows(batch.negatives.ids.to(logits.neg.device), logits.pos.shape[0])  # [N, m]
+    ids = batch.negatives.ids.to(logits.neg.device)
     return _mask(logits, in_rows(ids, batch.user_items.to(ids.device)))
 
 
 def in_rows(ids: Tensor, items: Tensor) -> Tensor:
-    """Bool `[R, m]`: `ids[r, j]` is one of `items[r]` (`ids [R, m]`, `items [R, W]`).
+    """Bool `[R, m]`: `ids[r, j]` (or `ids[j]`) is one of `items[r]`.
 
-    By sorting each row of `ids` and searching the items in it: O(R (m + W) log m) time and
-    O(R (m + W)) memory, where comparing every pair would hold `[R, m, W]`.
+    Args:
+        ids: `[m]` shared by every row, or `[R, m]` per row.
+        items: `[R, W]`.
+
+    By sorting `ids` (once when shared) and searching the items in it: O(R (m + W) log m) time
+    and O(R (m + W)) memory, where comparing every pair would hold `[R, m, W]`.
+
     """
-    ordered, order = ids.sort(dim=1)
-    slot = torch.searchsorted(ordered, items).clamp_max(ids.shape[1] - 1)  # leftmost copy
-    found = ordered.gather(1, slot) == items
-    first_hit = torch.zeros_like(ids).scatter_add_(1, slot, found.long()) > 0
-    leftmost = torch.searchsorted(ordered, ordered)  # every copy of an id looks at its first
-    return torch.empty_like(first_hit).scatter_(1, order, first_hit.gather(1, leftmost))
+    rows, m = items.shape[0], ids.shape[-1]
+    ordered, order = ids.sort(dim=-1)
+    slot = torch.searchsorted(ordered, items).clamp_max(m - 1)  # each item's leftmost copy
+    found = ordered.expand(rows, m).gather(1, slot) == items
+    first_hit = torch.zeros(rows, m, dtype=torch.long, device=ids.device)
+    first_hit = first_hit.scatter_add_(1, slot, found.long()) > 0
+    leftmost = torch.searchsorted(ordered, ordered).expand(rows, m)  # every copy: its first's
+    hits = first_hit.gather(1, leftmost)
+    return torch.empty_like(hits).scatter_(1, order.expand(rows, m), hits)
 
 
 def first_occurrence(ids: Tensor) -> Tensor:

@@ -71,14 +71,14 @@ def _cell(values: np.ndarray, target: float, resamples: int) -> str:
 
 def _rows(out: Path, dataset: str, runs: dict[str, dict[str, Any]], resamples: int) -> list[str]:
     full = runs.get("full")
+    reference = per_user(out, full)["ndcg@10"] if full is not None else None
     rows = []
     for name, record in runs.items():
         scores = per_user(out, record)
         cells = [_cell(scores[k], PUBLISHED[dataset][k], resamples) for k in PUBLISHED[dataset]]
         vs = "reference"
-        if record is not full and full is not None:
-            gap, low, high = paired_interval(per_user(out, full)["ndcg@10"], scores["ndcg@10"],
-                                             resamples, seed=0)  # fmt: skip
+        if record is not full and reference is not None:
+            gap, low, high = paired_interval(reference, scores["ndcg@10"], resamples, seed=0)
             verdict = "within 3%" if gap >= -WITHIN else "not within 3%"
             vs = f"{100 * gap:+.1f}% ({100 * low:+.1f}, {100 * high:+.1f}), {verdict}"
         load = record["load_avg"]

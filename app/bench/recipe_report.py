@@ -49,7 +49,7 @@ def recipe_table(out: Path) -> str:
     rows = []
     for name, by_dataset in _records(out).items():
         vals = [by_dataset[d]["val"]["ndcg@10"] if d in by_dataset else None for d in DATASETS]
-        mean = None if None in vals else sum(v for v in vals if v is not None) / len(vals)
+        mean = None if None in vals else _mean_of_known(vals)
         runs = [_run_cell(by_dataset.get(d)) for d in DATASETS]
         rows.append((mean, name, vals, runs))
     # best mean first; while a dataset is missing, best mean of the datasets that have results

@@ -48,6 +48,9 @@ def test_in_rows_is_membership_of_each_id_in_its_rows_items_with_repeats() -> No
         items = torch.randint(0, n + 1, (rows, width), generator=gen)
         want = (ids.unsqueeze(2) == items.unsqueeze(1)).any(dim=2)
         assert torch.equal(in_rows(ids, items), want)
+        shared = ids[0]  # one draw for every row, sorted once
+        want = (shared.view(1, -1, 1) == items.unsqueeze(1)).any(dim=2)
+        assert torch.equal(in_rows(shared, items), want)
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLED_LOSSES))
