@@ -1,12 +1,10 @@
-"""The divide-and-conquer kernel sampling tree (Blanc & Rendle 2018, section 3.2).
+"""Draws from the kernel tree (Blanc & Rendle 2018, section 3.2) and their exact probabilities.
 
-Items 1..n sit in leaf buckets of b consecutive item_idx. A binary tree over the buckets is kept
-level by level: `z[l]` is `[nodes_l, F]`, the sums of phi(c) of the items under each node (levels
-of odd size get one empty padding node). A draw descends from the root, taking the left child
-with probability s(left) / (s(left) + s(right)), s(node) = max(p . z[node], floor) (0 for empty
-nodes), then picks an item in its bucket with probability proportional to the exact kernel
-K(h, c_j), computed in the original d-dimensional space. The log-probability returned is that of
-this procedure exactly (branch log-probabilities + the leaf log-probability), clamping included.
+A draw descends from the root, taking the left child with probability s(left) / (s(left) +
+s(right)), s(node) = max(p . z[node], floor) (0 for empty nodes), then picks an item in its
+bucket with probability proportional to the exact kernel K(h, c_j), computed in the original
+d-dimensional space. The log-probability returned is that of this procedure exactly (branch
+log-probabilities + the leaf log-probability), clamping included.
 
 Shared draws come from the batch's summed kernel, q_j proportional to sum_b K(h_b, c_j): the
 mixture of the B per-query distributions weighted by their masses Z_b. Its node masses are
@@ -18,8 +16,6 @@ Mass weights rather than equal ones: equal weights divide by each query's own Z_
 estimate of one query's mass can be near 0 or negative (on a trained amazon-beauty model, 0.01
 to 2.1 times the exact mass, one of 512 below 0), which handed that query almost the whole
 mixture; the batch's summed mass is a mean of B estimates and stays well inside its range.
-
-Memory: the item table `[n + 1, d]` plus about 2 (n / b) F floats for the node sums.
 """
 
 from __future__ import annotations
@@ -29,144 +25,15 @@ import math
 import torch
 from torch import Tensor
 
-from training.feature_maps import FeatureMap
+from training.kernel_tree.node_sums import CHUNK, NodeSums
 
 _TINY = 1e-30  # keeps a bucket's exact kernel weights from summing to 0 after underflow
-_CHUNK = 1 << 24  # floats per temporary block (64 MiB)
 _GATHER_COST = 16  # multiply-adds of a matrix product per gathered float (CPU, measured order)
 _SCORE_ALL_FACTOR = 16  # per-query draws score all n items when n <= this * m * b
 
 
-class KernelTree:
-    """Sample items in O(F log(n / b) + b d) per draw from a kernel distribution; update rows."""
-
-    def __init__(self, fmap: FeatureMap, leaf_size: int, floor: float = 1e-6) -> None:
-        """Configure an empty tree; call `rebuild` before sampling.
-
-        Args:
-            fmap: Kernel feature map (F = fmap.dim features).
-            leaf_size: Items per leaf bucket b.
-            floor: Smallest score of a non-empty node, in units of the query's total mass.
-
-        """
-        self.fmap = fmap
-        self.b = int(leaf_size)
-        self.floor = float(floor)
-        self.items = torch.empty(0)
-        self.z: list[Tensor] = []  # level 0 = root ... level H = leaf buckets
-        self.valid: list[Tensor] = []
-
-    @property
-    def num_items(self) -> int:
-        """Catalogue size n (valid item_idx are 1..n)."""
-        return int(self.items.shape[0]) - 1
-
-    @property
-    def depth(self) -> int:
-        """H, the number of branching steps from the root to a bucket."""
-        return len(self.z) - 1
-
-    def memory_bytes(self) -> int:
-        """Bytes held by the node sums and the item table."""
-        tensors = [*self.z, self.items]
-        return sum(t.numel() * t.element_size() for t in tensors)
-
-    @torch.no_grad()
-    def rebuild(self, item_emb: Tensor) -> None:
-        """Recompute every node sum from `item_emb [n + 1, d]` (row 0 is padding, ignored)."""
-        self.items = item_emb.detach().to(torch.float32).clone()
-        leaves = math.ceil(self.num_items / self.b)
-        if leaves < 1:
-            raise ValueError("the kernel tree needs at least one item")
-        level = self._bucket_sums(leaves)
-        valid = torch.ones(leaves, dtype=torch.bool, device=level.device)
-        self.z, self.valid = [], []
-        while True:
-            if level.shape[0] > 1 and level.shape[0] % 2:
-                level = torch.cat([level, level.new_zeros(1, level.shape[1])])
-                valid = torch.cat([valid, valid.new_zeros(1)])
-            self.z.insert(0, level)
-            self.valid.insert(0, valid)
-            if level.shape[0] == 1:
-                break
-            level = level.view(-1, 2, level.shape[1]).sum(1)
-            valid = valid.view(-1, 2).any(1)
-
-    def _bucket_sums(self, leaves: int) -> Tensor:
-        """`[leaves, F]` sums of phi over each bucket, computed in memory-bounded chunks."""
-        per_chunk = max(1, _CHUNK // (self.b * self.fmap.dim))
-        out = []
-        for first in range(0, leaves, per_chunk):
-            last = min(leaves, first + per_chunk)
-            rows, ok = self._bucket_rows(torch.arange(first, last, device=self.items.device))
-            out.append(self.fmap.bucket_sums(self.items[rows], ok.to(self.items.dtype)))
-        return torch.cat(out)
-
-    def _bucket_rows(self, leaf: Tensor) -> tuple[Tensor, Tensor]:
-        """item_idx `[..., b]` of buckets `leaf [...]` (clamped to n) and their validity mask."""
-        rows = 1 + leaf.unsqueeze(-1) * self.b + torch.arange(self.b, device=leaf.device)
-        ok = rows <= self.num_items
-        return rows.clamp_max(self.num_items), ok
-
-    @torch.no_grad()
-    def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """Set rows `item_idx [k]` to `item_emb [k, d]`; add the phi deltas along their paths.
-
-        O(k F log(n / b)). A repeated id takes its last row.
-        """
-        item_idx = item_idx.to(self.items.device).long()
-        item_emb = item_emb.detach().to(self.items)
-        uniq, inverse = torch.unique(item_idx, return_inverse=True)
-        order = torch.arange(item_idx.numel(), device=item_idx.device)
-        last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
-        idx, emb = uniq, item_emb[last]
-        if idx.numel() and (idx.min() < 1 or idx.max() > self.num_items):
-            raise IndexError(f"item_idx outside 1..{self.num_items}")
-        step = max(1, _CHUNK // self.fmap.dim)
-        for first in range(0, idx.numel(), step):
-            rows, new = idx[first : first + step], emb[first : first + step]
-            if self.fmap.grouped_sums:
-                leaf, old_rows, new_rows, weight = self._group_by_bucket(rows, new)
-                delta = self.fmap.bucket_sums(new_rows, weight)
-                delta -= self.fmap.bucket_sums(old_rows, weight)
-            else:
-                leaf = (rows - 1) // self.b
-                delta = self.fmap.features(new) - self.fmap.features(self.items[rows])
-            self.items[rows] = new
-            self._add_along_paths(leaf, delta)
-
-    def _group_by_bucket(self, rows: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Pack changed rows by bucket: buckets `[U]`, old and new `[U, c, d]`, mask `[U, c]`.
-
-        c is the most changed rows in one bucket, so per-bucket feature sums (an outer-product
-        sum for the quadratic map) replace one F-sized feature row per changed item.
-        """
-        order = torch.argsort((rows - 1) // self.b)
-        rows, new = rows[order], new[order]
-        leaf, inverse, counts = torch.unique_consecutive(
-            (rows - 1) // self.b, return_inverse=True, return_counts=True
-        )
-        starts = torch.cumsum(counts, 0) - counts
-        slot = torch.arange(rows.numel(), device=rows.device) - starts[inverse]
-        shape = (leaf.numel(), int(counts.max()), new.shape[1])
-        old_rows, new_rows = new.new_zeros(shape), new.new_zeros(shape)
-        old_rows[inverse, slot] = self.items[rows]
-        new_rows[inverse, slot] = new
-        weight = new.new_zeros(shape[:2])
-        weight[inverse, slot] = 1.0
-        return leaf, old_rows, new_rows, weight
-
-    def _add_along_paths(self, node: Tensor, delta: Tensor) -> None:
-        """Add `delta [k, F]` to buckets `node [k]` and their ancestors, merging shared nodes.
-
-        Deltas are summed per distinct node before each level's index_add, so the work above
-        the buckets shrinks with the number of distinct ancestors, not k.
-        """
-        for level in reversed(self.z):
-            node, inverse = torch.unique(node, return_inverse=True)
-            delta = delta.new_zeros(node.numel(), delta.shape[1]).index_add_(0, inverse, delta)
-            level.index_add_(0, node, delta)
-            node = node // 2
+class KernelTree(NodeSums):
+    """Sample items in O(F log(n / b) + b d) per draw from the kernel distribution of its sums."""
 
     def _per_query_vectors(self, h: Tensor) -> Tensor:
         """`[B, F]` rows phi(h_b) / Z_b: node scores are then each query's probabilities.
@@ -204,7 +71,7 @@ class KernelTree:
         return 2 * num * min(queries, _GATHER_COST)
 
     def _rows_per_chunk(self, num: int, bucket_floats: int) -> int:
-        """Query rows per block of per-query draws, keeping temporaries near _CHUNK floats.
+        """Query rows per block of per-query draws, keeping temporaries near CHUNK floats.
 
         With at least _GATHER_COST rows and a tree no deeper than `_whole_levels_up_to`,
         `_descend` scores every level whole and a row holds only its F features and node
@@ -212,10 +79,10 @@ class KernelTree:
         """
         leaves = self.z[-1].shape[0]
         if leaves <= self._whole_levels_up_to(_GATHER_COST, num):
-            rows = _CHUNK // (self.fmap.dim + leaves + bucket_floats)
+            rows = CHUNK // (self.fmap.dim + leaves + bucket_floats)
             if rows >= _GATHER_COST:
                 return rows
-        return max(1, _CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
+        return max(1, CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
 
     def _descend(
         self, p: Tensor, num: int, forced_leaf: Tensor | None = None
@@ -366,7 +233,7 @@ class KernelTree:
         items = self.items[1:]
         if shared:
             p, coef = self._summed_vector(h)
-            step = max(1, _CHUNK // h.shape[0])
+            step = max(1, CHUNK // h.shape[0])
             parts = [
                 self.fmap.mixture_kernel(h, coef, items[i : i + step])
                 for i in range(0, items.shape[0], step)
