@@ -3,17 +3,8 @@
 `ingest_files` reads log files; `ingest_rows` takes rows already in memory (`POST /events`).
 
 Every row read ends up either accepted (in the new part) or rejected (in
-`rejects/<ingest-id>.parquet` with a `reason`), so `accepted + rejected == rows read`.
-Reasons, first match wins, in this order:
-
-- `null user_id` / `null item_id`: the value is missing (null in parquet/NDJSON, a short CSV row);
-- `empty user_id` / `empty item_id`: empty or only whitespace (ids are stripped of outer spaces);
-- `user_id longer than 256 characters` / the same for `item_id`;
-- `missing timestamp`: null or empty; `unparseable timestamp`: neither an integer nor ISO-8601;
-- `duplicate within the input`: the same (user_id, item_id, timestamp) appeared earlier in this
-  ingest (the first copy is kept);
-- `duplicate of a stored event`: that triple is already in the store (a polars semi-join
-  against the stored parts, never a Python loop over history).
+`rejects/<ingest-id>.parquet` with a `reason`, `data.validate` lists them), so
+`accepted + rejected == rows read`.
 
 A file that cannot be read at all raises `RecsysInputError` before anything is written; so
 does an ingest into a home holding the synthetic demo events (`ingested.json` names the source
@@ -39,14 +30,11 @@ import polars as pl
 from data import store, vocab
 from data.errors import RecsysInputError
 from data.formats import RawRow, check_file, detect_format, raw_from_rows, read_raw
+from data.validate import KEYS, classify, log_reasons, rejects
 from data.workspace import Workspace
 
 log = logging.getLogger("recsys.data.ingest")
 
-MAX_ID_CHARS = 256
-KEYS = ["user_id", "item_id", "timestamp"]
-DUP_INPUT = "duplicate within the input"
-DUP_STORED = "duplicate of a stored event"
 INGESTED = "ingested.json"  # sha256 of each file `recsys train --dataset` ingested -> its source
 SYNTHETIC_SOURCE = "synthetic"  # the source recorded for the generated demo log
 HTTP_SOURCE = "POST /events"  # the source rejects files name for rows posted over HTTP
@@ -115,33 +103,6 @@ def new_ingest_id() -> str:
     return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
 
 
-def _id_checks(name: str) -> list[tuple[pl.Expr, str]]:
-    col = pl.col(name)
-    return [
-        (col.is_null(), f"null {name}"),
-        (col == "", f"empty {name}"),
-        (col.str.len_chars() > MAX_ID_CHARS, f"{name} longer than {MAX_ID_CHARS} characters"),
-    ]
-
-
-def _row_reason() -> pl.Expr:
-    """The first row-level problem of each row (null when the row is valid on its own)."""
-    checks = [
-        *_id_checks("user_id")[:1],
-        *_id_checks("item_id")[:1],
-        *_id_checks("user_id")[1:],
-        *_id_checks("item_id")[1:],
-        (
-            pl.col("ts_raw").is_null() | (pl.col("ts_raw").str.strip_chars() == ""),
-            "missing timestamp",
-        ),
-        (pl.col("timestamp").is_null(), "unparseable timestamp"),
-    ]
-    # coalesce keeps the first non-null label: the first failing check in list order.
-    labels = [pl.when(cond).then(pl.lit(label, dtype=pl.String)) for cond, label in checks]
-    return pl.coalesce(labels).alias("reason")
-
-
 def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) -> pl.DataFrame:
     if not paths:
         raise RecsysInputError("no input files given")
@@ -155,46 +116,6 @@ def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) ->
     for path, kind, frame in zip(paths, kinds, frames, strict=True):
         log.info("read %d rows from %s (%s)", frame.height, path, kind)
     return pl.concat(frames).with_row_index("_i")
-
-
-def _key_hash() -> pl.Expr:
-    # A 64-bit hash of the key narrows both duplicate checks to candidate rows cheaply; the
-    # candidates are then compared on the real key, so a hash collision never rejects a row.
-    return pl.struct(KEYS).hash().alias("_h")
-
-
-def _input_duplicates(valid: pl.DataFrame) -> pl.Series:
-    """`_i` of rows whose key already appeared earlier in this ingest."""
-    shared = valid.filter(pl.col("_h").is_duplicated())
-    return shared.filter(~pl.struct(KEYS).is_first_distinct())["_i"]
-
-
-def _stored_duplicates(ws: Workspace, fresh: pl.DataFrame) -> pl.Series:
-    """`_i` of rows whose key is already in the store (semi-joins in polars, no Python loop)."""
-    stored = store.read_events(ws).select(KEYS).with_columns(_key_hash())
-    candidates = (
-        fresh.lazy().join(stored.select("_h"), on="_h", how="semi").collect(engine="streaming")
-    )
-    if candidates.height == 0:
-        return pl.Series("_i", [], dtype=pl.UInt32)
-    same_hash = stored.join(candidates.lazy().select("_h"), on="_h", how="semi").select(KEYS)
-    return (
-        candidates.lazy()
-        .join(same_hash, on=KEYS, how="semi")
-        .select("_i")
-        .collect(engine="streaming")["_i"]
-    )
-
-
-def _classify(ws: Workspace, raw: pl.DataFrame) -> pl.DataFrame:
-    """`raw` with a final `reason` column (duplicates included); `_i` is the row position."""
-    df = raw.with_columns(_row_reason())
-    valid = df.filter(pl.col("reason").is_null()).select("_i", *KEYS, _key_hash())
-    dup_input = _input_duplicates(valid)
-    fresh = valid.filter(~pl.col("_i").is_in(dup_input.implode()))
-    reason = df["reason"].scatter(dup_input, DUP_INPUT)
-    reason = reason.scatter(_stored_duplicates(ws, fresh), DUP_STORED)
-    return df.with_columns(reason)
 
 
 def ingest_files(
@@ -268,15 +189,15 @@ def _ingest(
 ) -> tuple[IngestReport, pl.DataFrame]:
     """Classify `raw` and commit its good rows as one part (the core of both ingests)."""
     with store.writer_lock(ws):  # one writer at a time: event_seq and vocab need a stable base
-        df = _classify(ws, raw)
+        df = classify(ws, raw)
         start = store.count_events(ws)
         old_vocab = {"item": vocab.load_item_vocab(ws), "user": vocab.load_user_vocab(ws)}
         accepted = df.filter(pl.col("reason").is_null()).select(
             *KEYS, (pl.int_range(pl.len(), dtype=pl.Int64) + start).alias("event_seq")
         )
-        rejected = _rejects(df, sources)
+        rejected = rejects(df, sources)
         assert accepted.height + rejected.height == raw.height  # every row is accounted for
-        _log_reasons(rejected)
+        log_reasons(rejected)
         ingest_id = new_ingest_id()
         rejects_path = _commit(ws, ingest_id, accepted, rejected, old_vocab)
     report = IngestReport(
@@ -322,26 +243,3 @@ def _commit(
     if accepted.height:
         vocab.update_vocabs(ws, old_vocab, accepted)
     return rejects_path
-
-
-def _rejects(df: pl.DataFrame, names: list[str]) -> pl.DataFrame:
-    """Rejected rows: `source, row, user_id, item_id, timestamp` (as written) and `reason`."""
-    sources = pl.DataFrame(
-        {"file_no": range(len(names)), "source": names},
-        schema={"file_no": pl.Int32, "source": pl.String},
-    )
-    return (
-        df.filter(pl.col("reason").is_not_null())
-        .join(sources, on="file_no", how="left", maintain_order="left")
-        .select(
-            "source", "row", "user_id", "item_id", pl.col("ts_raw").alias("timestamp"), "reason"
-        )
-    )
-
-
-def _log_reasons(rejected: pl.DataFrame) -> None:
-    if rejected.height == 0:
-        return
-    counts = rejected.group_by("reason").len().sort("len", descending=True)
-    for reason, n in counts.iter_rows():
-        log.info("rejected %d rows: %s", n, reason)

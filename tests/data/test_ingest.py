@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 
 from data.errors import RecsysInputError
-from data.ingest import DUP_INPUT, DUP_STORED, ingest_files
+from data.ingest import ingest_files
 from data.store import count_events, has_events, read_events
+from data.validate import DUP_INPUT, DUP_STORED
 from data.vocab import load_item_vocab, load_user_vocab
 from data.workspace import Workspace
 

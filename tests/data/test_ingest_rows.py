@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 
 from data.errors import RecsysInputError
-from data.ingest import DUP_INPUT, DUP_STORED, HTTP_SOURCE, ingest_files, ingest_rows
+from data.ingest import HTTP_SOURCE, ingest_files, ingest_rows
 from data.store import part_paths, read_events
+from data.validate import DUP_INPUT, DUP_STORED
 from data.vocab import load_item_vocab, load_user_vocab
 from data.workspace import Workspace
 
