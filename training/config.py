@@ -124,14 +124,16 @@ class TrainConfig(_Section):
 
     batch_size: int = Field(128, ge=1)
     lr: float = Field(3e-3, gt=0.0)
-    lr_schedule: Literal["constant", "cosine", "wsd"] = Field(
+    lr_schedule: Literal["constant", "cosine", "wsd", "plateau"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
         "(max_epochs' steps, or max_minutes when that ends sooner; training/optim.py); wsd: "
-        "constant, then that cosine over the budget's last decay_fraction.",
+        "constant, then that cosine over the budget's last decay_fraction; plateau: wsd whose "
+        "decay starts sooner, over `patience` validation rounds, when validation has not "
+        "improved for `patience` rounds (instead of early stopping), the run ending with it.",
     )
     decay_fraction: float = Field(
-        0.2, gt=0.0, le=1.0, description="wsd: the share of the budget the lr decays over."
+        0.2, gt=0.0, le=1.0, description="wsd, plateau: the share of the budget the lr decays over."
     )
     min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="The decay's final lr / lr.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up of the lr over these steps.")

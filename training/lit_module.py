@@ -71,6 +71,7 @@ class RetrievalModule(pl.LightningModule):
         )
         self.automatic_optimization = False
         self.opt_steps = 0
+        self.plateau: tuple[int, int] | None = None  # lr_schedule plateau: (from step, steps)
         self._fit_started: float | None = None
         self._total_steps: float | None = None
         self._round: ValidationRound | None = None
@@ -178,7 +179,7 @@ class RetrievalModule(pl.LightningModule):
         if self.sampler is not None:
             self.sampler.set_progress(progress)
         optimizers = self._optimizers()
-        lr = schedule_lr(optimizers, self.cfg.train, self.opt_steps, progress)
+        lr = schedule_lr(optimizers, self.cfg.train, self.opt_steps, progress, self.plateau)
         loss = self.optimisation_step(batch, optimizers, self.manual_backward)
         loss = distributed.average(loss)  # each rank's weighted mean: the whole batch's mean
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])

@@ -2,8 +2,10 @@
 
 `make_optimizers`: Adam on every parameter, or, with sparse item tables, Adam on the dense
 parameters and SparseAdam on the tables. `schedule_lr`: a linear warm-up, then constant, a
-cosine over the budget, or constant and then that cosine over the budget's last part (wsd);
-its factor multiplies `train.lr` before every optimiser step. The budget is the training's
+cosine over the budget, constant and then that cosine over the budget's last part (wsd), or
+wsd whose decay also starts when validation stops improving (plateau: the decay then lasts
+`patience` validation rounds, `trainer.DecayBeforeStopping` starts it); its factor multiplies
+`train.lr` before every optimiser step. The budget is the training's
 progress (`RetrievalModule._progress`: the share of `max_epochs`' steps done, or of
 `train.max_minutes` when that budget is reached sooner); the decay ends at `min_lr_ratio`. A
 run capped by wall-clock time therefore ends its decay when its time ends, whatever its
@@ -23,38 +25,54 @@ from training.model import TwoTowerModel
 
 
 def lr_factor(
-    schedule: str, step: int, warmup_steps: int, progress: float, floor: float, tail: float = 0.2
+    schedule: str,
+    step: int,
+    warmup_steps: int,
+    progress: float,
+    floor: float,
+    tail: float = 0.2,
+    plateau: tuple[int, int] | None = None,
 ) -> float:
     """The multiplier of the base learning rate at an optimiser step.
 
     Args:
         schedule: "constant"; "cosine" (decay over the whole budget); "wsd" (warm-up, stable,
-            decay: constant, then a cosine over the budget's last `tail`).
+            decay: constant, then a cosine over the budget's last `tail`); "plateau" (wsd,
+            its decay started sooner by `plateau`, whichever decay is further along).
         step: Optimiser steps taken before this one (0 for the first).
         warmup_steps: Steps of the linear warm-up (0: none); step s uses (s + 1) / warmup.
         progress: Fraction of the training budget done, in [0, 1].
         floor: The decay's final factor (`min_lr_ratio`).
         tail: wsd: the share of the budget the decay takes (`decay_fraction`).
+        plateau: plateau: (the step validation stopped improving at, the decay's steps), or
+            None while it improves.
 
     """
     warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
     if schedule == "constant":
         return warm
     p = min(1.0, max(0.0, progress))
-    if schedule == "wsd":
-        p = max(0.0, p - (1.0 - tail)) / tail if tail > 0 else 0.0
+    if schedule in ("wsd", "plateau"):
+        p = max(0.0, p - (1.0 - tail)) / tail
+    if schedule == "plateau" and plateau is not None:
+        start, steps = plateau
+        p = max(p, min(1.0, max(0.0, (step - start) / steps)))
     return warm * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * p)))
 
 
 def schedule_lr(
-    optimizers: list[Any], train: TrainConfig, step: int, progress: float
+    optimizers: list[Any],
+    train: TrainConfig,
+    step: int,
+    progress: float,
+    plateau: tuple[int, int] | None = None,
 ) -> float | None:
     """Set every optimiser's lr for this step; the lr set, or None (constant: untouched)."""
     if train.lr_schedule == "constant" and not train.warmup_steps:
         return None
     factor = lr_factor(
         train.lr_schedule, step, train.warmup_steps, progress, train.min_lr_ratio,
-        train.decay_fraction,
+        train.decay_fraction, plateau,
     )  # fmt: skip
     for opt in optimizers:
         for group in opt.param_groups:

@@ -29,6 +29,7 @@ from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule
 from training.losses import binary_loss_caveat, full_softmax, get_loss
 from training.model import build_model
+from training.plateau import DecayBeforeStopping
 from training.progress import EpochBar, EpochProgress
 from training.samplers import SamplerContext, build_sampler
 
@@ -107,7 +108,11 @@ def _trainer(
         mode="max",
         save_last=save_last or None,
     )
-    stop = EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
+    stop = (
+        DecayBeforeStopping(cfg.train.val_every, monitor=MONITOR, mode="max", patience=patience)
+        if cfg.train.lr_schedule == "plateau"
+        else EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
+    )
     loggers = [
         CSVLogger(run_dir.parent, name=run_dir.name, version=""),
         TensorBoardLogger(run_dir.parent, name=run_dir.name, version=""),

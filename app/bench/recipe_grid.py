@@ -24,6 +24,7 @@ RECIPES: dict[str, tuple[str, ...]] = {
     "cosine": ("train.lr_schedule=cosine",),
     "cosine-warmup": ("train.lr_schedule=cosine", "train.warmup_steps=200"),
     "wsd": ("train.lr_schedule=wsd",),
+    "plateau": ("train.lr_schedule=plateau",),
     "learned-tau": ("model.learn_temperature=true",),
     "tau-0.1": ("model.temperature=0.1",),
     "d128": ("model.dim=128",),

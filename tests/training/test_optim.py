@@ -80,3 +80,51 @@ def test_a_fit_steps_every_optimiser_by_the_schedule(tmp_path, extra, sparse) ->
         assert row == pytest.approx([expected] * len(row))
     assert seen.seen[0][0] == pytest.approx(lr * 0.5) and seen.seen[-1][0] < 0.2 * lr
     assert torch.isfinite(module.model.item_embedding_weight).all()
+
+
+def test_plateau_is_wsd_until_validation_stalls_then_decays_over_its_steps() -> None:
+    assert lr_factor("plateau", 10, 0, 0.5, 0.1, 0.2) == 1.0  # no plateau yet: wsd
+    assert lr_factor("plateau", 10, 0, 0.9, 0.1, 0.2) == lr_factor("wsd", 10, 0, 0.9, 0.1, 0.2)
+    stalled = (100, 40)  # validation stopped improving at step 100; decay over 40 steps
+    assert lr_factor("plateau", 100, 0, 0.5, 0.1, 0.2, stalled) == pytest.approx(1.0)
+    assert lr_factor("plateau", 120, 0, 0.5, 0.1, 0.2, stalled) == pytest.approx(0.55)
+    assert lr_factor("plateau", 140, 0, 0.5, 0.1, 0.2, stalled) == pytest.approx(0.1)
+    assert lr_factor("plateau", 999, 0, 0.5, 0.1, 0.2, stalled) == pytest.approx(0.1)
+    # the budget's decay, when further along, wins
+    assert lr_factor("plateau", 101, 0, 0.9, 0.1, 0.2, stalled) == pytest.approx(0.55, abs=0.01)
+    assert lr_factor("wsd", 120, 0, 0.5, 0.1, 0.2, stalled) == 1.0  # wsd ignores a plateau
+
+
+def _stalled_fit(tmp_path, schedule: str):
+    """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch."""
+    import polars as pl_frame
+
+    from data.ingest import ingest_files
+    from data.split import build_splits
+    from training.trainer import fit
+
+    ws = Workspace(tmp_path / schedule)
+    log = tmp_path / "log.csv"
+    generate_events(60, 40, 900, seed=3).write_csv(log)
+    ingest_files(ws, [log])
+    cfg = load_config(
+        overrides=[*TINY, "train.lr=1e-12", f"train.lr_schedule={schedule}", "train.patience=2",
+                   "train.max_epochs=20"]
+    )  # fmt: skip
+    run = ws.root / "runs" / "r"
+    fitted = fit(cfg, build_splits(ws), run, limit_train_batches=3, log_every_n_steps=1)
+    lrs = pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
+    return fitted, lrs
+
+
+def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(tmp_path) -> None:
+    plain, _ = _stalled_fit(tmp_path, "wsd")
+    assert len(plain.epoch_seconds) == 3  # best at round 1, no gain in rounds 2 and 3: stop
+    fitted, lrs = _stalled_fit(tmp_path, "plateau")
+    # the same plateau after 3 rounds (9 steps) starts a cosine over patience 2 rounds (6 steps)
+    assert len(fitted.epoch_seconds) == 5 and fitted.module.plateau == (9, 6)
+    want = [1e-12] * 9 + [
+        1e-12 * lr_factor("plateau", s, 0, 0.0, 0.0, 0.2, (9, 6)) for s in range(9, 15)
+    ]
+    assert lrs == pytest.approx(want, rel=1e-6)
+    assert lrs[-1] < 0.1e-12

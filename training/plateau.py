@@ -1,0 +1,49 @@
+"""`DecayBeforeStopping`: early stopping that, under `lr_schedule: plateau`, decays the lr first.
+
+Early stopping with a constant lr ends a run at its plateau, where a decay of the lr would
+still have gained (the cosine schedules' lead in docs/recipe_study.md), and a decay timed by the
+budget (wsd, cosine) needs the budget known in advance and is cut off by early stopping. So,
+when validation has not improved for `patience` rounds and the lr has not decayed yet, this
+callback starts the module's decay (`RetrievalModule.plateau`: a cosine over the next
+`patience` rounds' steps, `optim.lr_factor`) and counts patience afresh instead of stopping.
+The run then ends when that decay has ended, or sooner if early stopping says so.
+
+It overrides `EarlyStopping`'s stopping decision (`_evaluate_stopping_criteria`), so the
+checkpoint choice, the stop reason and the callback's saved state stay Lightning's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytorch_lightning.callbacks import EarlyStopping
+from torch import Tensor
+
+
+class DecayBeforeStopping(EarlyStopping):
+    """Early stopping whose first plateau starts the lr decay; the run stops when it ends."""
+
+    def __init__(self, rounds_every: int, **kwargs: Any) -> None:
+        """`rounds_every`: training epochs per validation round (`train.val_every`)."""
+        super().__init__(**kwargs)
+        self.rounds_every = rounds_every
+        self._trainer: Any = None
+
+    def _run_early_stopping_check(self, trainer: Any) -> None:
+        self._trainer = trainer  # the decision below needs the module and the epoch length
+        super()._run_early_stopping_check(trainer)
+
+    def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
+        should_stop, reason = super()._evaluate_stopping_criteria(current)
+        module = self._trainer.lightning_module
+        if module.plateau is None:
+            if should_stop and self.wait_count >= self.patience:  # a plateau, not a NaN
+                steps = self.patience * self.rounds_every * int(self._trainer.num_training_batches)
+                module.plateau = (module.opt_steps, max(1, steps))
+                self.wait_count = 0
+                return False, f"{reason} The lr decays over the next {self.patience} rounds."
+            return should_stop, reason
+        start, steps = module.plateau
+        if module.opt_steps >= start + steps:
+            return True, "The lr decay after the validation plateau has ended."
+        return should_stop, reason
