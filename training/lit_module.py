@@ -8,7 +8,6 @@ and because the sampler must hear about the rows that changed right after each s
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from torch import Tensor
 from torch.profiler import record_function
 
 from training import distributed
+from training.clock import TrainingClock
 from training.config import RecsysConfig
 from training.corrections import query_windows
 from training.diagnostics import proposal_kl
@@ -70,9 +70,7 @@ class RetrievalModule(pl.LightningModule):
             else None
         )
         self.automatic_optimization = False
-        self.opt_steps = 0
-        self.plateau: tuple[int, int] | None = None  # lr_schedule plateau: (from step, steps)
-        self._fit_started: float | None = None
+        self.clock = TrainingClock()  # steps, seconds, plateau: the schedule's place
         self._total_steps: float | None = None
         self._round: ValidationRound | None = None
 
@@ -166,11 +164,7 @@ class RetrievalModule(pl.LightningModule):
         """
         if self._total_steps is None:
             self._total_steps = float(self.trainer.estimated_stepping_batches)
-        total = self._total_steps
-        done = self.opt_steps / total if 0 < total < float("inf") else 0.0
-        budget = self.cfg.train.max_minutes
-        if budget is not None and self._fit_started is not None:
-            done = max(done, (time.monotonic() - self._fit_started) / (60.0 * budget))
+        done = self.clock.progress(self._total_steps, self.cfg.train.max_minutes)
         return min(1.0, distributed.from_rank_zero(done, self.device))  # the ranks' clocks differ
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
@@ -179,7 +173,7 @@ class RetrievalModule(pl.LightningModule):
         if self.sampler is not None:
             self.sampler.set_progress(progress)
         optimizers = self._optimizers()
-        lr = schedule_lr(optimizers, self.cfg.train, self.opt_steps, progress, self.plateau)
+        lr = schedule_lr(optimizers, self.cfg.train, self.clock.steps, progress, self.clock.plateau)
         loss = self.optimisation_step(batch, optimizers, self.manual_backward)
         loss = distributed.average(loss)  # each rank's weighted mean: the whole batch's mean
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
@@ -196,11 +190,11 @@ class RetrievalModule(pl.LightningModule):
         Sparse optimisers change only the touched rows, so updates suffice. Dense Adam moves
         every row a little (momentum), so a periodic full refresh bounds the drift.
         """
-        self.opt_steps += 1
+        self.clock.steps += 1
         if self.sampler is None or touched is None:
             return
         every = self.cfg.sampler.refresh_every
-        if not self.cfg.train.sparse_embeddings and self.opt_steps % every == 0:
+        if not self.cfg.train.sparse_embeddings and self.clock.steps % every == 0:
             self.sampler.refresh(self.model.item_tower.all_embeddings())
         else:  # every rank applies every rank's rows: the samplers' trees stay identical
             touched = distributed.gather_union(touched)
@@ -212,13 +206,21 @@ class RetrievalModule(pl.LightningModule):
         With several ranks, give each its own random stream (dropout, negatives) from here on;
         the weights are identical already (the data module checks the ranks read the same data).
         """
-        self._fit_started = time.monotonic()
+        self.clock.start()
         rank, world = distributed.rank_and_world()
         if world > 1:
             torch.manual_seed(self.cfg.train.seed + rank)
         if self.sampler is not None:
             with torch.no_grad():
                 self.sampler.refresh(self.model.item_tower.all_embeddings())
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keep the schedule's place (`TrainingClock`) in the checkpoint."""
+        checkpoint["clock"] = self.clock.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A resumed fit continues the schedule where the checkpoint left it."""
+        self.clock.load_state_dict(checkpoint.get("clock", {}))
 
     def configure_optimizers(self) -> Any:
         """Adam on everything, or Adam on dense parameters + SparseAdam on the id tables."""

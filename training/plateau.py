@@ -4,7 +4,7 @@ Early stopping with a constant lr ends a run at its plateau, where a decay of th
 still have gained (the cosine schedules' lead in docs/recipe_study.md), and a decay timed by the
 budget (wsd, cosine) needs the budget known in advance and is cut off by early stopping. So,
 when validation has not improved for `patience` rounds and the lr has not decayed yet, this
-callback starts the module's decay (`RetrievalModule.plateau`: a cosine over the next
+callback starts the module's decay (`TrainingClock.plateau`: a cosine over the next
 `patience` rounds' steps, `optim.lr_factor`) and counts patience afresh instead of stopping.
 The run then ends when that decay has ended, or sooner if early stopping says so.
 
@@ -35,15 +35,15 @@ class DecayBeforeStopping(EarlyStopping):
 
     def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
         should_stop, reason = super()._evaluate_stopping_criteria(current)
-        module = self._trainer.lightning_module
-        if module.plateau is None:
+        clock = self._trainer.lightning_module.clock
+        if clock.plateau is None:
             if should_stop and self.wait_count >= self.patience:  # a plateau, not a NaN
                 steps = self.patience * self.rounds_every * int(self._trainer.num_training_batches)
-                module.plateau = (module.opt_steps, max(1, steps))
+                clock.plateau = (clock.steps, max(1, steps))
                 self.wait_count = 0
                 return False, f"{reason} The lr decays over the next {self.patience} rounds."
             return should_stop, reason
-        start, steps = module.plateau
-        if module.opt_steps >= start + steps:
+        start, steps = clock.plateau
+        if clock.steps >= start + steps:
             return True, "The lr decay after the validation plateau has ended."
         return should_stop, reason

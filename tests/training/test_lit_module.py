@@ -119,7 +119,7 @@ def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
     module = RetrievalModule(model, cfg, spy, sampled_loss=get_loss("sampled_softmax"))
     before = model.item_embedding_weight.detach().clone()
     _fit(cfg, splits, module, epochs=1, limit_train_batches=7, limit_val_batches=0)
-    assert module.opt_steps == 7
+    assert module.clock.steps == 7
     assert spy.progress == pytest.approx([step / 7 for step in range(7)])  # before each step
     if sparse:  # updates suffice: refresh only at the start
         assert spy.refreshes == 1 and len(spy.updates) == 7
@@ -168,7 +168,7 @@ def test_every_registered_sampler_trains_and_validates(splits: Splits, name: str
     module = build_module(cfg, splits.num_items, item_counts(splits))
     before = module.model.item_embedding_weight.detach().clone()
     _fit(cfg, splits, module, epochs=1, limit_train_batches=3, limit_val_batches=1)
-    assert module.opt_steps == 3
+    assert module.clock.steps == 3
     assert not torch.equal(before, module.model.item_embedding_weight.detach())
 
 
@@ -196,4 +196,4 @@ def test_last_position_targets_train_through_fit(splits: Splits, tmp_path: Path)
     lengths = splits.train["items"].list.len().to_numpy()
     transitions = int((lengths - 1).clip(min=0).sum())
     assert fitted.data.train_set.last_only and len(fitted.data.train_set) == transitions
-    assert fitted.module.opt_steps == 3
+    assert fitted.module.clock.steps == 3

@@ -122,9 +122,40 @@ def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(
     assert len(plain.epoch_seconds) == 3  # best at round 1, no gain in rounds 2 and 3: stop
     fitted, lrs = _stalled_fit(tmp_path, "plateau")
     # the same plateau after 3 rounds (9 steps) starts a cosine over patience 2 rounds (6 steps)
-    assert len(fitted.epoch_seconds) == 5 and fitted.module.plateau == (9, 6)
+    assert len(fitted.epoch_seconds) == 5 and fitted.module.clock.plateau == (9, 6)
     want = [1e-12] * 9 + [
         1e-12 * lr_factor("plateau", s, 0, 0.0, 0.0, 0.2, (9, 6)) for s in range(9, 15)
     ]
     assert lrs == pytest.approx(want, rel=1e-6)
     assert lrs[-1] < 0.1e-12
+
+
+def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_path) -> None:
+    from data.ingest import ingest_files
+    from data.split import build_splits
+    from training.trainer import fit
+
+    ws = Workspace(tmp_path / "home")
+    log = tmp_path / "log.csv"
+    generate_events(60, 40, 900, seed=3).write_csv(log)
+    ingest_files(ws, [log])
+    splits, run = build_splits(ws), ws.root / "runs" / "r"
+    sets = [*TINY, "train.lr_schedule=cosine", "train.patience=5"]
+    first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
+                resumable=True, limit_train_batches=3)  # fmt: skip
+    assert first.module.clock.steps == 6
+    seconds = first.module.clock.seconds()
+    # the same run asked for 4 epochs: it resumes from last.ckpt after epoch 2
+    cfg = load_config(overrides=[*sets, "train.max_epochs=4"])
+    again = fit(cfg, splits, run, resumable=True, limit_train_batches=3, log_every_n_steps=1)
+    assert again.module.clock.steps == 12 and again.module.clock.seconds() > seconds
+    lrs = pl_frame_lrs(run)[-6:]  # the resumed part's steps 6..11 of a 12-step cosine
+    want = [cfg.train.lr * lr_factor("cosine", s, 0, s / 12, 0.0) for s in range(6, 12)]
+    assert lrs == pytest.approx(want, rel=1e-5)
+
+
+def pl_frame_lrs(run) -> list[float]:
+    """The `train/lr` column of a run's metrics.csv, one value per logged step."""
+    import polars as pl_frame
+
+    return pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
