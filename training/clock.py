@@ -20,7 +20,7 @@ class TrainingClock:
     def __init__(self) -> None:
         self.steps = 0
         self.plateau: tuple[int, int] | None = None  # (the step it began at, its decay's steps)
-        self._seconds_before = 0.0  # fit seconds before a resume
+        self.resumed_seconds = 0.0  # fit seconds before a resume
         self._started: float | None = None
 
     def start(self) -> None:
@@ -30,7 +30,7 @@ class TrainingClock:
     def seconds(self) -> float:
         """Wall seconds of fitting so far, those before a resume included."""
         running = 0.0 if self._started is None else time.monotonic() - self._started
-        return self._seconds_before + running
+        return self.resumed_seconds + running
 
     def progress(self, total_steps: float, max_minutes: float | None) -> float:
         """Share of the budget done: steps of `total_steps`, or seconds of `max_minutes`.
@@ -52,4 +52,4 @@ class TrainingClock:
         self.steps = int(state.get("steps", 0))
         plateau = state.get("plateau")
         self.plateau = None if plateau is None else (int(plateau[0]), int(plateau[1]))
-        self._seconds_before = float(state.get("seconds", 0.0))
+        self.resumed_seconds = float(state.get("seconds", 0.0))

@@ -4,7 +4,7 @@
 parameters and SparseAdam on the tables. `schedule_lr`: a linear warm-up, then constant, a
 cosine over the budget, constant and then that cosine over the budget's last part (wsd), or
 wsd whose decay also starts when validation stops improving (plateau: the decay then lasts
-`patience` validation rounds, `trainer.DecayBeforeStopping` starts it); its factor multiplies
+`patience` validation rounds, `plateau.DecayBeforeStopping` starts it); its factor multiplies
 `train.lr` before every optimiser step. The budget is the training's
 progress (`RetrievalModule._progress`: the share of `max_epochs`' steps done, or of
 `train.max_minutes` when that budget is reached sooner); the decay ends at `min_lr_ratio`. A
@@ -53,7 +53,7 @@ def lr_factor(
         return warm
     p = min(1.0, max(0.0, progress))
     if schedule in ("wsd", "plateau"):
-        p = max(0.0, p - (1.0 - tail)) / tail
+        p = max(0.0, p - (1.0 - tail)) / tail if tail > 0 else 0.0
     if schedule == "plateau" and plateau is not None:
         start, steps = plateau
         p = max(p, min(1.0, max(0.0, (step - start) / steps)))

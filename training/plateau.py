@@ -8,8 +8,10 @@ callback starts the module's decay (`TrainingClock.plateau`: a cosine over the n
 `patience` rounds' steps, `optim.lr_factor`) and counts patience afresh instead of stopping.
 The run then ends when that decay has ended, or sooner if early stopping says so.
 
-It overrides `EarlyStopping`'s stopping decision (`_evaluate_stopping_criteria`), so the
-checkpoint choice, the stop reason and the callback's saved state stay Lightning's.
+It overrides `EarlyStopping`'s stopping decision (`_evaluate_stopping_criteria`, a private
+method of Lightning 2.6; tests/training/test_optim.py fails if that changes), so the
+checkpoint choice and the callback's saved state (its wait count) stay Lightning's; the
+plateau itself is saved with the module's `TrainingClock`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch import Tensor
 
 
@@ -30,20 +33,29 @@ class DecayBeforeStopping(EarlyStopping):
         self._trainer: Any = None
 
     def _run_early_stopping_check(self, trainer: Any) -> None:
-        self._trainer = trainer  # the decision below needs the module and the epoch length
+        self._trainer = trainer  # the decision below needs the clock and the rounds done
         super()._run_early_stopping_check(trainer)
 
     def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
         should_stop, reason = super()._evaluate_stopping_criteria(current)
         clock = self._trainer.lightning_module.clock
         if clock.plateau is None:
-            if should_stop and self.wait_count >= self.patience:  # a plateau, not a NaN
-                steps = self.patience * self.rounds_every * int(self._trainer.num_training_batches)
-                clock.plateau = (clock.steps, max(1, steps))
+            if should_stop and self.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED:
+                clock.plateau = (clock.steps, self.patience * self._steps_per_round(clock.steps))
                 self.wait_count = 0
-                return False, f"{reason} The lr decays over the next {self.patience} rounds."
+                self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
+                return False, (
+                    f"{self.monitor} has not improved for {self.patience} rounds: the lr decays "
+                    f"over the next {self.patience} rounds, then training stops."
+                )
             return should_stop, reason
         start, steps = clock.plateau
         if clock.steps >= start + steps:
+            self.stopping_reason = EarlyStoppingReason.PATIENCE_EXHAUSTED
             return True, "The lr decay after the validation plateau has ended."
         return should_stop, reason
+
+    def _steps_per_round(self, steps: int) -> int:
+        """Optimiser steps per validation round so far (data-parallel ranks may skip batches)."""
+        rounds = max(1, (self._trainer.current_epoch + 1) // self.rounds_every)
+        return max(1, round(steps / rounds))

@@ -101,13 +101,15 @@ def _trainer(
     patience: int,
     **overrides: Any,
 ) -> pl_lightning.Trainer:
-    ckpt = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints",
-        filename="best",
-        monitor=MONITOR,
-        mode="max",
-        save_last=save_last or None,
+    best = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max"
     )
+    # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
+    # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one.
+    last = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", filename=Path(LAST_CHECKPOINT).stem, monitor=None,
+        save_top_k=1, enable_version_counter=False,
+    )  # fmt: skip
     stop = (
         DecayBeforeStopping(cfg.train.val_every, monitor=MONITOR, mode="max", patience=patience)
         if cfg.train.lr_schedule == "plateau"
@@ -127,7 +129,8 @@ def _trainer(
         "strategy": cfg.train.strategy,
         "use_distributed_sampler": False,  # the data module gives each rank its part itself
         "callbacks": [
-            ckpt,
+            best,
+            *([last] if save_last else []),
             stop,
             EpochTimer(),
             memory.MemoryBudget(),

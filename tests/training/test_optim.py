@@ -144,11 +144,14 @@ def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_p
     first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
                 resumable=True, limit_train_batches=3)  # fmt: skip
     assert first.module.clock.steps == 6
-    seconds = first.module.clock.seconds()
+    seconds = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]["seconds"]
+    assert 0 < seconds <= first.module.clock.seconds()
     # the same run asked for 4 epochs: it resumes from last.ckpt after epoch 2
     cfg = load_config(overrides=[*sets, "train.max_epochs=4"])
     again = fit(cfg, splits, run, resumable=True, limit_train_batches=3, log_every_n_steps=1)
-    assert again.module.clock.steps == 12 and again.module.clock.seconds() > seconds
+    saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]
+    assert again.module.clock.steps == 12 and saved["steps"] == 12  # the last epoch's, kept
+    assert again.module.clock.resumed_seconds == pytest.approx(seconds, abs=1.0)
     lrs = pl_frame_lrs(run)[-6:]  # the resumed part's steps 6..11 of a 12-step cosine
     want = [cfg.train.lr * lr_factor("cosine", s, 0, s / 12, 0.0) for s in range(6, 12)]
     assert lrs == pytest.approx(want, rel=1e-5)
@@ -159,3 +162,40 @@ def pl_frame_lrs(run) -> list[float]:
     import polars as pl_frame
 
     return pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
+
+
+class _StubTrainer:
+    """What `DecayBeforeStopping` reads of a trainer: the module's clock and the epoch."""
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        from training.clock import TrainingClock
+
+        self.lightning_module = SimpleNamespace(clock=TrainingClock())
+        self.current_epoch = -1
+
+
+def _rounds(callback, trainer, scores: list[float], steps_per_epoch: int) -> list[bool]:
+    """Feed one validation score per round; the stop decision after each."""
+    decisions = []
+    for score in scores:  # one validation round each, after `rounds_every` epochs
+        trainer.current_epoch += callback.rounds_every
+        trainer.lightning_module.clock.steps += steps_per_epoch * callback.rounds_every
+        callback._trainer = trainer
+        decisions.append(callback._evaluate_stopping_criteria(torch.tensor(score))[0])
+    return decisions
+
+
+@pytest.mark.parametrize("val_every", [1, 2])
+def test_the_run_stops_when_the_plateau_decay_ends_even_while_it_improves(val_every) -> None:
+    from training.plateau import DecayBeforeStopping
+
+    callback = DecayBeforeStopping(val_every, monitor="val/ndcg@10", mode="max", patience=2)
+    trainer, per_round = _StubTrainer(), 4 * val_every  # 4 steps an epoch
+    clock = trainer.lightning_module.clock
+    # rounds 2 and 3 do not improve: the plateau starts the decay over 2 rounds' steps
+    assert _rounds(callback, trainer, [0.5, 0.4, 0.4], 4) == [False] * 3
+    assert clock.plateau == (3 * per_round, 2 * per_round) and callback.wait_count == 0
+    # the decay improves validation every round, and the run still ends with the decay
+    assert _rounds(callback, trainer, [0.6, 0.7], 4) == [False, True]
