@@ -2,11 +2,13 @@
 
 Stage 1 changes one choice at a time from the defaults (`RECIPES`), on amazon-beauty and
 amazon-toys, with the full softmax and a 20-minute cap per run. Stage 2, planned once stage 1
-has every result, trains `combined`: the defaults with every choice whose stage-1 val NDCG@10,
-averaged over both datasets, beat the defaults' (where two choices set one key, the better
-one). Then `combined` with uniform sampling at m = 256 (the 256-negative target). The runs
-never evaluate the test split (`Sweep.test` is off for this grid): the test metrics of the
-chosen recipe are measured once, at the end, by `recsys train`.
+has every result, trains `combined`: the defaults with every recipe whose stage-1 val NDCG@10,
+averaged over both datasets, beat the defaults', a recipe joining whole or not at all: one
+that sets a key a better recipe set stays out (cosine-warmup is cosine plus a warm-up;
+beside a better plain cosine, its warm-up was never shown to help). Then `combined` with
+uniform sampling at m = 256 (the 256-negative target). The runs never evaluate the test split
+(`Sweep.test` is off for this grid): the test metrics of the chosen recipe are measured once,
+at the end, by `recsys train`.
 """
 
 from __future__ import annotations
@@ -61,19 +63,22 @@ def mean_val(out: Path, label: str) -> float | None:
 
 
 def combined_sets(out: Path) -> tuple[str, ...] | None:
-    """The overrides of every stage-1 choice that beat the defaults on mean val NDCG@10."""
+    """The overrides of every stage-1 recipe that beat the defaults on mean val NDCG@10.
+
+    Best first; a recipe sharing a config key with a better one is left out whole.
+    """
     means = {name: mean_val(out, name) for name in RECIPES}
     if any(v is None for v in means.values()):
         return None
     base = means.pop("defaults") or 0.0
-    chosen: dict[str, tuple[float, str]] = {}  # config key -> (mean, its override)
+    chosen: dict[str, str] = {}  # config key -> its override
     for name in sorted(means, key=lambda n: -(means[n] or 0.0)):
         if (means[name] or 0.0) <= base:
             break
-        for override in RECIPES[name]:
-            key = override.split("=", 1)[0]
-            chosen.setdefault(key, ((means[name] or 0.0), override))
-    return tuple(override for _, override in chosen.values())
+        keys = {override.split("=", 1)[0]: override for override in RECIPES[name]}
+        if not chosen.keys() & keys.keys():  # a recipe joins whole, or not at all
+            chosen.update(keys)
+    return tuple(chosen.values())
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
