@@ -2,10 +2,11 @@
 
 Stage 1 changes one choice at a time from the defaults (`RECIPES`), on amazon-beauty and
 amazon-toys, with the full softmax and a 20-minute cap per run. Stage 2, planned once stage 1
-has every result, trains `combined`: the defaults with every recipe whose stage-1 val NDCG@10,
-averaged over both datasets, beat the defaults', a recipe joining whole or not at all: one
-that sets a key a better recipe set stays out (cosine-warmup is cosine plus a warm-up;
-beside a better plain cosine, its warm-up was never shown to help). Then `combined` with
+has every result, trains `combined`: the defaults with every recipe whose stage-1 val NDCG@10
+beat the defaults' on both datasets (a default must hold on every dataset), best mean first,
+a recipe joining whole or not at all: one that sets a key a better recipe set stays out
+(cosine-warmup is cosine plus a warm-up; beside a better plain cosine, its warm-up was never
+shown to help). Then `combined` with
 uniform sampling at m = 256 (the 256-negative target). The runs never evaluate the test split
 (`Sweep.test` is off for this grid): the test metrics of the chosen recipe are measured once,
 at the end, by `recsys train`.
@@ -51,30 +52,34 @@ def stage_one() -> list[RunSpec]:
     return [_spec(d, name, sets) for d in DATASETS for name, sets in RECIPES.items()]
 
 
-def mean_val(out: Path, label: str) -> float | None:
-    """A recipe's val NDCG@10 averaged over both datasets (None until both have results)."""
+def val_scores(out: Path, label: str) -> list[float] | None:
+    """A recipe's val NDCG@10 on each dataset (None until every dataset has its result)."""
     scores = []
     for dataset in DATASETS:
         path = out / dataset / f"{label}.json"
         if not path.is_file():
             return None
         scores.append(json.loads(path.read_text())["val"]["ndcg@10"])
-    return sum(scores) / len(scores)
+    return scores
 
 
 def combined_sets(out: Path) -> tuple[str, ...] | None:
-    """The overrides of every stage-1 recipe that beat the defaults on mean val NDCG@10.
+    """The overrides of every stage-1 recipe that beat the defaults on every dataset.
 
-    Best first; a recipe sharing a config key with a better one is left out whole.
+    Best mean val NDCG@10 first; a recipe sharing a config key with a better one is left out
+    whole.
     """
-    means = {name: mean_val(out, name) for name in RECIPES}
-    if any(v is None for v in means.values()):
+    scores = {name: val_scores(out, name) for name in RECIPES}
+    if any(v is None for v in scores.values()):
         return None
-    base = means.pop("defaults") or 0.0
+    base = scores.pop("defaults") or []
+    better = [
+        name
+        for name, vals in scores.items()
+        if all(v > b for v, b in zip(vals or [], base, strict=True))
+    ]
     chosen: dict[str, str] = {}  # config key -> its override
-    for name in sorted(means, key=lambda n: -(means[n] or 0.0)):
-        if (means[name] or 0.0) <= base:
-            break
+    for name in sorted(better, key=lambda n: -sum(scores[n] or [])):
         keys = {override.split("=", 1)[0]: override for override in RECIPES[name]}
         if not chosen.keys() & keys.keys():  # a recipe joins whole, or not at all
             chosen.update(keys)
