@@ -16,11 +16,14 @@ plateau itself is saved with the module's `TrainingClock`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch import Tensor
+
+log = logging.getLogger("recsys.train")
 
 
 class DecayBeforeStopping(EarlyStopping):
@@ -44,10 +47,12 @@ class DecayBeforeStopping(EarlyStopping):
                 clock.plateau = (clock.steps, self.patience * self._steps_per_round(clock.steps))
                 self.wait_count = 0
                 self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
-                return False, (
+                message = (
                     f"{self.monitor} has not improved for {self.patience} rounds: the lr decays "
-                    f"over the next {self.patience} rounds, then training stops."
+                    f"over the next {self.patience} rounds, then training stops"
                 )
+                log.info(message)
+                return False, message
             return should_stop, reason
         start, steps = clock.plateau
         if clock.steps >= start + steps:
@@ -56,6 +61,6 @@ class DecayBeforeStopping(EarlyStopping):
         return should_stop, reason
 
     def _steps_per_round(self, steps: int) -> int:
-        """Optimiser steps per validation round so far (data-parallel ranks may skip batches)."""
+        """Optimiser steps per validation round so far, as counted (not as planned)."""
         rounds = max(1, (self._trainer.current_epoch + 1) // self.rounds_every)
         return max(1, round(steps / rounds))

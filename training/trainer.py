@@ -108,7 +108,7 @@ def _trainer(
     # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one.
     last = ModelCheckpoint(
         dirpath=run_dir / "checkpoints", filename=Path(LAST_CHECKPOINT).stem, monitor=None,
-        save_top_k=1, enable_version_counter=False,
+        save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True,
     )  # fmt: skip
     stop = (
         DecayBeforeStopping(cfg.train.val_every, monitor=MONITOR, mode="max", patience=patience)
@@ -156,7 +156,8 @@ def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]
 
 
 def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> None:
-    ckpt = next(c for c in trainer.callbacks if isinstance(c, ModelCheckpoint))  # type: ignore[attr-defined]
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]
+    ckpt = next(c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor == MONITOR)
     if ckpt.best_model_path:
         load_checkpoint(module, ckpt.best_model_path)
 

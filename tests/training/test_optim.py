@@ -95,7 +95,7 @@ def test_plateau_is_wsd_until_validation_stalls_then_decays_over_its_steps() -> 
     assert lr_factor("wsd", 120, 0, 0.5, 0.1, 0.2, stalled) == 1.0  # wsd ignores a plateau
 
 
-def _stalled_fit(tmp_path, schedule: str):
+def _stalled_fit(tmp_path, schedule: str, resumable: bool = False):
     """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch."""
     import polars as pl_frame
 
@@ -112,9 +112,18 @@ def _stalled_fit(tmp_path, schedule: str):
                    "train.max_epochs=20"]
     )  # fmt: skip
     run = ws.root / "runs" / "r"
-    fitted = fit(cfg, build_splits(ws), run, limit_train_batches=3, log_every_n_steps=1)
+    fitted = fit(
+        cfg, build_splits(ws), run, resumable=resumable, limit_train_batches=3, log_every_n_steps=1
+    )
     lrs = pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
     return fitted, lrs
+
+
+def test_last_ckpt_holds_the_latest_epoch_also_when_validation_did_not_improve(tmp_path) -> None:
+    _stalled_fit(tmp_path, "wsd", resumable=True)  # best at epoch 0, stopped after epoch 2
+    folder = tmp_path / "wsd" / "runs" / "r" / "checkpoints"
+    assert torch.load(folder / "best.ckpt", weights_only=False)["epoch"] == 0
+    assert torch.load(folder / "last.ckpt", weights_only=False)["epoch"] == 2
 
 
 def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(tmp_path) -> None:
