@@ -5,8 +5,8 @@ parameters and SparseAdam on the tables. `schedule_lr`: a linear warm-up, then c
 cosine over the budget, constant and then that cosine over the budget's last part (wsd), or
 wsd whose decay also starts when validation stops improving (plateau: the decay then lasts
 `patience` validation rounds, `plateau.DecayBeforeStopping` starts it); its factor multiplies
-`train.lr` before every optimiser step. The budget is the training's
-progress (`RetrievalModule._progress`: the share of `max_epochs`' steps done, or of
+`train.lr` before every optimiser step. The budget is the training's progress
+(`RetrievalModule._progress`: the share of `max_epochs`' steps done, or of
 `train.max_minutes` when that budget is reached sooner); the decay ends at `min_lr_ratio`. A
 run capped by wall-clock time therefore ends its decay when its time ends, whatever its
 speed, and a run without a time cap decays over `max_epochs` (early stopping may end it

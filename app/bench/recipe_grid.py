@@ -6,10 +6,9 @@ has every result, trains `combined`: the defaults with every recipe whose stage-
 beat the defaults' on both datasets (a default must hold on every dataset), best mean first,
 a recipe joining whole or not at all: one that sets a key a better recipe set stays out
 (cosine-warmup is cosine plus a warm-up; beside a better plain cosine, its warm-up was never
-shown to help). Then `combined` with
-uniform sampling at m = 256 (the 256-negative target). The runs never evaluate the test split
-(`Sweep.test` is off for this grid): the test metrics of the chosen recipe are measured once,
-at the end, by `recsys train`.
+shown to help). Then `combined` with uniform sampling at m = 256 (the 256-negative target).
+The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
+of the chosen recipe are measured once, at the end, by `recsys train`.
 """
 
 from __future__ import annotations
