@@ -49,17 +49,16 @@ def recipe_table(out: Path) -> str:
     rows = []
     for name, by_dataset in _records(out).items():
         vals = [by_dataset[d]["val"]["ndcg@10"] if d in by_dataset else None for d in DATASETS]
-        mean = None if None in vals else _mean_of_known(vals)
         runs = [_run_cell(by_dataset.get(d)) for d in DATASETS]
-        rows.append((mean, name, vals, runs))
+        rows.append((_mean_of_known(vals), name, vals, runs))
     # best mean first; while a dataset is missing, best mean of the datasets that have results
-    rows.sort(key=lambda row: -_mean_of_known(row[2]))
+    rows.sort(key=lambda row: -row[0])
     head = "| recipe | " + " | ".join(f"val NDCG@10 {d}" for d in DATASETS) + " | mean | "
     head += " | ".join(f"epochs {d}" for d in DATASETS) + " |"
     lines = [head, "|" + "---|" * (2 * len(DATASETS) + 2)]
     for mean, name, vals, runs in rows:
         cells = [f"{v:.4f}" if v is not None else "-" for v in vals]
-        shown = f"{mean:.4f}" if mean is not None else "-"
+        shown = "-" if None in vals else f"{mean:.4f}"  # the mean of every dataset, or none
         lines.append(f"| {name} | {' | '.join(cells)} | {shown} | {' | '.join(runs)} |")
     return "\n".join(lines) + "\n"
 

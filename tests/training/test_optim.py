@@ -44,20 +44,32 @@ class LrSeen(Callback):
         self.seen.append([opt.param_groups[0]["lr"] for opt in trainer.optimizers])
 
 
+def _tiny_splits(tmp_path, home: str):
+    """The splits of a small synthetic log ingested into `tmp_path / home`."""
+    from data.ingest import ingest_files
+    from data.split import build_splits
+
+    ws = Workspace(tmp_path / home)
+    log = tmp_path / "log.csv"
+    generate_events(60, 40, 900, seed=3).write_csv(log)
+    ingest_files(ws, [log])
+    return build_splits(ws)
+
+
+def _logged_lrs(run) -> list[float]:
+    """The `train/lr` column of a run's metrics.csv, one value per logged step."""
+    import polars as pl_frame
+
+    return pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
+
+
 @pytest.mark.parametrize(
     ("extra", "sparse"),
     [(["train.lr_schedule=cosine", "train.warmup_steps=2", "train.min_lr_ratio=0.1"], True),
      ([], False)],
 )  # fmt: skip
 def test_a_fit_steps_every_optimiser_by_the_schedule(tmp_path, extra, sparse) -> None:
-    from data.ingest import ingest_files
-    from data.split import build_splits
-
-    ws = Workspace(tmp_path)
-    log = tmp_path / "log.csv"
-    generate_events(60, 40, 900, seed=3).write_csv(log)
-    ingest_files(ws, [log])
-    splits = build_splits(ws)
+    splits = _tiny_splits(tmp_path, "home")
     cfg = load_config(
         overrides=[*TINY, *extra, "train.max_epochs=2", f"train.sparse_embeddings={sparse}"]
     )
@@ -97,26 +109,16 @@ def test_plateau_is_wsd_until_validation_stalls_then_decays_over_its_steps() -> 
 
 def _stalled_fit(tmp_path, schedule: str, resumable: bool = False):
     """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch."""
-    import polars as pl_frame
-
-    from data.ingest import ingest_files
-    from data.split import build_splits
     from training.trainer import fit
 
-    ws = Workspace(tmp_path / schedule)
-    log = tmp_path / "log.csv"
-    generate_events(60, 40, 900, seed=3).write_csv(log)
-    ingest_files(ws, [log])
+    splits = _tiny_splits(tmp_path, schedule)
     cfg = load_config(
         overrides=[*TINY, "train.lr=1e-12", f"train.lr_schedule={schedule}", "train.patience=2",
                    "train.max_epochs=20"]
     )  # fmt: skip
-    run = ws.root / "runs" / "r"
-    fitted = fit(
-        cfg, build_splits(ws), run, resumable=resumable, limit_train_batches=3, log_every_n_steps=1
-    )
-    lrs = pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
-    return fitted, lrs
+    run = tmp_path / schedule / "runs" / "r"
+    fitted = fit(cfg, splits, run, resumable=resumable, limit_train_batches=3, log_every_n_steps=1)
+    return fitted, _logged_lrs(run)
 
 
 def test_last_ckpt_holds_the_latest_epoch_also_when_validation_did_not_improve(tmp_path) -> None:
@@ -140,15 +142,9 @@ def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(
 
 
 def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_path) -> None:
-    from data.ingest import ingest_files
-    from data.split import build_splits
     from training.trainer import fit
 
-    ws = Workspace(tmp_path / "home")
-    log = tmp_path / "log.csv"
-    generate_events(60, 40, 900, seed=3).write_csv(log)
-    ingest_files(ws, [log])
-    splits, run = build_splits(ws), ws.root / "runs" / "r"
+    splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
     sets = [*TINY, "train.lr_schedule=cosine", "train.patience=5"]
     first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
                 resumable=True, limit_train_batches=3)  # fmt: skip
@@ -161,16 +157,9 @@ def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_p
     saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]
     assert again.module.clock.steps == 12 and saved["steps"] == 12  # the last epoch's, kept
     assert again.module.clock.resumed_seconds == pytest.approx(seconds, abs=1.0)
-    lrs = pl_frame_lrs(run)[-6:]  # the resumed part's steps 6..11 of a 12-step cosine
+    lrs = _logged_lrs(run)[-6:]  # the resumed part's steps 6..11 of a 12-step cosine
     want = [cfg.train.lr * lr_factor("cosine", s, 0, s / 12, 0.0) for s in range(6, 12)]
     assert lrs == pytest.approx(want, rel=1e-5)
-
-
-def pl_frame_lrs(run) -> list[float]:
-    """The `train/lr` column of a run's metrics.csv, one value per logged step."""
-    import polars as pl_frame
-
-    return pl_frame.read_csv(run / "metrics.csv").drop_nulls("train/lr")["train/lr"].to_list()
 
 
 class _StubTrainer:
