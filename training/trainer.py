@@ -8,6 +8,7 @@ resumes where it stopped.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -22,6 +23,7 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
+from data.store import atomic_write
 from data.workspace import Workspace
 from training import memory
 from training.config import RecsysConfig, load_config
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 FULL = "full"
 MONITOR = "val/ndcg@10"
 LAST_CHECKPOINT = "last.ckpt"
+# in checkpoints/: a resumable fit that returned (not interrupted) records its best checkpoint and
+# timings here; the same run started again (a retrain killed before its bundle was written) reads
+# them instead of resuming last.ckpt, which would train one epoch more
+FINISHED_FIT = "fit.json"
 
 
 class EpochTimer(Callback):
@@ -155,11 +161,31 @@ def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]
     return state
 
 
-def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> None:
+def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> str:
+    """Load the best checkpoint into `module`; its path ("" when none was saved)."""
     callbacks = trainer.callbacks  # type: ignore[attr-defined]
     ckpt = next(c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor == MONITOR)
     if ckpt.best_model_path:
         load_checkpoint(module, ckpt.best_model_path)
+    return str(ckpt.best_model_path)
+
+
+def _record_finished_fit(run_dir: Path, best: str, seconds: float, epochs: list[float]) -> None:
+    record = {"best": best, "seconds": seconds, "epoch_seconds": epochs}
+    path = run_dir / "checkpoints" / FINISHED_FIT
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(record)))
+
+
+def _finished_fit(run_dir: Path, module: RetrievalModule) -> dict[str, Any] | None:
+    """The record of this run's finished fit, its best checkpoint loaded into `module`; or None."""
+    path = run_dir / "checkpoints" / FINISHED_FIT
+    if not path.is_file():
+        return None
+    record: dict[str, Any] = json.loads(path.read_text())
+    if record["best"]:
+        load_checkpoint(module, record["best"])
+    log.info("%s: this run's fit had finished; its best checkpoint is used", path)
+    return record
 
 
 def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
@@ -238,6 +264,9 @@ def fit(
         cfg.train.targets,
     )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
+    finished = _finished_fit(run_dir, module) if resumable else None
+    if finished is not None:
+        return Fitted(module, dm, finished["seconds"], finished["epoch_seconds"])
     resume_from = _resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
@@ -247,7 +276,9 @@ def fit(
     began = time.perf_counter()
     trainer.fit(module, datamodule=dm, ckpt_path=resume_from)
     seconds = time.perf_counter() - began
-    if trainer.is_global_zero:
-        _restore_best(trainer, module)
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
+    if trainer.is_global_zero:
+        best = _restore_best(trainer, module)
+        if resumable and not trainer.interrupted:
+            _record_finished_fit(run_dir, best, seconds, timer.seconds)
     return Fitted(module, dm, seconds, timer.seconds, trainer.is_global_zero)

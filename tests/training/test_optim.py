@@ -149,6 +149,7 @@ def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_p
     first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
                 resumable=True, limit_train_batches=3)  # fmt: skip
     assert first.module.clock.steps == 6
+    (run / "checkpoints" / "fit.json").unlink()  # killed before the fit returned: no record
     seconds = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]["seconds"]
     assert 0 < seconds <= first.module.clock.seconds()
     # the same run asked for 4 epochs: it resumes from last.ckpt after epoch 2
@@ -197,3 +198,17 @@ def test_the_run_stops_when_the_plateau_decay_ends_even_while_it_improves(val_ev
     assert clock.plateau == (3 * per_round, 2 * per_round) and callback.wait_count == 0
     # the decay improves validation every round, and the run still ends with the decay
     assert _rounds(callback, trainer, [0.6, 0.7], 4) == [False, True]
+
+
+def test_a_finished_fit_run_again_trains_nothing_more(tmp_path) -> None:
+    """A retrain killed after its fit, before its bundle was written, runs again: no more epochs."""
+    first, _ = _stalled_fit(tmp_path, "wsd", resumable=True)  # best at epoch 0, stops after 2
+    folder = tmp_path / "wsd" / "runs" / "r" / "checkpoints"
+    before = torch.load(folder / "last.ckpt", weights_only=False)
+    again, _ = _stalled_fit(tmp_path, "wsd", resumable=True)
+    after = torch.load(folder / "last.ckpt", weights_only=False)
+    assert after["epoch"] == before["epoch"] == 2
+    assert after["global_step"] == before["global_step"]
+    assert again.epoch_seconds == pytest.approx(first.epoch_seconds)  # the first fit's, kept
+    for name, weight in first.module.state_dict().items():  # the best checkpoint, restored
+        assert torch.equal(weight, again.module.state_dict()[name]), name
