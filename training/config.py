@@ -47,7 +47,9 @@ class ModelConfig(_Section):
     num_heads: int = Field(2, ge=1)
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
     share_embeddings: bool = True
-    temperature: float = Field(0.05, gt=0.0, description="logit = h . c / temperature.")
+    temperature: float = Field(
+        0.1, gt=0.0, description="logit = h . c / temperature (the recipe study's choice)."
+    )
     learn_temperature: bool = Field(
         False, description="Train tau (on a log scale, from `temperature`); the bundle keeps it."
     )

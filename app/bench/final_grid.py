@@ -23,7 +23,7 @@ import numpy as np
 
 from app.bench import sweep
 from app.bench.paired import mean_interval, paired_interval
-from app.bench.sweep_grid import BEAUTY, TOYS, RunSpec
+from app.bench.sweep_grid import BEAUTY, PROTOCOL, TOYS, RunSpec
 
 # SASRec + sampled softmax, ../shared/datasets/README.md (the issue's targets)
 PUBLISHED = {
@@ -35,11 +35,16 @@ WITHIN = 0.03  # the sampled run's NDCG@10 may be this much below the full softm
 
 
 def _user_settings() -> tuple[str, ...]:
-    """Undo the sweep protocol's patience and one thread: what `recsys train` would use."""
+    """Undo every key of the sweeps' protocol: what `recsys train` would use, 30 minutes."""
     from training.config import RecsysConfig
 
-    defaults = RecsysConfig().train
-    return (f"train.patience={defaults.patience}", "train.threads=null", "train.max_minutes=30")
+    defaults = RecsysConfig()
+    undo = []
+    for setting in PROTOCOL:
+        section, key = setting.split("=", 1)[0].split(".")
+        value = getattr(getattr(defaults, section), key)
+        undo.append(f"{section}.{key}={'null' if value is None else value}")
+    return (*undo, "train.max_minutes=30")
 
 
 def final(out: Path) -> tuple[list[RunSpec], int]:

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from tests.app.benchmark_scripts import load_benchmark, tiny_trained_home
+from training.config import RecsysConfig
 
 
 def test_one_bucket_at_the_softmax_temperature_has_zero_kl(tmp_path: Path) -> None:
     home = tiny_trained_home(tmp_path)
-    nu = 1 / 0.05  # the default model temperature: exp(nu h . c) is the model's softmax
+    nu = 1 / RecsysConfig().model.temperature  # exp(nu h . c) is the trained model's softmax
     result = load_benchmark("proposal_kl").measure(home, None, 32, [64], [nu], [1e-6], [4, 1000])
     rff = [r for r in result["results"] if r["sampler"] == "rff" and r["per_query"]]
     per_query = {r["leaf_size"]: r["kl"] for r in rff}

@@ -12,7 +12,7 @@ from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.bundle import current_version, read_manifest
-from training.config import load_config
+from training.config import RecsysConfig, load_config
 from training.pipeline import train
 from training.scoring import evaluate
 
@@ -55,7 +55,8 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     bundle = ws.models_dir / "v1"
     manifest = read_manifest(bundle)
     assert manifest["metrics"]["test"] == payload["metrics"]["test"]
-    assert manifest["model"]["dim"] == 16 and manifest["temperature"] == 0.05
+    assert manifest["model"]["dim"] == 16
+    assert manifest["temperature"] == RecsysConfig().model.temperature
     assert manifest["score"] == "dot"
     parts = [p.name.removeprefix("part-").removesuffix(".parquet") for p in store.part_paths(ws)]
     assert manifest["events"] == parts and len(parts) == 1  # what the run read, named

@@ -101,7 +101,7 @@ def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
     retrain = learned.retrain.model_copy(update={"new_item_init": "random"})
     start = from_served(served, None, retrain, _contexts())
     module = build_module(learned, NEW, torch.ones(NEW + 1))
-    assert module.current_temperature() == pytest.approx(0.05)
+    assert module.current_temperature() == pytest.approx(learned.model.temperature)
     start.apply(module)
     assert module.current_temperature() == pytest.approx(0.3)
     shrunk = from_served(served, None, retrain.model_copy(update={"shrink": 0.5}), _contexts())
