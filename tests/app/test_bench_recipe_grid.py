@@ -31,7 +31,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     tmp_path: Path,
 ) -> None:
     specs, planned = recipe(tmp_path)
-    assert len(specs) == 2 * len(RECIPES) and planned == len(specs) + 4
+    assert len(specs) == 2 * len(RECIPES) and planned == len(specs) + 2
     assert all(s.sampler == "full" and "train.max_minutes=20" in s.sets for s in specs)
     for name in RECIPES:
         _write(tmp_path, name, VAL.get(name, 0.045))
@@ -43,7 +43,6 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     extra = specs[2 * len(RECIPES) :]
     assert [(s.dataset, s.name) for s in extra] == [
         (DATASETS[0], "combined"), (DATASETS[1], "combined"),
-        (DATASETS[0], "combined-uniform_m256"), (DATASETS[1], "combined-uniform_m256"),
     ]  # fmt: skip
     table = recipe_table(tmp_path).splitlines()
     assert (
