@@ -156,3 +156,16 @@ def test_every_run_of_the_catalogue_grid_trains(tmp_path: Path) -> None:
         assert config["train"]["sparse_embeddings"] == (spec.sampler != "full")
     rff = next(s for s in specs if s.sampler == "rff")
     assert json.loads(settings.result_path(rff).read_text())["config"]["sampler"]["leaf_size"] == 32
+
+
+@pytest.mark.parametrize("grid", ["comparison", "recipe"])
+def test_committed_runs_keep_their_settings_after_a_default_changed(grid: str) -> None:
+    """The protocol pins the temperature the committed runs used (0.05; the default is 0.1 since
+    the recipe study): they are reused, not trained again."""
+    from app.bench.grids import GRIDS, RESULT_DIRS
+
+    specs, _ = GRIDS[grid](RESULT_DIRS[grid])
+    for spec in specs:  # both grids are complete: every run has its file
+        record = json.loads(sweep.Sweep(RESULT_DIRS[grid]).result_path(spec).read_text())
+        current = sweep.training_settings(sweep.run_config(spec, sweep.Sweep()))
+        assert sweep.same_settings(record["config"], current), spec.name
