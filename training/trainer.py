@@ -171,7 +171,8 @@ def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> str
 
 
 def _record_finished_fit(run_dir: Path, best: str, seconds: float, epochs: list[float]) -> None:
-    record = {"best": best, "seconds": seconds, "epoch_seconds": epochs}
+    """`checkpoints/fit.json`: the best checkpoint's file name (the home may move), timings."""
+    record = {"best": Path(best).name, "seconds": seconds, "epoch_seconds": epochs}
     path = run_dir / "checkpoints" / FINISHED_FIT
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(record)))
 
@@ -183,7 +184,7 @@ def _finished_fit(run_dir: Path, module: RetrievalModule) -> dict[str, Any] | No
         return None
     record: dict[str, Any] = json.loads(path.read_text())
     if record["best"]:
-        load_checkpoint(module, record["best"])
+        load_checkpoint(module, path.parent / record["best"])
     log.info("%s: this run's fit had finished; its best checkpoint is used", path)
     return record
 
