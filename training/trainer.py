@@ -3,12 +3,11 @@
 `fit()` is the one place a model is trained: `recsys train`, `recsys retrain` and the
 benchmarks all call it. A retrain passes a warm start (the served model's weights and optimiser
 state, see `training.warm_start`) and asks for a `last.ckpt` every epoch so that a killed run
-resumes where it stopped.
+resumes where it stopped (and one killed after its fit finished does not fit again).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -23,9 +22,8 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
-from data.store import atomic_write
 from data.workspace import Workspace
-from training import memory
+from training import finished_fit, memory
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.lit_module import RetrievalModule
@@ -40,10 +38,6 @@ log = logging.getLogger(__name__)
 FULL = "full"
 MONITOR = "val/ndcg@10"
 LAST_CHECKPOINT = "last.ckpt"
-# in checkpoints/: a resumable fit that returned (not interrupted) records its best checkpoint and
-# timings here; the same run started again (a retrain killed before its bundle was written) reads
-# them instead of resuming last.ckpt, which would train one epoch more
-FINISHED_FIT = "fit.json"
 
 
 class EpochTimer(Callback):
@@ -161,32 +155,14 @@ def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]
     return state
 
 
-def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> str:
-    """Load the best checkpoint into `module`; its path ("" when none was saved)."""
+def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> Path | None:
+    """Load the best checkpoint into `module`; its path (None when none was saved)."""
     callbacks = trainer.callbacks  # type: ignore[attr-defined]
     ckpt = next(c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor == MONITOR)
-    if ckpt.best_model_path:
-        load_checkpoint(module, ckpt.best_model_path)
-    return str(ckpt.best_model_path)
-
-
-def _record_finished_fit(run_dir: Path, best: str, seconds: float, epochs: list[float]) -> None:
-    """`checkpoints/fit.json`: the best checkpoint's file name (the home may move), timings."""
-    record = {"best": Path(best).name, "seconds": seconds, "epoch_seconds": epochs}
-    path = run_dir / "checkpoints" / FINISHED_FIT
-    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(record)))
-
-
-def _finished_fit(run_dir: Path, module: RetrievalModule) -> dict[str, Any] | None:
-    """The record of this run's finished fit, its best checkpoint loaded into `module`; or None."""
-    path = run_dir / "checkpoints" / FINISHED_FIT
-    if not path.is_file():
+    if not ckpt.best_model_path:
         return None
-    record: dict[str, Any] = json.loads(path.read_text())
-    if record["best"]:
-        load_checkpoint(module, path.parent / record["best"])
-    log.info("%s: this run's fit had finished; its best checkpoint is used", path)
-    return record
+    load_checkpoint(module, ckpt.best_model_path)
+    return Path(ckpt.best_model_path)
 
 
 def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
@@ -251,7 +227,8 @@ def fit(
         run_dir: `runs/<run-id>`: logs and checkpoints.
         start: None (fresh weights) or a warm start with `apply(module) -> list[Callback]`
             (`training.warm_start.WarmStart`); skipped when resuming.
-        resumable: Save `last.ckpt` every epoch and resume from it when it exists.
+        resumable: Save `last.ckpt` every epoch and resume from it when it exists; a fit
+            that finished is recorded and, run again, not trained again (`finished_fit`).
         patience: Early-stopping patience in validation rounds (default `cfg.train.patience`).
         **overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
 
@@ -265,9 +242,10 @@ def fit(
         cfg.train.targets,
     )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
-    finished = _finished_fit(run_dir, module) if resumable else None
-    if finished is not None:
-        return Fitted(module, dm, finished["seconds"], finished["epoch_seconds"])
+    done = finished_fit.read(run_dir / "checkpoints", cfg) if resumable else None
+    if done is not None:
+        load_checkpoint(module, done.best)
+        return Fitted(module, dm, done.seconds, done.epoch_seconds)
     resume_from = _resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
@@ -277,9 +255,17 @@ def fit(
     began = time.perf_counter()
     trainer.fit(module, datamodule=dm, ckpt_path=resume_from)
     seconds = time.perf_counter() - began
+    return _finish(trainer, Fitted(module, dm, seconds, []), cfg, run_dir if resumable else None)
+
+
+def _finish(
+    trainer: pl_lightning.Trainer, fitted: Fitted, cfg: RecsysConfig, record_in: Path | None
+) -> Fitted:
+    """Timings in, best checkpoint restored, a resumable fit recorded in `record_in`."""
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
-    if trainer.is_global_zero:
-        best = _restore_best(trainer, module)
-        if resumable and not trainer.interrupted:
-            _record_finished_fit(run_dir, best, seconds, timer.seconds)
-    return Fitted(module, dm, seconds, timer.seconds, trainer.is_global_zero)
+    fitted.epoch_seconds, fitted.primary = timer.seconds, trainer.is_global_zero
+    if fitted.primary:
+        best = _restore_best(trainer, fitted.module)
+        if record_in is not None and best is not None:
+            finished_fit.write(record_in / "checkpoints", cfg, best, fitted.seconds, timer.seconds)
+    return fitted

@@ -149,10 +149,10 @@ def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_p
     first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
                 resumable=True, limit_train_batches=3)  # fmt: skip
     assert first.module.clock.steps == 6
-    (run / "checkpoints" / "fit.json").unlink()  # killed before the fit returned: no record
     seconds = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]["seconds"]
     assert 0 < seconds <= first.module.clock.seconds()
-    # the same run asked for 4 epochs: it resumes from last.ckpt after epoch 2
+    # the same run asked for 4 epochs (another config: its finished fit is not reused): it
+    # resumes from last.ckpt after epoch 2
     cfg = load_config(overrides=[*sets, "train.max_epochs=4"])
     again = fit(cfg, splits, run, resumable=True, limit_train_batches=3, log_every_n_steps=1)
     saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]
@@ -212,3 +212,12 @@ def test_a_finished_fit_run_again_trains_nothing_more(tmp_path) -> None:
     assert again.epoch_seconds == pytest.approx(first.epoch_seconds)  # the first fit's, kept
     for name, weight in first.module.state_dict().items():  # the best checkpoint, restored
         assert torch.equal(weight, again.module.state_dict()[name]), name
+
+
+def test_a_fit_without_a_validation_round_leaves_no_finished_record(tmp_path) -> None:
+    """`retrain --max-epochs 0` saves no best checkpoint: run again, it warm-starts again."""
+    from training.trainer import fit
+
+    splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
+    fit(load_config(overrides=TINY), splits, run, resumable=True, max_epochs=0)
+    assert not (run / "checkpoints" / "fit.json").exists()
