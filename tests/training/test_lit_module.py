@@ -57,7 +57,9 @@ def _test_metrics(cfg: RecsysConfig, splits: Splits, module: RetrievalModule) ->
     dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
     emb = module.model.item_tower.all_embeddings().detach()
     loader = dm.test_dataloader()
-    return evaluate_loader(module.model.query_tower, emb, loader, 0.05, cfg, absolute=False)
+    return evaluate_loader(
+        module.model.query_tower, emb, loader, cfg.model.temperature, cfg, absolute=False
+    )
 
 
 def test_short_run_beats_popularity_clearly(splits: Splits) -> None:
@@ -114,7 +116,7 @@ def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
         overrides=[*TINY, "sampler.refresh_every=3", f"train.sparse_embeddings={sparse}"]
     )
     model = build_model(cfg.model, splits.num_items, sparse=sparse)
-    ctx = SamplerContext(splits.num_items, item_counts(splits), 0.05)
+    ctx = SamplerContext(splits.num_items, item_counts(splits), cfg.model.temperature)
     spy = RecordingSampler(build_sampler(cfg.sampler, ctx), splits.num_items)
     module = RetrievalModule(model, cfg, spy, sampled_loss=get_loss("sampled_softmax"))
     before = model.item_embedding_weight.detach().clone()
@@ -181,9 +183,9 @@ def test_length_sorted_evaluation_gives_the_split_order_figures(splits: Splits) 
     in_order = [dm.test_set[list(range(i, min(i + 64, users)))] for i in range(0, users, 64)]
     tower, emb = module.model.query_tower, module.model.item_tower.all_embeddings().detach()
     sorted_ranks, sorted_lp = rank_loader(
-        tower, emb, dm.test_dataloader(), 0.05, cfg, absolute=False
+        tower, emb, dm.test_dataloader(), cfg.model.temperature, cfg, absolute=False
     )
-    ranks, lp = rank_loader(tower, emb, in_order, 0.05, cfg, absolute=False)
+    ranks, lp = rank_loader(tower, emb, in_order, cfg.model.temperature, cfg, absolute=False)
     assert torch.equal(sorted_ranks, ranks) and torch.allclose(sorted_lp, lp, atol=1e-5)
     assert dm.test_dataloader().dataset is dm.test_set and len(ranks) == users
 

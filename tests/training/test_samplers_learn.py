@@ -68,7 +68,12 @@ def test_short_run_beats_popularity(splits: Splits, sampler: str, loss: str, ext
     ).fit(module, datamodule=dm)  # fmt: skip
     emb = module.model.item_tower.all_embeddings().detach()
     got = evaluate_loader(
-        module.model.query_tower, emb, dm.test_dataloader(), 0.05, cfg, absolute=False
+        module.model.query_tower,
+        emb,
+        dm.test_dataloader(),
+        cfg.model.temperature,
+        cfg,
+        absolute=False,
     )
     batch = dm.test_set[list(range(len(dm.test_set)))]
     base = popularity_baseline(counts, batch["target"], batch["seen"], ks=(10,))

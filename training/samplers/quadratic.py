@@ -3,7 +3,7 @@
 Blanc & Rendle (2018, sec. 3.3 and 4.1.2) define the kernel on the logit o = h . c of their
 model: q_i ~ 100 o_i^2 + 1. Our logit is o = h . c / temperature with h, c L2-normalised, so
 the map is built on the unit vectors with coefficient alpha / temperature^2; with the paper's
-alpha = 100 and temperature 0.05 that is 40000 (h . c)^2 + 1. (On h . c itself the kernel
+alpha = 100 and the default temperature 0.1 that is 10000 (h . c)^2 + 1. (On h . c itself the kernel
 would be nearly flat: 100 (h . c)^2 + 1 is about 1.4 for a typical item at d = 256.)
 
 They pair it with the absolute-softmax loss (`loss.name: absolute_softmax`), since the kernel
