@@ -9,6 +9,9 @@ a recipe joining whole or not at all: one that sets a key a better recipe set st
 shown to help). The 256-negative target is the final grid's (`app/bench/final_grid.py`: the
 chosen defaults with uniform sampling at m = 256, on the test split); a combined run with
 uniform sampling was planned here until stage 2 showed the combined recipe below its parts.
+Stage 3 asks whether the chosen temperature holds for the default sampler too (uniform at
+m = 256; the study chose it with the full softmax): the study's defaults and `tau-0.1`, each
+with that sampler (`SAMPLED_CHECK`).
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -44,8 +47,17 @@ RECIPES: dict[str, tuple[str, ...]] = {
 }
 
 
+# stage 3: these recipes again with the default sampler, uniform at m = 256
+SAMPLED_CHECK = ("defaults", "tau-0.1")
+
+
 def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
     return RunSpec(dataset, label, "full", None, sets=(*BUDGET, *sets))
+
+
+def _sampled_spec(dataset: str, name: str) -> RunSpec:
+    """`name` with uniform sampling at m = 256; its result file `<name>-uniform_m256.json`."""
+    return RunSpec(dataset, f"{name}-uniform", "uniform", 256, sets=(*BUDGET, *RECIPES[name]))
 
 
 def stage_one() -> list[RunSpec]:
@@ -88,10 +100,11 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe."""
+    """Stage 1, then (once it is complete) the combined recipe; the sampled check."""
     specs = stage_one()
-    planned = len(specs) + len(DATASETS)
+    planned = len(specs) + len(DATASETS) * (1 + len(SAMPLED_CHECK))
     sets = combined_sets(out)
     if sets is not None:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
+    specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
     return specs, planned

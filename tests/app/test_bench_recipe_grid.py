@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from app.bench import recipe_grid, sweep
-from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe
+from app.bench.recipe_grid import DATASETS, RECIPES, SAMPLED_CHECK, combined_sets, recipe
 from app.bench.recipe_report import PLOT, recipe_report, recipe_table
 from app.bench.sweep_grid import RunSpec
 from data.synth import generate_events
@@ -31,8 +31,12 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     tmp_path: Path,
 ) -> None:
     specs, planned = recipe(tmp_path)
-    assert len(specs) == 2 * len(RECIPES) and planned == len(specs) + 2
-    assert all(s.sampler == "full" and "train.max_minutes=20" in s.sets for s in specs)
+    assert all("train.max_minutes=20" in s.sets for s in specs)
+    stage_one, check = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
+    assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
+    assert [(s.dataset, s.name, s.sets[1:]) for s in check] == [
+        (d, f"{name}-uniform_m256", RECIPES[name]) for name in SAMPLED_CHECK for d in DATASETS
+    ]
     for name in RECIPES:
         _write(tmp_path, name, VAL.get(name, 0.045))
     _write(tmp_path, "heads-1", 0.07, DATASETS[:1])  # its mean beats the defaults, toys does not
@@ -40,7 +44,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     # heads-1 does not hold on every dataset
     assert combined_sets(tmp_path) == ("train.lr_schedule=cosine", "model.dim=128")
     specs, _ = recipe(tmp_path)
-    extra = specs[2 * len(RECIPES) :]
+    extra = specs[2 * len(RECIPES) : 2 * len(RECIPES) + 2]
     assert [(s.dataset, s.name) for s in extra] == [
         (DATASETS[0], "combined"), (DATASETS[1], "combined"),
     ]  # fmt: skip
