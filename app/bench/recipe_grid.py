@@ -11,7 +11,8 @@ chosen defaults with uniform sampling at m = 256, on the test split); a combined
 uniform sampling was planned here until stage 2 showed the combined recipe below its parts.
 Stage 3 asks whether the chosen temperature holds for the default sampler too (uniform at
 m = 256; the study chose it with the full softmax): the study's defaults and `tau-0.1`, each
-with that sampler (`SAMPLED_CHECK`).
+with that sampler (`SAMPLED_CHECK`). Stage 4 trains the same two again with a second seed
+(`SEED_CHECK`): is the chosen recipe's lead beyond the seed-to-seed spread?
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -49,6 +50,8 @@ RECIPES: dict[str, tuple[str, ...]] = {
 
 # stage 3: these recipes again with the default sampler, uniform at m = 256
 SAMPLED_CHECK = ("defaults", "tau-0.1")
+# stage 4: these recipes again with this second seed (the study's runs use the default, 42)
+SEED_CHECK, SECOND_SEED = ("defaults", "tau-0.1"), 43
 
 
 def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
@@ -58,6 +61,12 @@ def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
 def _sampled_spec(dataset: str, name: str) -> RunSpec:
     """`name` with uniform sampling at m = 256; its result file `<name>-uniform_m256.json`."""
     return RunSpec(dataset, f"{name}-uniform", "uniform", 256, sets=(*BUDGET, *RECIPES[name]))
+
+
+def _seed_spec(dataset: str, name: str) -> RunSpec:
+    """`name` with the second seed; its result file `<name>-seed<N>.json`."""
+    seed = f"train.seed={SECOND_SEED}"
+    return _spec(dataset, f"{name}-seed{SECOND_SEED}", (*RECIPES[name], seed))
 
 
 def stage_one() -> list[RunSpec]:
@@ -100,11 +109,12 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; the sampled check."""
+    """Stage 1, then (once it is complete) the combined recipe; the sampler and seed checks."""
     specs = stage_one()
-    planned = len(specs) + len(DATASETS) * (1 + len(SAMPLED_CHECK))
+    planned = len(specs) + len(DATASETS) * (1 + len(SAMPLED_CHECK) + len(SEED_CHECK))
     sets = combined_sets(out)
     if sets is not None:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
     specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
+    specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
     return specs, planned

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from app.bench import recipe_grid, sweep
-from app.bench.recipe_grid import DATASETS, RECIPES, SAMPLED_CHECK, combined_sets, recipe
+from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe
 from app.bench.recipe_report import PLOT, recipe_report, recipe_table
 from app.bench.sweep_grid import RunSpec
 from data.synth import generate_events
@@ -32,11 +32,18 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
 ) -> None:
     specs, planned = recipe(tmp_path)
     assert all("train.max_minutes=20" in s.sets for s in specs)
-    stage_one, check = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
+    stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    assert [(s.dataset, s.name, s.sets[1:]) for s in check] == [
-        (d, f"{name}-uniform_m256", RECIPES[name]) for name in SAMPLED_CHECK for d in DATASETS
-    ]
+    n_sampled = 2 * len(recipe_grid.SAMPLED_CHECK)
+    sampled, seeds = checks[:n_sampled], checks[n_sampled:]
+    assert [(s.dataset, s.name, s.sets[1:]) for s in sampled] == [
+        (d, f"{name}-uniform_m256", RECIPES[name])
+        for name in recipe_grid.SAMPLED_CHECK for d in DATASETS
+    ]  # fmt: skip
+    assert [(s.dataset, s.name, s.sampler, s.sets[1:]) for s in seeds] == [
+        (d, f"{name}-seed43", "full", (*RECIPES[name], "train.seed=43"))
+        for d in DATASETS for name in recipe_grid.SEED_CHECK
+    ]  # fmt: skip
     for name in RECIPES:
         _write(tmp_path, name, VAL.get(name, 0.045))
     _write(tmp_path, "heads-1", 0.07, DATASETS[:1])  # its mean beats the defaults, toys does not
