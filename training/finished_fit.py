@@ -54,8 +54,8 @@ def read(checkpoints: Path, cfg: RecsysConfig) -> FinishedFit | None:
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    best = checkpoints / record["best"]
-    if record["config"] != _config_key(cfg) or not best.is_file():
+    best = checkpoints / str(record.get("best") or "")
+    if record.get("config") != _config_key(cfg) or not best.is_file():
         log.warning("%s is another config's or names no checkpoint: fitting again", path)
         return None
     log.info("%s: this run's fit had finished; its best checkpoint is used", path)

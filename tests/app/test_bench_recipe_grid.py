@@ -36,8 +36,8 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
     n_sampled = 2 * len(recipe_grid.SAMPLED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled:]
-    assert [(s.dataset, s.name, s.sets[1:]) for s in sampled] == [
-        (d, f"{name}-uniform_m256", RECIPES[name])
+    assert [(s.dataset, s.name, s.sampler, s.m, s.sets[1:]) for s in sampled] == [
+        (d, f"{name}-uniform_m256", "uniform", 256, RECIPES[name])
         for name in recipe_grid.SAMPLED_CHECK for d in DATASETS
     ]  # fmt: skip
     assert [(s.dataset, s.name, s.sampler, s.sets[1:]) for s in seeds] == [

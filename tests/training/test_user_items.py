@@ -92,7 +92,7 @@ def test_a_full_softmax_step_leaves_out_each_querys_own_window_items() -> None:
     got = module._step((INPUTS, TARGETS))[0]
     # by hand: each query's softmax over the items 1..12 not in its window, its positive kept
     queries = module.model.query_tower(INPUTS)[TARGETS != 0]
-    logits = queries @ module.model.item_tower.all_embeddings().T / module.current_temperature()
+    logits = queries @ module.model.item_tower.all_embeddings().T / module.cfg.model.temperature
     windows = [[2, 3, 4, 9]] * 3 + [[5, 6, 7, 8, 10]] * 4
     terms = []
     for row, positive in enumerate(TARGETS[TARGETS != 0].tolist()):
