@@ -15,6 +15,7 @@ within 3%).
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,14 @@ WITHIN = 0.03  # the sampled run's NDCG@10 may be this much below the full softm
 
 def _user_settings() -> tuple[str, ...]:
     """Undo every key of the sweeps' protocol: what `recsys train` would use, 30 minutes."""
-    from training.config import RecsysConfig
+    from training.config import RecsysConfig, parse_override
 
-    defaults = RecsysConfig()
+    defaults = RecsysConfig().model_dump()
     undo = []
     for setting in PROTOCOL:
-        section, key = setting.split("=", 1)[0].split(".")
-        value = getattr(getattr(defaults, section), key)
-        undo.append(f"{section}.{key}={'null' if value is None else value}")
+        path, _ = parse_override(setting)
+        value = functools.reduce(dict.__getitem__, path, defaults)
+        undo.append(f"{'.'.join(path)}={json.dumps(value)}")  # JSON scalars are YAML
     return (*undo, "train.max_minutes=30")
 
 
