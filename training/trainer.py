@@ -265,6 +265,7 @@ def _finish(
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
     fitted.epoch_seconds, fitted.primary = timer.seconds, trainer.is_global_zero
     if fitted.primary:
+        fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
         best = _restore_best(trainer, fitted.module)
         if record_in is not None and best is not None:
             finished_fit.write(record_in / "checkpoints", cfg, best, fitted.seconds, timer.seconds)

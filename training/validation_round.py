@@ -53,4 +53,5 @@ class ValidationRound:
     def table_fingerprint(self) -> float:
         """A number that changes with any row of the item table (compared across ranks)."""
         table = self.item_emb.double()
-        return float(table.sum(1) @ torch.arange(len(table), dtype=torch.float64))
+        weights = torch.arange(len(table), dtype=torch.float64, device=table.device)
+        return float(table.sum(1) @ weights)

@@ -10,6 +10,7 @@ all ids sum to the number of slots drawn).
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from training.samplers import SAMPLERS, NegativeSampler, SamplerContext, build_s
 
 N_ITEMS, DIM, BATCH, NUM = 20, 6, 8, 12
 TRIALS = 600
+DEVICE = torch.empty(0, device=os.environ.get("RECSYS_TEST_DEVICE", "cpu")).device  # cuda:0
 COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.float32)])
 
 
@@ -34,14 +36,14 @@ def _setup(name: str, per_query: bool, seed: int = 0):
     sampler = SAMPLERS[name](cfg, ctx)
     table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
     table[0] = 0.0
-    sampler.refresh(table)
+    sampler.refresh(table.to(DEVICE))
     queries = F.normalize(torch.randn(BATCH, DIM), dim=1)
-    return sampler, queries
+    return sampler, queries.to(DEVICE)
 
 
 def _positives() -> torch.Tensor:
     """Positives drawn from the data distribution (what in-batch sampling assumes)."""
-    return torch.multinomial(COUNTS / COUNTS.sum(), BATCH, replacement=True)
+    return torch.multinomial(COUNTS / COUNTS.sum(), BATCH, replacement=True).to(DEVICE)
 
 
 def _width_ok(name: str, width: int) -> bool:
@@ -79,10 +81,11 @@ def test_shapes_dtypes_and_range(name: str, per_query: bool) -> None:
     positives = _positives()
     neg = sampler.sample(queries, positives, NUM)
     for part in (neg, neg.draw):
-        assert part.ids.dtype == torch.int64
+        assert part.ids.dtype == torch.int64 and part.ids.device == DEVICE
         assert int(part.ids.min()) >= 1 and int(part.ids.max()) <= N_ITEMS
         if part.log_q is not None:
             assert part.log_q.dtype == torch.float32 and part.ids.shape == part.log_q.shape
+            assert part.log_q.device == DEVICE and part.pos_log_q.device == DEVICE
             assert torch.isfinite(part.log_q).all()
             assert part.pos_log_q.shape == positives.shape and torch.isfinite(part.pos_log_q).all()
     assert neg.draw.log_q is not None  # the random draw always reports its log q
@@ -103,8 +106,8 @@ def test_frequencies_match_log_q(name: str, per_query: bool) -> None:
     slots = 0.0
     for _ in range(TRIALS):
         draw = sampler.sample(queries, _positives(), NUM).draw
-        ids = draw.ids.reshape(rows, -1)
-        expected = draw.log_q.reshape(rows, -1).double().exp()
+        ids = draw.ids.reshape(rows, -1).cpu()
+        expected = draw.log_q.reshape(rows, -1).double().exp().cpu()
         ones = torch.ones_like(expected)
         counts.scatter_add_(1, ids, ones)
         q_sum.scatter_add_(1, ids, expected)
@@ -125,11 +128,11 @@ def test_frequencies_match_log_q(name: str, per_query: bool) -> None:
 def test_proposal_log_probs_is_a_distribution(name: str) -> None:
     sampler, queries = _setup(name, per_query=True)
     log_p = sampler.proposal_log_probs(queries)
-    assert log_p.shape == (BATCH, N_ITEMS + 1)
+    assert log_p.shape == (BATCH, N_ITEMS + 1) and log_p.device == DEVICE
     assert torch.all(log_p[:, 0] == -math.inf)
     torch.testing.assert_close(
         torch.logsumexp(log_p.double(), dim=1),
-        torch.zeros(BATCH, dtype=torch.float64),
+        torch.zeros(BATCH, dtype=torch.float64, device=DEVICE),
         atol=1e-4,
         rtol=0,
     )
@@ -138,7 +141,8 @@ def test_proposal_log_probs_is_a_distribution(name: str) -> None:
 def test_uniform_log_q_is_log_m_over_n() -> None:
     sampler, queries = _setup("uniform", per_query=False)
     neg = sampler.sample(queries, _positives(), NUM)
-    torch.testing.assert_close(neg.log_q, torch.full((NUM,), math.log(NUM / N_ITEMS)))
+    expected = torch.full((NUM,), math.log(NUM / N_ITEMS), device=DEVICE)
+    torch.testing.assert_close(neg.log_q, expected)
 
 
 def test_popularity_log_q_hand_worked() -> None:
@@ -164,9 +168,9 @@ def test_exact_sampler_follows_update() -> None:
     sampler, queries = _setup("exact", per_query=True)
     q0 = queries[:1]
     table_row = q0.clone()
-    sampler.update(torch.tensor([7]), table_row)  # item 7 now equals the query
+    sampler.update(torch.tensor([7], device=DEVICE), table_row)  # item 7 now equals the query
     sampler.nu = 50.0  # softmax nearly one-hot on item 7
-    neg = sampler.sample(q0, torch.tensor([1]), 200)
+    neg = sampler.sample(q0, torch.tensor([1], device=DEVICE), 200)
     assert (neg.ids == 7).float().mean() > 0.95
 
 
