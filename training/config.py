@@ -119,6 +119,13 @@ class LossConfig(_Section):
         description="No item of the query's own window (its history, the user's later items "
         "in it) is its negative, in the full softmax as in the sampled losses.",
     )
+    full_chunk: int = Field(
+        16384,
+        ge=1,
+        description="Full softmax: items scored at once. A larger catalogue is scored in chunks "
+        "whose logits are recomputed in the backward pass (exact; memory N x chunk instead of "
+        "N x n, for one more matmul over the table).",
+    )
 
 
 class TrainConfig(_Section):

@@ -28,7 +28,8 @@ from training.optim import make_optimizers, schedule_lr
 from training.samplers import NegativeSampler
 from training.validation_round import ValidationRound
 
-FullLoss = Callable[[Tensor, Tensor, Tensor | None], Tensor]
+# (queries [N, d], items [n + 1, d], positives [N], tau, user_items [N, W] | None) -> loss
+FullLoss = Callable[[Tensor, Tensor, Tensor, Any, Tensor | None], Tensor]
 # Profiler labels of a training step's phases (`recsys bench profile` adds them up).
 PHASES = {
     name: f"recsys.{name}"
@@ -96,9 +97,9 @@ class RetrievalModule(pl.LightningModule):
         weight = distributed.share_weight(positives.shape[0], self.device)
         if self.sampler is None:
             with record_function(PHASES["loss"]):
-                logits = queries @ self.model.item_tower.all_embeddings().T / tau  # [N, n + 1]
-                logits[:, 0] = torch.finfo(logits.dtype).min  # padding is never a candidate
-                return weight * self.full_loss(logits, positives, user_items), None  # type: ignore[misc]
+                items = self.model.item_tower.all_embeddings()  # [n + 1, d]
+                loss = self.full_loss(queries, items, positives, tau, user_items)  # type: ignore[misc]
+                return weight * loss, None
         with record_function(PHASES["sampler"]):
             neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
         with record_function(PHASES["loss"]):

@@ -3,8 +3,9 @@
 Item table and optimiser state are exact (the parameters' bytes, Adam's two moments each);
 the sampler's state is the bytes of the tensors it holds (a kernel tree's node sums, a copy of
 the item table, a proposal table); the per-rank batch is its logits and their gradient, the
-largest activation of a step at large catalogues (`[N, n + 1]` for the full softmax, `[N, m]`
-sampled, N = the rank's share of batch_size x max_len targets at most).
+largest activation of a step at large catalogues (`[N, n + 1]` for the full softmax, or
+`[N, loss.full_chunk]` above that many items; `[N, m]` sampled; N = the rank's share of
+batch_size x max_len targets at most).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     """MiB of each part: item table, optimiser state, sampler state, one rank's batch logits."""
     params = [p for p in module.parameters() if p.requires_grad]
     table = module.model.item_embedding_weight  # its size only: no normalised copy
-    width = table.shape[0] if module.sampler is None else cfg.sampler.num_negatives
+    full = min(table.shape[0], cfg.loss.full_chunk)  # a larger catalogue: one chunk at a time
+    width = full if module.sampler is None else cfg.sampler.num_negatives
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
     return {
         "item table": table.numel() * table.element_size() / MIB,

@@ -8,6 +8,7 @@ resumes where it stopped (and one killed after its fit finished does not fit aga
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -26,8 +27,9 @@ from data.workspace import Workspace
 from training import finished_fit, memory
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
+from training.full_softmax import full_softmax_loss
 from training.lit_module import RetrievalModule
-from training.losses import binary_loss_caveat, full_softmax, get_loss
+from training.losses import binary_loss_caveat, get_loss
 from training.model import build_model
 from training.plateau import DecayBeforeStopping
 from training.progress import EpochBar, EpochProgress
@@ -84,7 +86,8 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
         )
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     if cfg.sampler.name == FULL:
-        return RetrievalModule(model, cfg, None, full_loss=full_softmax)
+        full_loss = functools.partial(full_softmax_loss, chunk=cfg.loss.full_chunk)
+        return RetrievalModule(model, cfg, None, full_loss=full_loss)
     ctx = SamplerContext(n, counts, cfg.model.temperature)
     sampler = build_sampler(cfg.sampler, ctx)
     caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)

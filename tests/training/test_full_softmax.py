@@ -1,0 +1,88 @@
+"""The full softmax in item chunks is the one-piece full softmax, in a fraction of the memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from training.config import RecsysConfig
+from training.full_softmax import full_softmax_loss
+from training.losses import full_softmax
+from training.trainer import build_module
+
+N, ITEMS, DIM = 40, 500, 8
+
+
+def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    queries = torch.randn(N, DIM, generator=gen, dtype=torch.float64, requires_grad=True)
+    items = torch.randn(ITEMS + 1, DIM, generator=gen, dtype=torch.float64, requires_grad=True)
+    positives = torch.randint(1, ITEMS + 1, (N,), generator=gen)
+    window = torch.randint(0, ITEMS + 1, (N, 6), generator=gen)  # 0 = no item
+    window[:, 2] = positives  # the positive is in its own window, and stays a candidate
+    return queries, items, positives, window
+
+
+def _loss_and_grads(chunk: int, masked: bool, tau: torch.Tensor) -> list[torch.Tensor]:
+    queries, items, positives, window = _inputs()
+    loss = full_softmax_loss(
+        queries, items, positives, tau, window if masked else None, chunk=chunk
+    )
+    grads = torch.autograd.grad(loss, [queries, items, tau])
+    return [loss.detach(), *grads]
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
+@pytest.mark.parametrize("chunk", [1, 64, 137, ITEMS])
+def test_chunked_loss_and_gradients_equal_the_one_piece_ones(chunk: int, masked: bool) -> None:
+    tau = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)  # a learned temperature
+    expected = _loss_and_grads(ITEMS + 1, masked, tau)  # one piece
+    got = _loss_and_grads(chunk, masked, tau)
+    for want, have in zip(expected, got, strict=True):
+        torch.testing.assert_close(have, want, rtol=1e-10, atol=1e-12)
+
+
+def test_one_piece_is_the_plain_cross_entropy() -> None:
+    queries, items, positives, window = _inputs(1)
+    logits = queries @ items.T / 0.5
+    want = full_softmax(logits, positives, window)
+    got = full_softmax_loss(queries, items, positives, 0.5, window, chunk=ITEMS + 1)
+    torch.testing.assert_close(got, want)
+    logits[:, 0] = -1e300  # padding is never a candidate
+    plain = torch.nn.functional.cross_entropy(logits, positives)
+    torch.testing.assert_close(full_softmax_loss(queries, items, positives, 0.5, chunk=9), plain)
+
+
+def _largest_saved(chunk: int) -> int:
+    """Elements of the largest tensor the forward pass keeps for the backward pass."""
+    queries, items, positives, _ = _inputs(2)
+    sizes: list[int] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        sizes.append(tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        full_softmax_loss(queries, items, positives, 0.5, chunk=chunk).backward()
+    return max(sizes)
+
+
+def test_chunks_keep_no_batch_by_catalogue_tensor_for_the_backward_pass() -> None:
+    assert _largest_saved(ITEMS + 1) >= N * (ITEMS + 1)  # one piece: the whole logits
+    assert _largest_saved(64) <= max(N * 64, (ITEMS + 1) * DIM)  # chunks: a chunk, or the table
+
+
+def test_the_training_step_uses_loss_full_chunk() -> None:
+    def step_loss(chunk: int) -> torch.Tensor:
+        cfg = RecsysConfig.model_validate(
+            {"sampler": {"name": "full"}, "loss": {"full_chunk": chunk},
+             "model": {"dim": 16, "num_layers": 1, "num_heads": 1, "dropout": 0.0, "max_len": 5}}
+        )  # fmt: skip
+        torch.manual_seed(0)
+        module = build_module(cfg, ITEMS, torch.ones(ITEMS + 1))
+        gen = torch.Generator().manual_seed(3)
+        inputs = torch.randint(1, ITEMS + 1, (4, 5), generator=gen)
+        targets = torch.randint(1, ITEMS + 1, (4, 5), generator=gen)
+        return module._step((inputs, targets))[0]
+
+    torch.testing.assert_close(step_loss(50), step_loss(ITEMS + 1), rtol=1e-5, atol=1e-6)

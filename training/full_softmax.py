@@ -1,0 +1,74 @@
+"""The full-softmax training loss over the whole catalogue, in item chunks when it is large.
+
+The one-piece loss holds a batch's logits `[N, n + 1]` and their gradient: at N = 6,400 targets
+(128 windows of 50) and n = 1,000,000 items that is 51 GB. Above `loss.full_chunk` items the
+loss is the same cross-entropy computed `chunk` items at a time: each chunk's log-sum-exp is
+checkpointed (its logits are dropped after the forward pass and recomputed in the backward
+pass), so a step holds `[N, chunk]` at a time, for one more matmul over the table. Exact: the
+chunked loss and its gradients equal the one-piece ones to float rounding
+(tests/training/test_full_softmax.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from training.losses import full_softmax
+
+
+def full_softmax_loss(
+    queries: Tensor,
+    items: Tensor,
+    positives: Tensor,
+    tau: Any,
+    user_items: Tensor | None = None,
+    *,
+    chunk: int,
+) -> Tensor:
+    """Mean cross-entropy of the softmax over items 1..n, scored `chunk` items at a time.
+
+    Args:
+        queries: `[N, d]` query embeddings.
+        items: `[n + 1, d]` item table (row 0 padding, never a candidate).
+        positives: `[N]` int64 item_idx.
+        tau: Temperature (a number, or a tensor with a gradient when it is learned).
+        user_items: `[N, W]` each query's window items (0 = none), masked but for the row's
+            positive (`loss.mask_user_items`; None: none masked).
+        chunk: Items scored at once (`loss.full_chunk`); a catalogue this small is one piece.
+
+    Returns:
+        Scalar mean cross-entropy.
+
+    """
+    if items.shape[0] <= chunk:
+        return full_softmax(queries @ items.T / tau, positives, user_items)
+    others = None
+    if user_items is not None:
+        others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
+    parts = [
+        checkpoint(_chunk_lse, queries, items[start : start + chunk], start, tau, others,
+                   use_reentrant=False)
+        for start in range(0, items.shape[0], chunk)
+    ]  # fmt: skip
+    lse = torch.logsumexp(torch.stack(parts, dim=1), dim=1)  # [N]
+    target = (queries * items[positives]).sum(1) / tau
+    return (lse - target).mean()
+
+
+def _chunk_lse(
+    queries: Tensor, block: Tensor, start: int, tau: Any, others: Tensor | None
+) -> Tensor:
+    """Log-sum-exp `[N]` of the logits over items start..start + len(block) - 1, masked."""
+    logits = queries @ block.T / tau  # [N, c]
+    mask = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+    if start == 0:
+        mask[:, 0] = True  # padding
+    if others is not None:
+        inside = (others >= start) & (others < start + block.shape[0])
+        rows = torch.arange(others.shape[0], device=others.device).unsqueeze(1).expand_as(others)
+        mask[rows[inside], others[inside] - start] = True
+    return logits.masked_fill(mask, torch.finfo(logits.dtype).min).logsumexp(1)
