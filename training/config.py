@@ -158,6 +158,12 @@ class TrainConfig(_Section):
     )
     patience: int = Field(10, ge=1, description="Early stopping, in validation rounds.")
     val_every: int = Field(1, ge=1, description="Validate every N epochs.")
+    val_every_steps: int | None = Field(
+        None,
+        ge=1,
+        description="Validate every N training steps instead (across epochs' ends): for a "
+        "catalogue whose epoch outlasts the budget (null: every `val_every` epochs).",
+    )
     val_users: int | None = Field(
         None,
         ge=1,
@@ -186,7 +192,7 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _validates_at_least_once(self) -> TrainConfig:
-        if self.val_every > self.max_epochs:
+        if self.val_every_steps is None and self.val_every > self.max_epochs:
             raise ValueError(
                 f"train.val_every {self.val_every} is more than train.max_epochs "
                 f"{self.max_epochs}: no validation round would choose the checkpoint"

@@ -29,10 +29,11 @@ log = logging.getLogger("recsys.train")
 class DecayBeforeStopping(EarlyStopping):
     """Early stopping whose first plateau starts the lr decay; the run stops when it ends."""
 
-    def __init__(self, rounds_every: int, **kwargs: Any) -> None:
-        """`rounds_every`: training epochs per validation round (`train.val_every`)."""
+    def __init__(self, rounds_every: int, steps_every: int | None = None, **kwargs: Any) -> None:
+        """Epochs per validation round (`train.val_every`), or steps (`train.val_every_steps`)."""
         super().__init__(**kwargs)
         self.rounds_every = rounds_every
+        self.steps_every = steps_every
         self._trainer: Any = None
 
     def _run_early_stopping_check(self, trainer: Any) -> None:
@@ -62,5 +63,7 @@ class DecayBeforeStopping(EarlyStopping):
 
     def _steps_per_round(self, steps: int) -> int:
         """Optimiser steps per validation round so far, as counted (not as planned)."""
+        if self.steps_every is not None:
+            return self.steps_every
         rounds = max(1, (self._trainer.current_epoch + 1) // self.rounds_every)
         return max(1, round(steps / rounds))

@@ -114,7 +114,13 @@ def _trainer(
         save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True,
     )  # fmt: skip
     stop = (
-        DecayBeforeStopping(cfg.train.val_every, monitor=MONITOR, mode="max", patience=patience)
+        DecayBeforeStopping(
+            cfg.train.val_every,
+            cfg.train.val_every_steps,
+            monitor=MONITOR,
+            mode="max",
+            patience=patience,
+        )  # fmt: skip
         if cfg.train.lr_schedule == "plateau"
         else EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
     )
@@ -125,7 +131,7 @@ def _trainer(
     kwargs: dict[str, Any] = {
         "max_epochs": cfg.train.max_epochs,
         "max_time": {"minutes": cfg.train.max_minutes} if cfg.train.max_minutes else None,
-        "check_val_every_n_epoch": cfg.train.val_every,
+        **_validation_cadence(cfg.train.val_every, cfg.train.val_every_steps),
         "accelerator": cfg.train.accelerator,
         "devices": cfg.train.devices,
         "num_nodes": cfg.train.num_nodes,
@@ -137,7 +143,7 @@ def _trainer(
             stop,
             EpochTimer(),
             memory.MemoryBudget(),
-            EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes),
+            EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
             *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
             *extra,
         ],
@@ -149,6 +155,13 @@ def _trainer(
     }
     kwargs.update(overrides)
     return pl_lightning.Trainer(**kwargs)
+
+
+def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str, Any]:
+    """Lightning's arguments for a validation round every N epochs, or every N steps."""
+    if every_steps is None:
+        return {"check_val_every_n_epoch": every_epochs}
+    return {"check_val_every_n_epoch": None, "val_check_interval": every_steps}
 
 
 def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]:

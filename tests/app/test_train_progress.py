@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import fcntl
 import json
 import os
@@ -35,6 +36,28 @@ def test_one_progress_line_per_epoch_on_stderr_without_a_terminal(tmp_path: Path
     pattern = r"train loss \d+\.\d{3}, val ndcg@10 0\.\d{4} recall@10 0\.\d{4}, \d+\.\d s, "
     assert all(re.search(pattern + r"at most \d+\.\d min to go", ln) for ln in lines), lines
     assert "Epoch 0" not in done.stderr  # no progress bar when stderr is not a terminal
+
+
+def test_validation_every_n_steps_adds_a_line_per_round(tmp_path: Path) -> None:
+    # an epoch that outlasts the budget still validates: rounds every 3 steps, across epochs
+    log = tmp_path / "log.csv"
+    generate_events(150, 80, 2000, seed=3).write_csv(log)
+    env = {**os.environ, "RECSYS_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "app", "train", "--dataset", str(log), "--max-epochs", "2"]
+    sets = ["--set", "train.val_every_steps=3", "--set", "train.batch_size=32", "--json"]
+    done = subprocess.run(
+        [*cmd, *TINY, *sets], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [int(m.group(1)) for m in re.finditer(r"step (\d+), train loss", done.stderr)]
+    assert len(steps) >= 3 and steps == list(range(3, 3 * len(steps) + 1, 3)), steps
+    pattern = r"step \d+, train loss \d+\.\d{3}, val ndcg@10 0\.\d{4} recall@10 0\.\d{4}, "
+    assert re.search(pattern + r"\d+\.\d s, at most \d+\.\d min to go", done.stderr)
+    assert len(re.findall(r"epoch \d/2, ", done.stderr)) == 2  # the epoch lines stay
+    run_dir = Path(json.loads(done.stdout)["run_dir"])
+    with (run_dir / "metrics.csv").open() as rows:
+        rounds = [row for row in csv.DictReader(rows) if row["val/ndcg@10"]]
+    assert len(rounds) == len(steps)  # one logged round per line
 
 
 def test_thread_setting_is_honoured(tmp_path: Path) -> None:

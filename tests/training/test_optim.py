@@ -200,6 +200,20 @@ def test_the_run_stops_when_the_plateau_decay_ends_even_while_it_improves(val_ev
     assert _rounds(callback, trainer, [0.6, 0.7], 4) == [False, True]
 
 
+def test_with_rounds_every_n_steps_the_plateau_decays_over_n_steps_a_round() -> None:
+    from training.plateau import DecayBeforeStopping
+
+    callback = DecayBeforeStopping(1, 7, monitor="val/ndcg@10", mode="max", patience=2)
+    trainer = _StubTrainer()
+    clock = trainer.lightning_module.clock
+    # rounds every 7 steps inside one long epoch (the epoch counter does not move)
+    for score in (0.5, 0.4, 0.4):
+        clock.steps += 7
+        callback._trainer = trainer
+        assert not callback._evaluate_stopping_criteria(torch.tensor(score))[0]
+    assert clock.plateau == (21, 14)  # decays over 2 rounds of 7 steps from step 21
+
+
 def test_a_finished_fit_run_again_trains_nothing_more(tmp_path) -> None:
     """A retrain killed after its fit, before its bundle was written, runs again: no more epochs."""
     first, _ = _stalled_fit(tmp_path, "wsd", resumable=True)  # best at epoch 0, stops after 2
