@@ -162,7 +162,9 @@ class TrainConfig(_Section):
         None,
         ge=1,
         description="Validate every N training steps instead (across epochs' ends): for a "
-        "catalogue whose epoch outlasts the budget (null: every `val_every` epochs).",
+        "catalogue whose epoch outlasts the budget (null: every `val_every` epochs). The time "
+        "cap and early stopping validate once more as they stop; max_epochs does not, so the "
+        "steps after the last round are not chosen from.",
     )
     val_users: int | None = Field(
         None,

@@ -38,22 +38,23 @@ def full_softmax_loss(
         tau: Temperature (a number, or a tensor with a gradient when it is learned).
         user_items: `[N, W]` each query's window items (0 = none), masked but for the row's
             positive (`loss.mask_user_items`; None: none masked).
-        chunk: Items scored at once (`loss.full_chunk`); a catalogue this small is one piece.
+        chunk: Items scored at once (`loss.full_chunk`); n <= chunk items are one piece.
 
     Returns:
         Scalar mean cross-entropy.
 
     """
-    if items.shape[0] <= chunk:
+    if items.shape[0] - 1 <= chunk:
         return full_softmax(queries @ items.T / tau, positives, user_items)
     others = None
     if user_items is not None:
         others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
+    # split, not slices: a slice's backward writes its gradient into a zero table of its own
+    blocks = items.split(chunk)
     parts = [
-        checkpoint(_chunk_lse, queries, items[start : start + chunk], start, tau, others,
-                   use_reentrant=False)
-        for start in range(0, items.shape[0], chunk)
-    ]  # fmt: skip
+        checkpoint(_chunk_lse, queries, block, index * chunk, tau, others, use_reentrant=False)
+        for index, block in enumerate(blocks)
+    ]
     lse = torch.logsumexp(torch.stack(parts, dim=1), dim=1)  # [N]
     target = (queries * items[positives]).sum(1) / tau
     return (lse - target).mean()
@@ -62,13 +63,18 @@ def full_softmax_loss(
 def _chunk_lse(
     queries: Tensor, block: Tensor, start: int, tau: Any, others: Tensor | None
 ) -> Tensor:
-    """Log-sum-exp `[N]` of the logits over items start..start + len(block) - 1, masked."""
+    """Log-sum-exp `[N]` of the logits over items start..start + c - 1 (c = len(block)), masked.
+
+    The masked columns are scattered into `[N, c + 1]`, items outside the chunk into the spare
+    last column, so that no step waits on the device for a count of them.
+    """
     logits = queries @ block.T / tau  # [N, c]
-    mask = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+    width = block.shape[0]
+    mask = torch.zeros(logits.shape[0], width + 1, dtype=torch.bool, device=logits.device)
     if start == 0:
         mask[:, 0] = True  # padding
     if others is not None:
-        inside = (others >= start) & (others < start + block.shape[0])
-        rows = torch.arange(others.shape[0], device=others.device).unsqueeze(1).expand_as(others)
-        mask[rows[inside], others[inside] - start] = True
-    return logits.masked_fill(mask, torch.finfo(logits.dtype).min).logsumexp(1)
+        column = others - start
+        column = column.masked_fill((column < 0) | (column >= width), width)
+        mask.scatter_(1, column, True)
+    return logits.masked_fill(mask[:, :width], torch.finfo(logits.dtype).min).logsumexp(1)

@@ -62,7 +62,7 @@ class DecayBeforeStopping(EarlyStopping):
         return should_stop, reason
 
     def _steps_per_round(self, steps: int) -> int:
-        """Optimiser steps per validation round so far, as counted (not as planned)."""
+        """Optimiser steps per validation round: N of rounds every N steps, else as counted."""
         if self.steps_every is not None:
             return self.steps_every
         rounds = max(1, (self._trainer.current_epoch + 1) // self.rounds_every)

@@ -20,7 +20,7 @@ log = logging.getLogger("recsys.train")
 
 
 class EpochProgress(pl_lightning.Callback):
-    """Logs each finished epoch: mean train loss, val metrics, seconds, time left."""
+    """A line per epoch (and per round every N steps): loss, val metrics, seconds, time left."""
 
     def __init__(
         self, max_epochs: int, max_minutes: float | None, every_steps: int | None = None
@@ -31,7 +31,6 @@ class EpochProgress(pl_lightning.Callback):
         self._fit_start = self._epoch_start = self._round_start = 0.0
         self._losses: list[float] = []
         self._round_losses: list[float] = []
-        self._steps = 0
         self._validated = False
 
     def on_train_start(self, *args: Any) -> None:  # noqa: D102
@@ -46,19 +45,19 @@ class EpochProgress(pl_lightning.Callback):
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, *args: Any) -> None:  # noqa: D102
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        self._steps += 1
         if loss is not None:
             self._losses.append(float(loss))
-            self._round_losses.append(float(loss))
+            if self.every_steps is not None:
+                self._round_losses.append(float(loss))
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         """A line per round when rounds come every N steps (the metrics are logged by now)."""
         if self.every_steps is None or trainer.sanity_checking or not trainer.is_global_zero:
             return
-        now = time.perf_counter()
-        parts = [f"step {self._steps}", *_loss_and_metrics(self._round_losses, trainer)]
+        now, steps = time.perf_counter(), module.clock.steps  # one a batch, resumed with the fit
+        parts = [f"step {steps}", *_loss_and_metrics(self._round_losses, trainer)]
         parts.append(f"{now - self._round_start:.1f} s")
-        parts.append(self._time_left(now, self._steps / trainer.estimated_stepping_batches))
+        parts.append(self._time_left(now, steps / trainer.estimated_stepping_batches))
         log.info(", ".join(parts))
         self._round_start, self._round_losses = now, []
 
@@ -74,7 +73,7 @@ class EpochProgress(pl_lightning.Callback):
         log.info(", ".join(parts))
 
     def _time_left(self, now: float, done: float) -> str:
-        """Time left of the cap, or (none) at this pace for the `done` share of max_epochs."""
+        """Time left of the cap; without one, the rest at this pace (`done`: the share done)."""
         elapsed = now - self._fit_start
         if self.max_minutes:
             left = max(self.max_minutes - elapsed / 60, 0.0)

@@ -104,26 +104,6 @@ def _trainer(
     patience: int,
     **overrides: Any,
 ) -> pl_lightning.Trainer:
-    best = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max"
-    )
-    # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
-    # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one.
-    last = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename=Path(LAST_CHECKPOINT).stem, monitor=None,
-        save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True,
-    )  # fmt: skip
-    stop = (
-        DecayBeforeStopping(
-            cfg.train.val_every,
-            cfg.train.val_every_steps,
-            monitor=MONITOR,
-            mode="max",
-            patience=patience,
-        )  # fmt: skip
-        if cfg.train.lr_schedule == "plateau"
-        else EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
-    )
     loggers = [
         CSVLogger(run_dir.parent, name=run_dir.name, version=""),
         TensorBoardLogger(run_dir.parent, name=run_dir.name, version=""),
@@ -138,9 +118,8 @@ def _trainer(
         "strategy": cfg.train.strategy,
         "use_distributed_sampler": False,  # the data module gives each rank its part itself
         "callbacks": [
-            best,
-            *([last] if save_last else []),
-            stop,
+            *_checkpoints(cfg, run_dir, save_last),
+            _stopping(cfg, patience),
             EpochTimer(),
             memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
@@ -155,6 +134,31 @@ def _trainer(
     }
     kwargs.update(overrides)
     return pl_lightning.Trainer(**kwargs)
+
+
+def _checkpoints(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[ModelCheckpoint]:
+    """`best.ckpt` (by val NDCG@10) and, for a resumable fit, `last.ckpt`."""
+    best = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max"
+    )
+    # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
+    # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one; with
+    # rounds every N steps it keeps the latest round instead (an epoch may outlast the budget;
+    # Lightning resumes such a checkpoint mid-epoch, its loader restarting the epoch's order)
+    last = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", filename=Path(LAST_CHECKPOINT).stem, monitor=None,
+        save_top_k=1, enable_version_counter=False,
+        save_on_train_epoch_end=cfg.train.val_every_steps is None,
+    )  # fmt: skip
+    return [best, last] if save_last else [best]
+
+
+def _stopping(cfg: RecsysConfig, patience: int) -> EarlyStopping:
+    """Early stopping, or (`lr_schedule: plateau`) the decay it starts before it stops."""
+    if cfg.train.lr_schedule != "plateau":
+        return EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
+    every = (cfg.train.val_every, cfg.train.val_every_steps)
+    return DecayBeforeStopping(*every, monitor=MONITOR, mode="max", patience=patience)
 
 
 def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str, Any]:

@@ -70,16 +70,19 @@ class PruneOnValidation(Callback):
 
     def __init__(self, trial: optuna.Trial) -> None:
         self.trial = trial
+        self.rounds = 0  # the step reported: rounds align trials (epochs do not, every N steps)
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        """Report the round's score at step = epoch; stop the fit if the pruner says so."""
+        """Report the round's score at step = its round; stop the fit if the pruner says so."""
         score = trainer.callback_metrics.get(MONITOR)
         if score is None or trainer.sanity_checking:
             return
-        self.trial.report(float(score), step=trainer.current_epoch)
+        self.trial.report(float(score), step=self.rounds)
+        self.rounds += 1
         if self.trial.should_prune():
             raise optuna.TrialPruned(
-                f"val ndcg@10 {float(score):.4f} at epoch {trainer.current_epoch}"
+                f"val ndcg@10 {float(score):.4f} at round {self.rounds - 1} "
+                f"(epoch {trainer.current_epoch})"
             )
 
 

@@ -82,11 +82,25 @@ def test_the_callback_stops_a_real_fit_when_the_pruner_says_so(ws: Workspace, lo
     cfg = load_config([], ["model.dim=16", "model.num_layers=1", "train.max_epochs=5"])
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(2.0))
     trial = study.ask()
-    with pytest.raises(optuna.TrialPruned, match="at epoch 0"):
+    with pytest.raises(optuna.TrialPruned, match=r"at round 0 \(epoch 0\)"):
         fit(
             cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=_Callbacks(PruneOnValidation(trial))
         )
     assert list(study.trials[0].intermediate_values) == [0]
+
+
+def test_rounds_every_n_steps_report_one_step_each(ws: Workspace, log_file: Path) -> None:
+    from data.datasets import prepare_dataset
+
+    prepare_dataset(ws, str(log_file))
+    sets = ["model.dim=16", "model.num_layers=1", "train.max_epochs=1", "train.val_every_steps=1"]
+    sets.append("train.batch_size=8")  # several steps in the one epoch
+    cfg = load_config([], sets)
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.NopPruner())
+    trial = study.ask()
+    fit(cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=_Callbacks(PruneOnValidation(trial)))
+    steps = list(study.trials[0].intermediate_values)
+    assert len(steps) >= 2 and steps == list(range(len(steps)))  # all in epoch 0, none lost
 
 
 def test_bad_budget_is_exit_2(run_cli, tmp_path: Path) -> None:

@@ -1,6 +1,11 @@
-"""The full softmax in item chunks is the one-piece full softmax, in a fraction of the memory."""
+"""The full softmax in item chunks is the one-piece full softmax, in a fraction of the memory.
+
+`RECSYS_TEST_DEVICE=cuda` puts the loss tests' tensors on that device (scripts/gpu-check.sh).
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -11,16 +16,17 @@ from training.losses import full_softmax
 from training.trainer import build_module
 
 N, ITEMS, DIM = 40, 500, 8
+DEVICE = torch.device(os.environ.get("RECSYS_TEST_DEVICE", "cpu"))
 
 
 def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    queries = torch.randn(N, DIM, generator=gen, dtype=torch.float64, requires_grad=True)
-    items = torch.randn(ITEMS + 1, DIM, generator=gen, dtype=torch.float64, requires_grad=True)
+    queries = torch.randn(N, DIM, generator=gen, dtype=torch.float64).to(DEVICE)
+    items = torch.randn(ITEMS + 1, DIM, generator=gen, dtype=torch.float64).to(DEVICE)
     positives = torch.randint(1, ITEMS + 1, (N,), generator=gen)
     window = torch.randint(0, ITEMS + 1, (N, 6), generator=gen)  # 0 = no item
     window[:, 2] = positives  # the positive is in its own window, and stays a candidate
-    return queries, items, positives, window
+    return queries.requires_grad_(), items.requires_grad_(), positives.to(DEVICE), window.to(DEVICE)
 
 
 def _loss_and_grads(chunk: int, masked: bool, tau: torch.Tensor) -> list[torch.Tensor]:
@@ -35,14 +41,14 @@ def _loss_and_grads(chunk: int, masked: bool, tau: torch.Tensor) -> list[torch.T
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
 @pytest.mark.parametrize("chunk", [1, 64, 137, ITEMS])
 def test_chunked_loss_and_gradients_equal_the_one_piece_ones(chunk: int, masked: bool) -> None:
-    tau = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)  # a learned temperature
+    tau = torch.tensor(0.3, dtype=torch.float64, device=DEVICE, requires_grad=True)  # learned
     expected = _loss_and_grads(ITEMS + 1, masked, tau)  # one piece
     got = _loss_and_grads(chunk, masked, tau)
     for want, have in zip(expected, got, strict=True):
         torch.testing.assert_close(have, want, rtol=1e-10, atol=1e-12)
 
 
-def test_one_piece_is_the_plain_cross_entropy() -> None:
+def test_both_paths_are_the_plain_cross_entropy() -> None:
     queries, items, positives, window = _inputs(1)
     logits = queries @ items.T / 0.5
     want = full_softmax(logits, positives, window)
@@ -73,16 +79,21 @@ def test_chunks_keep_no_batch_by_catalogue_tensor_for_the_backward_pass() -> Non
 
 
 def test_the_training_step_uses_loss_full_chunk() -> None:
-    def step_loss(chunk: int) -> torch.Tensor:
+    def step_loss(chunk: int) -> torch.Tensor:  # what the module's full-softmax step gives
         cfg = RecsysConfig.model_validate(
             {"sampler": {"name": "full"}, "loss": {"full_chunk": chunk},
              "model": {"dim": 16, "num_layers": 1, "num_heads": 1, "dropout": 0.0, "max_len": 5}}
         )  # fmt: skip
         torch.manual_seed(0)
         module = build_module(cfg, ITEMS, torch.ones(ITEMS + 1))
+        assert module.full_loss.keywords == {"chunk": chunk}  # type: ignore[union-attr]
         gen = torch.Generator().manual_seed(3)
         inputs = torch.randint(1, ITEMS + 1, (4, 5), generator=gen)
         targets = torch.randint(1, ITEMS + 1, (4, 5), generator=gen)
         return module._step((inputs, targets))[0]
 
-    torch.testing.assert_close(step_loss(50), step_loss(ITEMS + 1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(step_loss(50), step_loss(ITEMS), rtol=1e-5, atol=1e-6)
+
+
+def test_a_catalogue_of_chunk_items_is_one_piece() -> None:
+    assert _largest_saved(ITEMS) >= N * (ITEMS + 1)  # n = chunk items: no chunk of one row

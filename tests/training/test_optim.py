@@ -1,6 +1,7 @@
 """The optimisers and lr schedule: warm-up and cosine factors, on every optimiser of a real fit."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
@@ -167,8 +168,6 @@ class _StubTrainer:
     """What `DecayBeforeStopping` reads of a trainer: the module's clock and the epoch."""
 
     def __init__(self) -> None:
-        from types import SimpleNamespace
-
         from training.clock import TrainingClock
 
         self.lightning_module = SimpleNamespace(clock=TrainingClock())
@@ -235,3 +234,27 @@ def test_a_fit_without_a_validation_round_leaves_no_finished_record(tmp_path) ->
     splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
     fit(load_config(overrides=TINY), splits, run, resumable=True, max_epochs=0)
     assert not (run / "checkpoints" / "fit.json").exists()
+
+
+class _KillAfter(Callback):
+    """Raises after `steps` training steps: a run killed in the middle of its first epoch."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def on_train_batch_end(self, trainer, *args) -> None:  # noqa: D102
+        if trainer.lightning_module.clock.steps >= self.steps:
+            raise RuntimeError("killed")
+
+
+def test_rounds_every_n_steps_keep_a_last_checkpoint_inside_the_epoch(tmp_path) -> None:
+    """A resumable fit whose epoch outlasts it still leaves a checkpoint to resume from."""
+    from training.trainer import fit
+
+    splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
+    cfg = load_config(overrides=[*TINY, "train.val_every_steps=1", "train.max_epochs=2"])
+    kill = SimpleNamespace(apply=lambda module: [_KillAfter(2)])  # a warm start's callbacks
+    with pytest.raises(RuntimeError, match="killed"):
+        fit(cfg, splits, run, start=kill, resumable=True)
+    state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    assert state["epoch"] == 0 and state["global_step"] >= 1  # a round inside epoch 0
