@@ -227,10 +227,15 @@ def stopped_by(result: Any, cfg: Any) -> str:
 
 
 def load_results(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every result file under `out`, by dataset folder, in file-name order."""
+    """Every run's result file under `out`, by dataset folder, in file-name order.
+
+    Other JSON files beside them (a benchmark's own folder of results) are not runs: skipped.
+    """
     found: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(out.glob("*/*.json")):
-        found.setdefault(path.parent.name, []).append(json.loads(path.read_text()))
+        record = json.loads(path.read_text())
+        if isinstance(record, dict) and record.get("dataset") == path.parent.name:
+            found.setdefault(path.parent.name, []).append(record)
     return found
 
 

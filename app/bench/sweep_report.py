@@ -11,6 +11,7 @@ the block between the markers of `--doc` when given.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from app.bench import options, sweep
 from app.bench.grids import GRIDS, REPORTS, result_dir
 from app.bench.paired import paired_interval
 
+DEFAULT_DOC = options.RESULTS.parents[1] / "docs" / "sampler_comparison.md"  # links without a doc
 BEGIN, END = "<!-- sweep-report:begin -->", "<!-- sweep-report:end -->"
 # Best published test NDCG@10 with sampled softmax (../shared/datasets/README.md).
 PUBLISHED = {"amazon-beauty": 0.0531, "amazon-toys": 0.0580}
@@ -85,15 +87,20 @@ def cross_table(by_dataset: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def markdown(by_dataset: dict[str, list[dict[str, Any]]], done: int, planned: int) -> str:
-    """The tables of every dataset, with the count of runs done and planned."""
+def markdown(
+    by_dataset: dict[str, list[dict[str, Any]]], done: int, planned: int, figures: str
+) -> str:
+    """The tables of every dataset, with the count of runs done and planned.
+
+    `figures`: the folder of the datasets' `comparison.png`, as the doc's links reach it.
+    """
     lines = [
         f"**{done} of {planned} planned runs done**" + (" (partial)." if done < planned else ".")
     ]
     for dataset, rows in by_dataset.items():
         lines += ["", f"#### {dataset}", "", HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
         lines += [table_row(r) for r in rows]
-        lines += ["", f"![{dataset}](../benchmarks/results/sampler_sweep/{dataset}/comparison.png)"]
+        lines += ["", f"![{dataset}]({figures}/{dataset}/comparison.png)"]
     lines += cross_table(by_dataset)
     return "\n".join(lines) + "\n"
 
@@ -174,7 +181,8 @@ def build_report(
         by_dataset[dataset] = with_intervals(out, records, resamples, seed)
         plot(dataset, by_dataset[dataset], out / dataset / "comparison.png")
     done = sum(len(rows) for rows in by_dataset.values())
-    text = markdown(by_dataset, done, max(planned, done))
+    figures = Path(os.path.relpath(out.resolve(), (doc or DEFAULT_DOC).resolve().parent)).as_posix()
+    text = markdown(by_dataset, done, max(planned, done), figures)
     summary = {
         "grid": grid, "done": done, "planned": planned, "resamples": resamples, "seed": seed,
         "runs": {d: {r["name"]: {"test": r["test"], "vs_full": r["vs_full"]} for r in rows}

@@ -173,3 +173,12 @@ def test_committed_runs_keep_their_settings_after_a_default_changed(grid: str) -
         record = json.loads(paths[spec].read_text())
         current = sweep.training_settings(sweep.run_config(spec, sweep.Sweep()))
         assert sweep.same_settings(record["config"], current), spec.name
+
+
+def test_the_report_reads_run_results_only(tmp_path: Path) -> None:
+    # a benchmark's own folder of JSON beside the datasets' is not a dataset of runs
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "a.json").write_text(json.dumps({"name": "a", "dataset": "tiny"}))
+    (tmp_path / "tapas_false_negatives").mkdir()
+    (tmp_path / "tapas_false_negatives" / "x.json").write_text(json.dumps({"share": 0.4}))
+    assert sweep.load_results(tmp_path) == {"tiny": [{"name": "a", "dataset": "tiny"}]}
