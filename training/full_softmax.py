@@ -44,7 +44,7 @@ def full_softmax_loss(
         Scalar mean cross-entropy.
 
     """
-    if items.shape[0] - 1 <= chunk:
+    if logit_columns(items.shape[0], chunk) == items.shape[0]:
         return full_softmax(queries @ items.T / tau, positives, user_items)
     others = None
     if user_items is not None:
@@ -58,6 +58,11 @@ def full_softmax_loss(
     lse = torch.logsumexp(torch.stack(parts, dim=1), dim=1)  # [N]
     target = (queries * items[positives]).sum(1) / tau
     return (lse - target).mean()
+
+
+def logit_columns(rows: int, chunk: int) -> int:
+    """Logit columns a step holds at once for a table of `rows` (n + 1): all up to chunk items."""
+    return rows if rows - 1 <= chunk else chunk
 
 
 def _chunk_lse(

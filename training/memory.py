@@ -17,6 +17,7 @@ import pytorch_lightning as pl_lightning
 import torch
 
 from training.config import RecsysConfig
+from training.full_softmax import logit_columns
 
 log = logging.getLogger(__name__)
 MIB = 2**20
@@ -51,9 +52,8 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     """MiB of each part: item table, optimiser state, sampler state, one rank's batch logits."""
     params = [p for p in module.parameters() if p.requires_grad]
     table = module.model.item_embedding_weight  # its size only: no normalised copy
-    rows, chunk = table.shape[0], cfg.loss.full_chunk  # above chunk items: a chunk at a time
-    logit_width = rows if rows - 1 <= chunk else chunk
-    width = logit_width if module.sampler is None else cfg.sampler.num_negatives
+    full = logit_columns(table.shape[0], cfg.loss.full_chunk)  # above full_chunk: one chunk
+    width = full if module.sampler is None else cfg.sampler.num_negatives
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
     return {
         "item table": table.numel() * table.element_size() / MIB,

@@ -48,7 +48,7 @@ class EpochProgress(pl_lightning.Callback):
         if loss is not None:
             self._losses.append(float(loss))
             if self.every_steps is not None:
-                self._round_losses.append(float(loss))
+                self._round_losses.append(self._losses[-1])
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         """A line per round when rounds come every N steps (the metrics are logged by now)."""

@@ -5,18 +5,16 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
+from tests.training.device import TEST_DEVICE as DEVICE
 from training.config import RecsysConfig
 from training.full_softmax import full_softmax_loss
 from training.losses import full_softmax
 from training.trainer import build_module
 
 N, ITEMS, DIM = 40, 500, 8
-DEVICE = torch.device(os.environ.get("RECSYS_TEST_DEVICE", "cpu"))
 
 
 def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

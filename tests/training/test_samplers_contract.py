@@ -10,19 +10,18 @@ all ids sum to the number of slots drawn).
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
 from data.errors import RecsysInputError
+from tests.training.device import TEST_DEVICE as DEVICE
 from training.config import SamplerConfig
 from training.samplers import SAMPLERS, NegativeSampler, SamplerContext, build_sampler
 
 N_ITEMS, DIM, BATCH, NUM = 20, 6, 8, 12
 TRIALS = 600
-DEVICE = torch.empty(0, device=os.environ.get("RECSYS_TEST_DEVICE", "cpu")).device  # cuda:0
 COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.float32)])
 
 
