@@ -162,9 +162,8 @@ class TrainConfig(_Section):
         None,
         ge=1,
         description="Validate every N training steps instead (across epochs' ends): for a "
-        "catalogue whose epoch outlasts the budget (null: every `val_every` epochs). The time "
-        "cap and early stopping validate once more as they stop; max_epochs does not, so the "
-        "steps after the last round are not chosen from.",
+        "catalogue whose epoch outlasts the budget (null: every `val_every` epochs). On either "
+        "cadence the fit's last step (time cap or last epoch) is validated too.",
     )
     val_users: int | None = Field(
         None,
@@ -191,15 +190,6 @@ class TrainConfig(_Section):
         True,
         description="Batch training windows of similar length and trim their common padding.",
     )
-
-    @model_validator(mode="after")
-    def _validates_at_least_once(self) -> TrainConfig:
-        if self.val_every_steps is None and self.val_every > self.max_epochs:
-            raise ValueError(
-                f"train.val_every {self.val_every} is more than train.max_epochs "
-                f"{self.max_epochs}: no validation round would choose the checkpoint"
-            )
-        return self
 
 
 class EvalConfig(_Section):

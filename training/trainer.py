@@ -27,6 +27,7 @@ from data.workspace import Workspace
 from training import finished_fit, memory
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
+from training.final_round import capped_final_round
 from training.full_softmax import full_softmax_loss
 from training.lit_module import RetrievalModule
 from training.losses import binary_loss_caveat, get_loss
@@ -110,7 +111,6 @@ def _trainer(
     ]
     kwargs: dict[str, Any] = {
         "max_epochs": cfg.train.max_epochs,
-        "max_time": {"minutes": cfg.train.max_minutes} if cfg.train.max_minutes else None,
         **_validation_cadence(cfg.train.val_every, cfg.train.val_every_steps),
         "accelerator": cfg.train.accelerator,
         "devices": cfg.train.devices,
@@ -120,6 +120,7 @@ def _trainer(
         "callbacks": [
             *_checkpoints(cfg, run_dir, save_last),
             _stopping(cfg, patience),
+            *capped_final_round(cfg.train.max_minutes),
             EpochTimer(),
             memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
