@@ -16,8 +16,8 @@ from training.config import RecsysConfig
 
 def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget() -> None:
     specs, planned = final(Path("unused"))
-    assert planned == 4 and [(s.dataset, s.name) for s in specs] == [
-        (d, name) for d in (BEAUTY, TOYS) for name in ("full", "uniform_m256")
+    assert planned == 6 and [(s.dataset, s.name) for s in specs] == [
+        (d, name) for d in (BEAUTY, TOYS) for name in ("full", "uniform_m256", "exact_m64")
     ]
     cfg = sweep.run_config(specs[1], sweep.Sweep())
     defaults = RecsysConfig()
@@ -27,6 +27,11 @@ def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget
     )  # fmt: skip
     assert cfg.model == defaults.model
     assert sweep.run_config(specs[0], sweep.Sweep()).sampler.name == "full"
+    exact = sweep.run_config(specs[2], sweep.Sweep())
+    assert (exact.sampler.name, exact.sampler.num_negatives, exact.sampler.per_query) == (
+        "exact", 64, True,
+    )  # fmt: skip
+    assert exact.model == defaults.model and exact.train == cfg.train
 
 
 def test_mean_interval_covers_the_mean_and_narrows_with_more_users() -> None:
