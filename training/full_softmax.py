@@ -6,7 +6,8 @@ loss is the same cross-entropy computed `chunk` items at a time: each chunk's lo
 checkpointed (its logits are dropped after the forward pass and recomputed in the backward
 pass), so a step holds `[N, chunk]` at a time, for one more matmul over the table. Exact: the
 chunked loss and its gradients equal the one-piece ones to float rounding
-(tests/training/test_full_softmax.py).
+(tests/training/test_full_softmax.py). Under bf16 autocast (`train.precision`) the products
+run in bf16 and the logits are taken back to fp32 before any softmax.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from training.losses import full_softmax
+from training.precision import undo_autocast
 
 
 def full_softmax_loss(
@@ -45,7 +47,7 @@ def full_softmax_loss(
 
     """
     if logit_columns(items.shape[0], chunk) == items.shape[0]:
-        return full_softmax(queries @ items.T / tau, positives, user_items)
+        return full_softmax(undo_autocast(queries @ items.T) / tau, positives, user_items)
     others = None
     if user_items is not None:
         others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
@@ -73,7 +75,7 @@ def _chunk_lse(
     The masked columns are scattered into `[N, c + 1]`, items outside the chunk into the spare
     last column, so that no step waits on the device for a count of them.
     """
-    logits = queries @ block.T / tau  # [N, c]
+    logits = undo_autocast(queries @ block.T) / tau  # [N, c]
     width = block.shape[0]
     mask = torch.zeros(logits.shape[0], width + 1, dtype=torch.bool, device=logits.device)
     if start == 0:

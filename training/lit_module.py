@@ -25,6 +25,7 @@ from training.evaluation import rank_batch
 from training.losses import SampledLoss
 from training.model import TwoTowerModel
 from training.optim import make_optimizers, schedule_lr
+from training.precision import matmul_precision, undo_autocast
 from training.samplers import NegativeSampler
 from training.validation_round import ValidationRound
 
@@ -88,28 +89,28 @@ class RetrievalModule(pl.LightningModule):
 
         """
         inputs, targets = batch
-        keep = targets != 0
-        with record_function(PHASES["tower"]):
-            queries = self.model.query_tower(inputs)[keep]  # [N, d]
+        keep, precision = targets != 0, self.cfg.train.precision
+        with record_function(PHASES["tower"]), matmul_precision(precision, self.device):
+            queries = undo_autocast(self.model.query_tower(inputs)[keep])  # [N, d]
         positives = targets[keep]  # [N]
         user_items = query_windows(inputs, targets) if self.cfg.loss.mask_user_items else None
         tau = self.tau
         weight = distributed.share_weight(positives.shape[0], self.device)
         if self.sampler is None:
-            with record_function(PHASES["loss"]):
+            with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
                 items = self.model.item_tower.all_embeddings()  # [n + 1, d]
                 loss = self.full_loss(queries, items, positives, tau, user_items)  # type: ignore[misc]
                 return weight * loss, None
         with record_function(PHASES["sampler"]):
             neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
-        with record_function(PHASES["loss"]):
+        with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
             ids = neg.ids.to(queries.device)
             pos_scores = (queries * self.model.item_tower(positives)).sum(-1)  # [N]
             neg_emb = self.model.item_tower(ids)  # [m, d] or [N, m, d]
             if ids.dim() == 1:
-                neg_scores = queries @ neg_emb.T  # [N, m]
+                neg_scores = undo_autocast(queries @ neg_emb.T)  # [N, m]
             else:
-                neg_scores = torch.einsum("nd,nmd->nm", queries, neg_emb)
+                neg_scores = undo_autocast(torch.einsum("nd,nmd->nm", queries, neg_emb))
             loss = weight * self.sampled_loss(  # type: ignore[misc]
                 pos_scores, neg_scores, neg, positives, tau, user_items
             )
