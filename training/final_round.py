@@ -5,7 +5,8 @@ Lightning validates on its cadence only: every N epochs (`train.val_every`) or e
 of N, or the time cap stops it between rounds) would otherwise train its last steps for
 nothing: they are never measured, so the best checkpoint cannot include them.
 `FinalRound` runs after the time cap's `Timer` on each batch: on the fit's last batch it asks
-for one more round (Lightning validates a batch that stops the fit on any cadence).
+for one more round. Lightning validates a batch that stops the fit, but only in an epoch on
+its cadence: so FinalRound also puts rounds by epoch on every epoch for that last batch.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from pytorch_lightning.callbacks import Timer
 class FinalRound(pl_lightning.Callback):
     """Turn the fit's last batch (time cap or last epoch) into a validation round."""
 
-    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:  # noqa: D102
+    def on_train_batch_end(  # noqa: D102
+        self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         epochs = trainer.max_epochs  # None or -1: no epoch limit
         last_epoch = epochs is not None and 0 < epochs <= trainer.current_epoch + 1
-        if not (trainer.should_stop or (last_epoch and trainer.is_last_batch)):
+        last_batch = batch_idx + 1 >= trainer.num_training_batches  # limit_train_batches too
+        if not (trainer.should_stop or (last_epoch and last_batch)):
             return
         if trainer.check_val_every_n_epoch is not None:  # rounds by epoch: this epoch has one
             trainer.check_val_every_n_epoch = 1

@@ -49,6 +49,8 @@ def test_the_time_cap_validates_where_it_stops(tmp_path: Path) -> None:
         tmp_path, ["train.val_every=3", "train.max_epochs=6", "train.max_minutes=0.0001"]
     )
     assert steps >= 1 and rounds == [steps - 1]
+    best = tmp_path / "home" / "runs" / "r" / "checkpoints" / "best.ckpt"
+    assert best.is_file()  # the one round, the last step's, chose the checkpoint
 
 
 def test_rounds_on_the_cadence_are_not_repeated(tmp_path: Path) -> None:
