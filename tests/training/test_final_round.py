@@ -1,30 +1,20 @@
 """A fit that ends off its validation cadence still validates its last step (`FinalRound`)."""
 
-import csv
 from pathlib import Path
 
 import pytest
 
-from data.ingest import ingest_files
-from data.split import build_splits
-from data.synth import generate_events
-from data.workspace import Workspace
+from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config import load_config
 from training.trainer import fit
-
-TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32"]
 
 
 def _validated_steps(tmp_path: Path, sets: list[str]) -> tuple[list[int], int]:
     """The steps at which a tiny fit logged a validation round, and the fit's last step."""
-    ws = Workspace(tmp_path / "home")
-    generate_events(60, 40, 900, seed=3).write_csv(tmp_path / "log.csv")
-    ingest_files(ws, [tmp_path / "log.csv"])
+    ws, splits = tiny_home(tmp_path)
     run = ws.root / "runs" / "r"
-    fitted = fit(load_config(overrides=[*TINY, "train.patience=50", *sets]), build_splits(ws), run)
-    with (run / "metrics.csv").open() as rows:
-        logged = list(csv.DictReader(rows))
-    rounds = [int(row["step"]) for row in logged if row["val/ndcg@10"]]
+    fitted = fit(load_config(overrides=[*TINY, "train.patience=50", *sets]), splits, run)
+    rounds = [int(row["step"]) for row in validation_rounds(run)]
     return rounds, fitted.module.clock.steps
 
 

@@ -8,14 +8,11 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
 
-from data.synth import generate_events
-from data.workspace import Workspace
+from tests.training.tiny import TINY, tiny_home
 from training.config import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.optim import lr_factor
 from training.trainer import build_module
-
-TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32"]
 
 
 def test_warm_up_then_cosine_down_to_the_floor() -> None:
@@ -45,18 +42,6 @@ class LrSeen(Callback):
         self.seen.append([opt.param_groups[0]["lr"] for opt in trainer.optimizers])
 
 
-def _tiny_splits(tmp_path, home: str):
-    """The splits of a small synthetic log ingested into `tmp_path / home`."""
-    from data.ingest import ingest_files
-    from data.split import build_splits
-
-    ws = Workspace(tmp_path / home)
-    log = tmp_path / "log.csv"
-    generate_events(60, 40, 900, seed=3).write_csv(log)
-    ingest_files(ws, [log])
-    return build_splits(ws)
-
-
 def _logged_lrs(run) -> list[float]:
     """The `train/lr` column of a run's metrics.csv, one value per logged step."""
     import polars as pl_frame
@@ -70,7 +55,7 @@ def _logged_lrs(run) -> list[float]:
      ([], False)],
 )  # fmt: skip
 def test_a_fit_steps_every_optimiser_by_the_schedule(tmp_path, extra, sparse) -> None:
-    splits = _tiny_splits(tmp_path, "home")
+    splits = tiny_home(tmp_path)[1]
     cfg = load_config(
         overrides=[*TINY, *extra, "train.max_epochs=2", f"train.sparse_embeddings={sparse}"]
     )
@@ -112,7 +97,7 @@ def _stalled_fit(tmp_path, schedule: str, resumable: bool = False):
     """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch."""
     from training.trainer import fit
 
-    splits = _tiny_splits(tmp_path, schedule)
+    splits = tiny_home(tmp_path, schedule)[1]
     cfg = load_config(
         overrides=[*TINY, "train.lr=1e-12", f"train.lr_schedule={schedule}", "train.patience=2",
                    "train.max_epochs=20"]
@@ -145,7 +130,7 @@ def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(
 def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_path) -> None:
     from training.trainer import fit
 
-    splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
+    splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     sets = [*TINY, "train.lr_schedule=cosine", "train.patience=5"]
     first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
                 resumable=True, limit_train_batches=3)  # fmt: skip
@@ -231,7 +216,7 @@ def test_a_fit_without_a_validation_round_leaves_no_finished_record(tmp_path) ->
     """`retrain --max-epochs 0` saves no best checkpoint: run again, it warm-starts again."""
     from training.trainer import fit
 
-    splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
+    splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     fit(load_config(overrides=TINY), splits, run, resumable=True, max_epochs=0)
     assert not (run / "checkpoints" / "fit.json").exists()
 
@@ -251,7 +236,7 @@ def test_rounds_every_n_steps_keep_a_last_checkpoint_inside_the_epoch(tmp_path) 
     """A resumable fit whose epoch outlasts it still leaves a checkpoint to resume from."""
     from training.trainer import fit
 
-    splits, run = _tiny_splits(tmp_path, "home"), tmp_path / "home" / "runs" / "r"
+    splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     cfg = load_config(overrides=[*TINY, "train.val_every_steps=1", "train.max_epochs=2"])
     kill = SimpleNamespace(apply=lambda module: [_KillAfter(2)])  # a warm start's callbacks
     with pytest.raises(RuntimeError, match="killed"):

@@ -1,29 +1,15 @@
 """`train.precision: bf16`: the tower and the logits in bf16 autocast, everything else fp32."""
 
-import csv
 import math
 from pathlib import Path
 
 import pytest
 import torch
 
-from data.ingest import ingest_files
-from data.split import build_splits
-from data.synth import generate_events
-from data.workspace import Workspace
+from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config import load_config
 from training.datamodule import item_counts
 from training.trainer import build_module, fit
-
-TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32"]
-
-
-def _splits(tmp_path: Path):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    ws = Workspace(tmp_path / "home")
-    generate_events(60, 40, 900, seed=3).write_csv(tmp_path / "log.csv")
-    ingest_files(ws, [tmp_path / "log.csv"])
-    return ws, build_splits(ws)
 
 
 @pytest.mark.parametrize("sampler", ["full", "uniform"])
@@ -34,7 +20,7 @@ def _splits(tmp_path: Path):
 def test_bf16_reaches_the_tower_and_the_logits_only(
     tmp_path, sampler, chunk, precision, tower_dtype
 ) -> None:
-    _, splits = _splits(tmp_path)
+    _, splits = tiny_home(tmp_path)
     sets = [*TINY, f"train.precision={precision}", f"sampler.name={sampler}"]
     module = build_module(
         load_config(overrides=[*sets, f"loss.full_chunk={chunk}"]), splits.num_items,
@@ -72,12 +58,11 @@ def _recording(fn, record: dict, key: str):
 
 def _best_val(tmp_path: Path, precision: str) -> tuple[float, int]:
     """A tiny fixed-seed fit's best val NDCG@10, and its number of items."""
-    ws, splits = _splits(tmp_path / precision)
+    ws, splits = tiny_home(tmp_path / precision)
     run = ws.root / "runs" / "r"
     sets = [*TINY, "train.max_epochs=6", "train.patience=6", f"train.precision={precision}"]
     fit(load_config(overrides=sets), splits, run)
-    with (run / "metrics.csv").open() as rows:
-        best = max(float(r["val/ndcg@10"]) for r in csv.DictReader(rows) if r["val/ndcg@10"])
+    best = max(float(row["val/ndcg@10"]) for row in validation_rounds(run))
     return best, splits.num_items
 
 
