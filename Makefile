@@ -8,8 +8,8 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-# Re-runs only when the dependency spec or the lock changes; torch's CPU build goes in first
-# so that nothing later pulls a CUDA build.
+# Re-runs only when the dependency spec or the lock changes; torch goes in first (whichever
+# build pip's configured index serves: a CPU one on our machines) so nothing later pulls another.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
