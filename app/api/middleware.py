@@ -109,6 +109,7 @@ class MetricsMiddleware:
 
 
 def _route_template(scope: Scope) -> str:
+    """The matched route's template as OpenAPI writes it (`/items/{item_id}`, no converter)."""
     route = scope.get("route")
-    path = getattr(route, "path", None)
+    path = getattr(route, "path_format", None) or getattr(route, "path", None)
     return str(path) if path else "unmatched"

@@ -101,7 +101,7 @@ class Status(BaseModel):
     published_version: str | None = Field(
         None, description="The version models/CURRENT names (differs after a failed reload)."
     )
-    index: dict[str, int | str] | None = None
+    index: dict[str, int | float | str] | None = None
     detail: str | None = None
     last_reload_error: str | None = Field(
         None, description="Why the last reload failed; absent once a reload succeeds."

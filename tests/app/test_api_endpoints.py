@@ -188,3 +188,19 @@ def test_request_log_has_latency(api: httpx.Client, served: tuple[str, Path]) ->
     while not pattern.search(log := (served[1] / "server.log").read_text()):
         assert time.monotonic() < deadline, log[-500:]
         time.sleep(0.05)
+
+
+def test_an_approximate_index_is_ready_and_ids_with_a_slash_are_reachable(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_bundle(Workspace(home).models_dir, "v1", num_items=3000, id_prefix="cat/")
+    with running_server(home, {"RECSYS_INDEX": "hnsw"}) as url, httpx.Client(base_url=url) as api:
+        ready = api.get("/ready")  # was a 500: the index's float figures failed the schema
+        assert ready.status_code == 200, ready.text
+        index = ready.json()["index"]
+        assert index["kind"] == "hnsw" and isinstance(index["build_seconds"], float)
+        assert 0.0 < index["recall@10"] <= 1.0
+        item = api.get("/items/cat%2F5")  # the path converter keeps the encoded slash's id
+        assert item.status_code == 200 and item.json()["item_id"] == "cat/5", item.text
+        similar = api.get("/similar/cat%2F5", params={"k": 3})
+        assert similar.status_code == 200 and len(similar.json()["items"]) == 3
+        assert api.get("/items/cat%2Fnope").json()["detail"].startswith("unknown item_id")

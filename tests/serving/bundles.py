@@ -28,9 +28,9 @@ PLANTED_HISTORY = ["i1", "i2", "i3"]
 POPULAR = ["i7", "i5", "i9"]  # the three most popular items, in order
 
 
-def item_id(idx: int) -> str:
+def item_id(idx: int, prefix: str = "i") -> str:
     """External id of item_idx `idx`."""
-    return f"i{idx}"
+    return f"{prefix}{idx}"
 
 
 def make_bundle(
@@ -42,6 +42,7 @@ def make_bundle(
     seed: int = 0,
     publish_it: bool = True,
     score: str = "dot",
+    id_prefix: str = "i",
 ) -> Path:
     """Write (and by default publish) a planted bundle; `target` is top-1 for PLANTED_HISTORY.
 
@@ -63,7 +64,7 @@ def make_bundle(
     items = pl.DataFrame(
         {
             "item_idx": np.arange(1, num_items + 1, dtype=np.int64),
-            "item_id": [item_id(i) for i in range(1, num_items + 1)],
+            "item_id": [item_id(i, id_prefix) for i in range(1, num_items + 1)],
             "popularity": pop,
             "title": [f"Title {i}" if i % 2 == 0 else None for i in range(1, num_items + 1)],
         }

@@ -18,7 +18,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 @router.get(
-    "/similar/{item_id}",
+    "/similar/{item_id:path}",
     response_model=SimilarResponse,
     response_model_exclude_none=True,
     responses=ERRORS,
@@ -36,7 +36,7 @@ async def similar(
     )
 
 
-@router.get("/items/{item_id}", response_model=ItemResponse, responses=ERRORS)
+@router.get("/items/{item_id:path}", response_model=ItemResponse, responses=ERRORS)
 async def item(item_id: str, rec: Rec) -> ItemResponse:
     """Title and popularity (training interactions) of one item."""
     idx = rec.item_idx(item_id)
