@@ -207,6 +207,7 @@ class ModelService:
     def poll_once(self) -> None:
         """One polling step: reload if CURRENT changed; never raises (errors are logged)."""
         try:
+            self._refresh_histories()  # new events count even while CURRENT names a refused bundle
             if self._failed_before():
                 return  # said once already; tried again when the bundle or CURRENT changes
             self.reload()

@@ -178,7 +178,7 @@ def _train_candidate(
 def _warm_start(
     ws: Workspace, cfg: RecsysConfig, splits: Splits, served: bundle.ModelBundle
 ) -> WarmStart:
-    ckpt_path = ws.runs_dir / served.version / "checkpoints" / "best.ckpt"
+    ckpt_path = ws.runs_dir / served.trained_as / "checkpoints" / "best.ckpt"
     checkpoint = None
     if ckpt_path.is_file():
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)

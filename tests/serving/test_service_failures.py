@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from data.errors import RecsysInputError
+from data.ingest import ingest_rows
 from data.workspace import Workspace
 from serving.service import ModelService
 from tests.serving.bundles import make_bundle
@@ -131,3 +133,30 @@ def test_rolling_current_back_to_the_served_version_clears_the_error(tmp_path: P
     state = svc.status()
     assert (state.served, state.published, state.last_error) == ("v1", "v1", None)
     assert state.failed_reloads == 1
+
+
+def test_new_events_reach_histories_while_current_names_a_refused_bundle(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    svc = ModelService(ws)
+    svc.poll_once()
+    truncate(make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1) / "query_tower.pt")
+    svc.poll_once()  # v2 refused: v1 serves on
+    assert svc.status().failed_reloads == 1
+    ingest_rows(ws, [("u1", "i3", 1), ("u1", "i4", 2)])  # `recsys ingest` meanwhile
+    svc.poll_once()
+    assert svc.histories.get("u1") == ("i3", "i4")
+    assert svc.status().failed_reloads == 1  # the refused bundle is not tried again
+
+
+def test_a_copied_bundle_is_served_under_its_folder_name_and_loaded_once(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    shutil.copytree(ws.models_dir / "v1", ws.models_dir / "v1-restore")
+    (ws.models_dir / "CURRENT").write_text("v1-restore\n")  # `recsys models rollback v1-restore`
+    svc = ModelService(ws)
+    assert svc.reload().changed
+    assert not svc.reload().changed  # before: "v1-restore" != manifest "v1", rebuilt every poll
+    state = svc.status()
+    assert (state.served, state.published) == ("v1-restore", "v1-restore")
+    assert svc.current is not None and svc.current.bundle.trained_as == "v1"

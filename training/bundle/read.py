@@ -8,6 +8,7 @@ in the error.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,16 @@ class ModelBundle:
 
     @property
     def version(self) -> str:
-        """The version name (the directory name under models/)."""
+        """The version name: the directory name under models/, which CURRENT names.
+
+        A copied bundle (`cp -r models/v1 models/v1-restore`) is served as its folder's name;
+        its manifest keeps the name it was trained as (`trained_as`).
+        """
+        return Path(os.path.abspath(self.path)).name  # also for a path given as '.'
+
+    @property
+    def trained_as(self) -> str:
+        """The version name the bundle was written as: its training run is `runs/<name>/`."""
         return str(self.manifest["version"])
 
     @property
