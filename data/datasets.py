@@ -42,24 +42,25 @@ def fingerprint(path: Path) -> str:
 
 
 def ingest_once(ws: Workspace, files: list[Path], source: str | None = None) -> IngestReport | None:
-    """Ingest `files` unless the same contents were ingested into this home before.
+    """Ingest those of `files` whose contents were not ingested into this home before.
 
     `ingested.json` records each file's sha256 with its `source` (default: the file's path),
     after the part is committed. A process killed between the two re-reads the files on the
     next run, and the store's duplicate check rejects every row it already holds.
 
     Returns:
-        The ingest's report, or None when every file was ingested before.
+        The ingest's report of the new files, or None when every file was ingested before.
 
     """
     prints = {str(f): fingerprint(f) for f in files}
-    seen = ingested_sources(ws)
-    if all(fp in seen for fp in prints.values()) and store.has_events(ws):
+    seen = ingested_sources(ws) if store.has_events(ws) else {}
+    new = [f for f in files if prints[str(f)] not in seen]
+    if not new:
         log.info("already ingested into %s; not ingesting again", ws.root)
         return None
-    report = ingest_files(ws, files)
+    report = ingest_files(ws, new)
     log.info("ingested %d events (%d rejected)", report.accepted, report.rejected)
-    record_ingested(ws, {fp: source or name for name, fp in prints.items()})
+    record_ingested(ws, {prints[str(f)]: source or str(f) for f in new})
     return report
 
 

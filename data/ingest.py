@@ -80,9 +80,8 @@ def ingested_sources(ws: Workspace) -> dict[str, str]:
 
 def record_ingested(ws: Workspace, sources: dict[str, str]) -> None:
     """Add `sha256 -> source` entries to `<home>/ingested.json`."""
-    path = ws.root / INGESTED
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**ingested_sources(ws), **sources}, indent=1))
+    text = json.dumps({**ingested_sources(ws), **sources}, indent=1)
+    store.atomic_write(ws.root / INGESTED, lambda tmp: tmp.write_text(text))
 
 
 def holds_synthetic_demo(ws: Workspace) -> bool:
