@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ def parse_since(text: str | None) -> int | None:
     """`--since`: Unix seconds, or an ISO-8601 date/time (UTC unless it names a zone)."""
     if text is None:
         return None
-    if text.strip().lstrip("-").isdigit():
+    if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):
         return int(text)
     try:
         when = datetime.fromisoformat(text.strip())

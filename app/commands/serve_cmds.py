@@ -52,7 +52,8 @@ def serve(
         settings = Settings.model_validate({k: v for k, v in given.items() if v is not None})
     except ValidationError as err:
         first = err.errors()[0]
-        raise RecsysInputError(f"setting {first['loc'][0]}: {first['msg']}") from None
+        where = first["loc"][0] if first["loc"] else "environment"  # a RECSYS_* variable
+        raise RecsysInputError(f"setting {where}: {first['msg']}") from None
     sock = _bind(settings.host, settings.port)  # a port in use is an input error, said first
     log.info("serving %s on http://%s:%d", settings.workspace().root, settings.host, settings.port)
     config = uvicorn.Config(

@@ -67,6 +67,8 @@ def test_retrain_json_payload_and_exit_0_when_kept_or_published(
         (["--logs", "/no/such.csv"], "--logs /no/such.csv: no such file"),
         (["--max-epochs", "-1"], "--max-epochs must be >= 0"),
         (["--since", "yesterday"], "--since 'yesterday'"),
+        (["--since=--5"], "--since '--5'"),
+        (["--since", "\u00b2"], "--since '\u00b2'"),  # a digit to str.isdigit, not to int()
         (["--set", "retrain.new_item_init=zero"], "retrain.new_item_init"),
     ],
 )

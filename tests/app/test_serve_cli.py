@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -24,10 +25,11 @@ def recsys_inproc(*args: str) -> str:
     return result.stdout
 
 
-def recsys(*args: str) -> subprocess.CompletedProcess[str]:
+def recsys(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-m", "app", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})},
+    )  # fmt: skip
 
 
 def test_models_list_show_rollback(ws: Workspace) -> None:
@@ -74,6 +76,9 @@ def test_models_list_empty_and_serve_bad_option(ws: Workspace) -> None:
     assert "no models" in recsys_inproc("models", "list", "--home", str(ws.root))
     bad = recsys("serve", "--home", str(ws.root), "--index", "annoy", "--port", "0")
     assert bad.returncode == 2 and bad.stderr.startswith("error: setting index")
+    cors = {"RECSYS_CORS_ORIGINS": "http://a.example"}  # not the JSON list the setting takes
+    plain = recsys("serve", "--home", str(ws.root), "--port", "0", env=cors)
+    assert plain.returncode == 2 and plain.stderr.startswith("error: setting "), plain.stderr
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
