@@ -176,10 +176,15 @@ def run_quality(
 
 
 def quality_command(
-    dataset: Annotated[str | None, typer.Option(help="Log file or folder, or 'synthetic'.")] = None,
-    samplers: Annotated[str | None, typer.Option(help="Comma-separated sampler names.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="Log file or folder, or 'synthetic' (needed without --grid).")
+    ] = None,
+    samplers: Annotated[
+        str | None, typer.Option(help="Comma-separated sampler names (needed without --grid).")
+    ] = None,
     json_file: Annotated[
-        Path | None, typer.Option("--json", help="Results JSON (resumed if present).")
+        Path | None,
+        typer.Option("--json", help="Results JSON, resumed if present (needed without --grid)."),
     ] = None,
     num_negatives: Annotated[str, typer.Option(help="Comma-separated m values.")] = "64,256",
     max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,

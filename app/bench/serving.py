@@ -259,7 +259,7 @@ def bench_serving(
     duration: Annotated[float, typer.Option(help="Seconds per load phase.")] = 30.0,
     concurrency: Annotated[int, typer.Option(help="Concurrent client connections.")] = 32,
     rate: Annotated[float, typer.Option(help="Open-loop request rate (req/s).")] = 300.0,
-    index: Annotated[str, typer.Option(help="Index kind: auto|flat|hnsw|ivf.")] = "hnsw",
+    index: Annotated[str, typer.Option(help="Index kind: auto|flat|hnsw|ivf|ivfpq.")] = "hnsw",
     work_dir: Annotated[
         Path | None, typer.Option(help="Where bundles go (default: a temp dir).")
     ] = None,

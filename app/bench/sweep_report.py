@@ -200,7 +200,12 @@ def report_command(
         Path | None,
         typer.Option(help="The sweep's result folder (default: the grid's, benchmarks/results)."),
     ] = None,
-    grid: Annotated[str, typer.Option(help="The grid, for the planned count.")] = "comparison",
+    grid: Annotated[
+        str,
+        typer.Option(
+            help="comparison|catalogue|recipe|final: its result folder, planned count and report."
+        ),
+    ] = "comparison",
     doc: Annotated[
         Path | None, typer.Option(help="Markdown file whose report block is replaced.")
     ] = None,

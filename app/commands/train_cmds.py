@@ -94,11 +94,16 @@ def train_command(
     sampler: Annotated[
         str | None, typer.Option(help="Negative sampler name, or 'full' for full softmax.")
     ] = None,
-    num_negatives: Annotated[int | None, typer.Option(help="Negatives per batch, m.")] = None,
+    num_negatives: Annotated[
+        int | None,
+        typer.Option(help="m negatives: shared by the batch, or per query with sampler.per_query."),
+    ] = None,
     max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
     config: ConfigOption = None,
     set_: SetOption = None,
-    version: Annotated[str | None, typer.Option(help="Bundle version name.")] = None,
+    version: Annotated[
+        str | None, typer.Option(help="Name of the published model version (default: a timestamp).")
+    ] = None,
     devices: Annotated[
         int | None,
         typer.Option(
