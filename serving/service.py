@@ -207,9 +207,9 @@ class ModelService:
     def poll_once(self) -> None:
         """One polling step: reload if CURRENT changed; never raises (errors are logged)."""
         try:
-            self._refresh_histories()  # new events count even while CURRENT names a refused bundle
-            if self._failed_before():
-                return  # said once already; tried again when the bundle or CURRENT changes
+            if self._failed_before():  # said once already; tried again once it changes
+                self._refresh_histories()  # new events count while a refused bundle is named
+                return
             self.reload()
         except Exception as err:
             serving = self._current.version if self._current else "nothing"

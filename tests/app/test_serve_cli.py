@@ -79,6 +79,7 @@ def test_models_list_empty_and_serve_bad_option(ws: Workspace) -> None:
     cors = {"RECSYS_CORS_ORIGINS": "http://a.example"}  # not the JSON list the setting takes
     plain = recsys("serve", "--home", str(ws.root), "--port", "0", env=cors)
     assert plain.returncode == 2 and plain.stderr.startswith("error: setting "), plain.stderr
+    assert "cors_origins" in plain.stderr.lower()
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def edit_manifest(bundle_dir: Path, **changes: object) -> None:
         (lambda d: edit_manifest(d, num_items=21), "does not match the manifest"),
         (lambda d: edit_manifest(d, dim=0), "dim must be a positive integer"),
         (lambda d: edit_manifest(d, score="cosine"), "score must be one of dot, abs_dot"),
+        (lambda d: edit_manifest(d, version="../x"), "version: bad model version name '../x'"),
         (lambda d: np.save(d / "item_embeddings.npy", np.zeros((21, 16))), "dtype float64"),
         (lambda d: (d / "items.parquet").write_bytes(b"junk"), "items.parquet: unreadable"),
         (

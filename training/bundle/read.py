@@ -30,6 +30,7 @@ from training.bundle.layout import (
     QUERY_TOWER,
     READABLE_FORMATS,
     SCORES,
+    check_version_name,
 )
 from training.model import build_query_tower
 
@@ -137,7 +138,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """Parse and check `manifest.json` of a bundle directory.
 
     Raises:
-        BundleError: unreadable JSON, a missing key, a wrong format_version or bad sizes.
+        BundleError: unreadable JSON, a missing key, a wrong format_version, bad sizes or a
+            version that is not a plain folder name.
 
     """
     where = path / MANIFEST
@@ -164,6 +166,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise BundleError(f"{where}: model must be an object (the query tower's kwargs)")
     if manifest.get("score", DOT) not in SCORES:
         raise BundleError(f"{where}: score must be one of {', '.join(SCORES)}")
+    try:  # `trained_as` names a folder under runs/: a plain name, never a path
+        check_version_name(str(manifest["version"]))
+    except RecsysInputError as err:
+        raise BundleError(f"{where}: version: {err}") from None
     return manifest
 
 
