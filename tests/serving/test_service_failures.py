@@ -120,13 +120,19 @@ def test_nothing_published_is_reported_but_not_counted_as_a_failure(tmp_path: Pa
     assert state.failed_reloads == 0 and "no model is published" in (state.last_error or "")
 
 
-def test_rolling_current_back_to_the_served_version_clears_the_error(tmp_path: Path) -> None:
+def v1_served_after_v2_refused(tmp_path: Path) -> tuple[Workspace, ModelService]:
+    """A service that loaded v1, then polled a published v2 with a truncated tower (refused)."""
     ws = Workspace(tmp_path / "home")
     make_bundle(ws.models_dir, "v1", num_items=30, target=20)
     svc = ModelService(ws)
     svc.poll_once()
     truncate(make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1) / "query_tower.pt")
     svc.poll_once()
+    return ws, svc
+
+
+def test_rolling_current_back_to_the_served_version_clears_the_error(tmp_path: Path) -> None:
+    ws, svc = v1_served_after_v2_refused(tmp_path)
     assert svc.status().last_error is not None
     (ws.models_dir / "CURRENT").write_text("v1\n")  # `recsys models rollback v1`
     svc.poll_once()
@@ -136,12 +142,7 @@ def test_rolling_current_back_to_the_served_version_clears_the_error(tmp_path: P
 
 
 def test_new_events_reach_histories_while_current_names_a_refused_bundle(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "home")
-    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
-    svc = ModelService(ws)
-    svc.poll_once()
-    truncate(make_bundle(ws.models_dir, "v2", num_items=30, target=21, seed=1) / "query_tower.pt")
-    svc.poll_once()  # v2 refused: v1 serves on
+    ws, svc = v1_served_after_v2_refused(tmp_path)
     assert svc.status().failed_reloads == 1
     ingest_rows(ws, [("u1", "i3", 1), ("u1", "i4", 2)])  # `recsys ingest` meanwhile
     svc.poll_once()
