@@ -91,6 +91,14 @@ def test_publish_is_atomic_and_leaves_no_temp_files(tmp_path: Path) -> None:
     assert current_version(models) == "v2"
 
 
+def test_a_hand_edited_current_with_a_trailing_slash_names_the_folder(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    _write(models, "v1")
+    (models / "CURRENT").write_text("v1/\n")  # `echo v1/ > CURRENT` after tab completion
+    assert current_version(models) == "v1"
+    assert resolve_bundle(models, None) == models / "v1"
+
+
 def test_existing_version_and_failed_write_leave_nothing_visible(tmp_path: Path) -> None:
     models = tmp_path / "models"
     _write(models, "v1")

@@ -55,12 +55,14 @@ def rollback(models_dir: Path, version: str) -> str | None:
 def current_version(models_dir: Path) -> str | None:
     """The version named by `models/CURRENT`, or None when nothing is published.
 
+    A hand-edited `v1/` names the folder `v1`, as the shell's completion writes it.
+
     Raises:
         OSError, ValueError: CURRENT exists but cannot be read (a folder, not UTF-8...).
 
     """
     try:
-        name = current_path(models_dir).read_text().strip()
+        name = current_path(models_dir).read_text().strip().rstrip("/")
     except FileNotFoundError:
         return None
     return name or None
