@@ -20,8 +20,8 @@ def names(text: str, option: str) -> list[str]:
     return values
 
 
-def ints(text: str, option: str) -> list[int]:
-    """`"10000,100000"` -> `[10000, 100000]`; anything but positive integers is an input error."""
+def ints(text: str, option: str, minimum: int = 1) -> list[int]:
+    """`"10000,100000"` -> `[10000, 100000]`; any value not an integer >= `minimum` is refused."""
     values = names(text, option)
     try:
         parsed = [int(v) for v in values]
@@ -29,8 +29,8 @@ def ints(text: str, option: str) -> list[int]:
         raise RecsysInputError(
             f"--{option}: expected comma-separated integers, got {text!r}"
         ) from None
-    if any(v < 1 for v in parsed):
-        raise RecsysInputError(f"--{option}: values must be positive, got {text!r}")
+    if any(v < minimum for v in parsed):
+        raise RecsysInputError(f"--{option}: values must be at least {minimum}, got {text!r}")
     return parsed
 
 

@@ -33,7 +33,13 @@ HISTORY = 20
 K = 10
 
 
-def _write_bundle(home: Path, num_items: int, dim: int, seed: int) -> Path:
+def synthetic_bundle(
+    home: Path, num_items: int, dim: int, seed: int, item_prefix: str = ""
+) -> Path:
+    """Publish a bundle of random unit item embeddings and a random default query tower.
+
+    Item ids are `item_prefix` + "1".."N" (latency does not depend on the weights).
+    """
     import polars as pl
     import torch
 
@@ -51,7 +57,7 @@ def _write_bundle(home: Path, num_items: int, dim: int, seed: int) -> Path:
     items = pl.DataFrame(
         {
             "item_idx": np.arange(1, num_items + 1, dtype=np.int64),
-            "item_id": pl.int_range(1, num_items + 1, eager=True).cast(pl.String),
+            "item_id": item_prefix + pl.int_range(1, num_items + 1, eager=True).cast(pl.String),
             "popularity": rng.zipf(1.5, num_items).astype(np.int64),
         }
     )
@@ -163,13 +169,17 @@ def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, A
     }
 
 
-def _serve(home: Path, port: int, kind: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RECSYS_RELOAD_INTERVAL": "0", "RECSYS_INDEX": kind}
+def serve(
+    home: Path, port: int, kind: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`recsys serve` on `home` as a subprocess (no CURRENT polling), its output in `log`."""
+    env = {**os.environ, "RECSYS_RELOAD_INTERVAL": "0", "RECSYS_INDEX": kind, **(env or {})}
     cmd = [sys.executable, "-m", "app", "serve", "--home", str(home), "--port", str(port)]
     return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
-def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float) -> float:
+def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float) -> float:
+    """Seconds until the server's /ready answers 200 (RuntimeError if it exits or times out)."""
     import httpx
 
     start = time.perf_counter()
@@ -191,15 +201,15 @@ def run_size(
     """Bundle, server, loads and raw search for one catalogue size."""
     home = work / f"home-{num_items}"
     t0 = time.perf_counter()
-    bundle_dir = _write_bundle(home, num_items, dim=64, seed=0)
+    bundle_dir = synthetic_bundle(home, num_items, dim=64, seed=0)
     bundle_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     raw = _raw_search(bundle_dir, _bodies(num_items, 500, seed=1), kind)  # builds the cache
     index_s = time.perf_counter() - t0
-    port = _free_port()
-    proc = _serve(home, port, kind, work / f"server-{num_items}.log")
+    port = free_port()
+    proc = serve(home, port, kind, work / f"server-{num_items}.log")
     try:
-        ready_s = _wait_ready(port, proc, timeout=1800)
+        ready_s = wait_ready(port, proc, timeout=1800)
         bodies = _bodies(num_items, 5000, seed=2)
         uvloop.run(_load(port, bodies, 2.0, concurrency, None))  # warm-up
         loads = [
@@ -246,7 +256,8 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     options.save_figure(fig, path)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on localhost now."""
     import socket
 
     with socket.socket() as sock:

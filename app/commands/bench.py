@@ -7,6 +7,7 @@ import typer
 from app.bench import (
     data_pipeline,
     ddp,
+    events,
     indexes,
     profile,
     quality,
@@ -20,7 +21,7 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 
-BENCHMARKS = (data_pipeline, ddp, indexes, profile, quality, samplers, serving, train_step)
+BENCHMARKS = (data_pipeline, ddp, events, indexes, profile, quality, samplers, serving, train_step)
 
 
 def register(app: typer.Typer) -> None:
