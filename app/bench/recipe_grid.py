@@ -13,6 +13,12 @@ Stage 3 asks whether the chosen temperature holds for the default sampler too (u
 m = 256; the study chose it with the full softmax): the study's defaults and `tau-0.1`, each
 with that sampler (`SAMPLED_CHECK`). Stage 4 trains the same two again with a second seed
 (`SEED_CHECK`): is the chosen recipe's lead beyond the seed-to-seed spread?
+Stage 5 pairs the chosen temperature with the schedules that spend a known time budget
+(`BUDGET_SCHEDULES`): cosine over the cap, and wsd run to the cap (its decay over the cap's
+last 20%, early stopping off so that it cannot end the run before the decay, as it did in
+stage 1; the best round's checkpoint is kept as always). Do they add to the temperature?
+amazon-beauty first; a schedule runs on amazon-toys only if it beat `tau-0.1` there, since a
+default must hold on both datasets.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -52,6 +58,11 @@ RECIPES: dict[str, tuple[str, ...]] = {
 SAMPLED_CHECK = ("defaults", "tau-0.1")
 # stage 4: these recipes again with this second seed (the study's runs use the default, 42)
 SEED_CHECK, SECOND_SEED = ("defaults", "tau-0.1"), 43
+# stage 5: the chosen temperature with each schedule that spends a time budget
+BUDGET_SCHEDULES: dict[str, tuple[str, ...]] = {
+    "tau-0.1-cosine": ("model.temperature=0.1", "train.lr_schedule=cosine"),
+    "tau-0.1-wsd-to-cap": ("model.temperature=0.1", "train.lr_schedule=wsd", "train.patience=1000"),
+}
 
 
 def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
@@ -109,12 +120,30 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; the sampler and seed checks."""
+    """Stage 1, then (once it is complete) the combined recipe; sampler, seed, budget checks."""
     specs = stage_one()
-    planned = len(specs) + len(DATASETS) * (1 + len(SAMPLED_CHECK) + len(SEED_CHECK))
+    checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK)
+    budget = budget_checks(out)
+    planned = len(specs) + len(DATASETS) * checks + len(budget)
     sets = combined_sets(out)
     if sets is not None:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
     specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
-    return specs, planned
+    return specs + budget, planned
+
+
+def budget_checks(out: Path) -> list[RunSpec]:
+    """Stage 5: each budget schedule on amazon-beauty; on amazon-toys if it beat `tau-0.1`."""
+    first, rest = DATASETS[0], DATASETS[1:]
+    specs = [_spec(first, name, sets) for name, sets in BUDGET_SCHEDULES.items()]
+    reference = out / first / "tau-0.1.json"
+    for name, sets in BUDGET_SCHEDULES.items():
+        path = out / first / f"{name}.json"
+        if path.is_file() and reference.is_file() and _val(path) > _val(reference):
+            specs += [_spec(d, name, sets) for d in rest]
+    return specs
+
+
+def _val(path: Path) -> float:
+    return float(json.loads(path.read_text())["val"]["ndcg@10"])

@@ -34,8 +34,12 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    n_sampled = 2 * len(recipe_grid.SAMPLED_CHECK)
-    sampled, seeds = checks[:n_sampled], checks[n_sampled:]
+    n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
+    sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
+    budget = checks[n_sampled + n_seeds :]  # amazon-beauty first: nothing ran there yet
+    assert [(s.dataset, s.name) for s in budget] == [
+        (DATASETS[0], name) for name in recipe_grid.BUDGET_SCHEDULES
+    ]
     assert [(s.dataset, s.name, s.sampler, s.m, s.sets[1:]) for s in sampled] == [
         (d, f"{name}-uniform_m256", "uniform", 256, RECIPES[name])
         for name in recipe_grid.SAMPLED_CHECK for d in DATASETS
@@ -63,6 +67,20 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
         + " |"
     )
     assert table[-1].startswith("| tau-0.1 |")
+
+
+def test_a_budget_schedule_runs_on_amazon_toys_only_if_it_beat_tau_0_1_on_amazon_beauty(
+    tmp_path: Path,
+) -> None:
+    beaten, behind = recipe_grid.BUDGET_SCHEDULES  # the two schedules, in the grid's order
+    _write(tmp_path, "tau-0.1", 0.0649, DATASETS[:1])
+    _write(tmp_path, beaten, 0.0650, DATASETS[:1])
+    _write(tmp_path, behind, 0.0646, DATASETS[:1])
+    specs = recipe_grid.budget_checks(tmp_path)
+    assert [(s.dataset, s.name) for s in specs] == [
+        (DATASETS[0], beaten), (DATASETS[0], behind), (DATASETS[1], beaten),
+    ]  # fmt: skip
+    assert specs[-1].sets == ("train.max_minutes=20", *recipe_grid.BUDGET_SCHEDULES[beaten])
 
 
 def test_the_report_plots_every_recipe_against_time_and_links_the_plot(tmp_path: Path) -> None:
