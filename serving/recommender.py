@@ -206,7 +206,7 @@ def encode_histories(bundle: ModelBundle, histories: Sequence[Sequence[int]]) ->
         histories: B lists of item_idx; only the last L = max_len are used.
 
     Returns:
-        float32 [B, d], L2-normalised.
+        float32 [B, d] (L2-normalised unless the model's `normalize` is false).
 
     """
     import torch

@@ -53,6 +53,11 @@ class ModelConfig(_Section):
     learn_temperature: bool = Field(
         False, description="Train tau (on a log scale, from `temperature`); the bundle keeps it."
     )
+    normalize: bool = Field(
+        True,
+        description="L2-normalise both towers' outputs (cosine logits over the temperature); "
+        "false: plain dot products h . c / temperature, as SASRec (then temperature 1).",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_dim(self) -> ModelConfig:

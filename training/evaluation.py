@@ -29,7 +29,8 @@ def rank_batch(
 
     Args:
         query_tower: Has `encode(history [B, L]) -> [B, d]`.
-        item_emb: `[n + 1, d]` normalised item table (row 0 zeros), on the batch's device.
+        item_emb: `[n + 1, d]` item table as the item tower gives it (row 0 zeros), on the
+            batch's device.
         batch: history `[B, L]`, target `[B]`, seen `[B, H]` from `EvalExamples`.
         temperature: Softmax temperature.
         exclude_seen: Mask the user's history items when ranking.

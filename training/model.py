@@ -2,7 +2,8 @@
 
 Sequences are LEFT-padded with item_idx 0 (most recent item last), so the last position is
 always the newest item and learned positions count from the end of the window. Every tower
-outputs L2-normalised vectors; the logit of a (query, item) pair is `h . c / temperature`.
+outputs L2-normalised vectors (`model.normalize`, the default; without it plain vectors, whose
+dot products are SASRec's logits); the logit of a (query, item) pair is `h . c / temperature`.
 
 The query tower owns its input embedding table. When `share_embeddings` is set the item tower
 reuses that same `nn.Embedding` object, so the query tower's `state_dict` stays self-contained
@@ -28,6 +29,11 @@ def _model_config(model_cfg: dict[str, Any] | ModelConfig) -> ModelConfig:
     return ModelConfig(**known)
 
 
+def _unit_or_plain(x: Tensor, normalize: bool) -> Tensor:
+    """`x [*, d]` L2-normalised along d when `normalize`, else as it is."""
+    return F.normalize(x, dim=-1) if normalize else x
+
+
 def _item_embedding(num_items: int, dim: int, sparse: bool) -> nn.Embedding:
     table = nn.Embedding(num_items + 1, dim, padding_idx=0, sparse=sparse)
     nn.init.normal_(table.weight, std=dim**-0.5)
@@ -41,6 +47,7 @@ class _QueryTowerBase(nn.Module):
 
     item_embedding: nn.Embedding
     max_len: int
+    normalize: bool
 
     def forward(self, seq: Tensor) -> Tensor:
         """Encode every position: `seq [B, L]` item_idx -> `[B, L, d]` (pad positions zero)."""
@@ -55,7 +62,7 @@ class _QueryTowerBase(nn.Module):
                 `max_len` works (padding in front changes nothing).
 
         Returns:
-            `[B, d]` L2-normalised output of the last position.
+            `[B, d]` output of the last position (L2-normalised with `normalize`).
 
         """
         history = _fit_left(history, self.max_len)
@@ -126,12 +133,14 @@ class QueryTower(_QueryTowerBase):
         num_heads: int = 1,
         dropout: float = 0.3,
         sparse: bool = False,
+        normalize: bool = True,
     ) -> None:
         super().__init__()
         if dim % num_heads:
             raise ValueError(f"dim {dim} must be divisible by num_heads {num_heads}")
         self.max_len = max_len
         self.num_heads = num_heads
+        self.normalize = normalize
         self.item_embedding = _item_embedding(num_items, dim, sparse)
         self.pos_embedding = nn.Embedding(max_len, dim)
         nn.init.normal_(self.pos_embedding.weight, std=dim**-0.5)
@@ -159,8 +168,8 @@ class QueryTower(_QueryTowerBase):
             seq: `[B, L]` int64 item_idx, left-padded with 0 (L <= max_len).
 
         Returns:
-            `[B, L, d]` L2-normalised (zeros at padded positions); position t depends only
-            on items at positions <= t.
+            `[B, L, d]` (L2-normalised with `normalize`; zeros at padded positions); position
+            t depends only on items at positions <= t.
 
         """
         length = seq.shape[1]
@@ -172,28 +181,31 @@ class QueryTower(_QueryTowerBase):
         mask = self._attn_mask(pad)
         for block in self.blocks:
             x = block(x, mask) * keep
-        return F.normalize(self.norm_out(x), dim=-1) * keep
+        return _unit_or_plain(self.norm_out(x), self.normalize) * keep
 
 
 class MeanPoolTower(_QueryTowerBase):
     """Cheap query tower: causal running mean of the input embeddings, then a linear map."""
 
-    def __init__(self, num_items: int, dim: int, max_len: int, sparse: bool = False) -> None:
+    def __init__(
+        self, num_items: int, dim: int, max_len: int, sparse: bool = False, normalize: bool = True
+    ) -> None:
         super().__init__()
         self.max_len = max_len
+        self.normalize = normalize
         self.item_embedding = _item_embedding(num_items, dim, sparse)
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, seq: Tensor) -> Tensor:
-        """`seq [B, L]` left-padded -> `[B, L, d]` normalised mean of items <= t."""
+        """`seq [B, L]` left-padded -> `[B, L, d]`: the mapped mean of the items <= t."""
         keep = (seq != 0).unsqueeze(-1).to(self.proj.weight.dtype)
         total = (self.item_embedding(seq) * keep).cumsum(dim=1)
         count = keep.cumsum(dim=1).clamp_min(1.0)
-        return F.normalize(self.proj(total / count), dim=-1) * keep
+        return _unit_or_plain(self.proj(total / count), self.normalize) * keep
 
 
 class ItemTower(nn.Module):
-    """Item id embedding `[n + 1, d]` (row 0 is padding), L2-normalised on the way out."""
+    """Item id embedding `[n + 1, d]` (row 0 is padding), L2-normalised (`normalize`) or not."""
 
     def __init__(
         self,
@@ -201,19 +213,21 @@ class ItemTower(nn.Module):
         dim: int,
         embedding: nn.Embedding | None = None,
         sparse: bool = False,
+        normalize: bool = True,
     ) -> None:
         super().__init__()
         self.embedding = (
             embedding if embedding is not None else _item_embedding(num_items, dim, sparse)
         )
+        self.normalize = normalize
 
     def forward(self, item_idx: Tensor) -> Tensor:
-        """`item_idx [*]` -> `[*, d]` L2-normalised (padding rows come out as zeros)."""
-        return F.normalize(self.embedding(item_idx), dim=-1)
+        """`item_idx [*]` -> `[*, d]` (padding rows come out as zeros)."""
+        return _unit_or_plain(self.embedding(item_idx), self.normalize)
 
     def all_embeddings(self) -> Tensor:
-        """The whole table, L2-normalised: `[n + 1, d]`, row 0 zeros."""
-        table = F.normalize(self.embedding.weight, dim=-1)
+        """The whole table as `forward` gives it: `[n + 1, d]`, row 0 zeros."""
+        table = _unit_or_plain(self.embedding.weight, self.normalize)
         return torch.cat([torch.zeros_like(table[:1]), table[1:]])
 
 
@@ -250,18 +264,19 @@ def build_query_tower(
     """Build the query tower a config names (the bundle's `manifest["model"]` is this dict).
 
     Args:
-        model_cfg: `ModelConfig` fields (tower, dim, max_len, num_layers, num_heads, dropout);
-            unknown keys are ignored, missing ones take the defaults.
+        model_cfg: `ModelConfig` fields (tower, dim, max_len, num_layers, num_heads, dropout,
+            normalize); unknown keys are ignored, missing ones take the defaults.
         num_items: Catalogue size n (the input table has n + 1 rows).
         sparse: Sparse gradients for the input embedding table.
 
     """
     cfg = _model_config(model_cfg)
     if cfg.tower == "mean":
-        return MeanPoolTower(num_items, cfg.dim, cfg.max_len, sparse=sparse)
+        return MeanPoolTower(num_items, cfg.dim, cfg.max_len, sparse, cfg.normalize)
     return QueryTower(
-        num_items, cfg.dim, cfg.max_len, cfg.num_layers, cfg.num_heads, cfg.dropout, sparse=sparse
-    )
+        num_items, cfg.dim, cfg.max_len, cfg.num_layers, cfg.num_heads, cfg.dropout, sparse,
+        cfg.normalize,
+    )  # fmt: skip
 
 
 def build_model(
@@ -271,5 +286,5 @@ def build_model(
     cfg = _model_config(model_cfg)
     query = build_query_tower(cfg, num_items, sparse=sparse)
     shared = query.item_embedding if cfg.share_embeddings else None
-    item = ItemTower(num_items, cfg.dim, embedding=shared, sparse=sparse)
+    item = ItemTower(num_items, cfg.dim, shared, sparse, cfg.normalize)
     return TwoTowerModel(query, item)

@@ -39,6 +39,7 @@ from training.samplers import SamplerContext, build_sampler
 log = logging.getLogger(__name__)
 
 FULL = "full"
+UNIT_KERNELS = ("quadratic", "rff")  # kernels built on L2-normalised towers (feature_maps.py)
 MONITOR = "val/ndcg@10"
 LAST_CHECKPOINT = "last.ckpt"
 
@@ -84,6 +85,11 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
     if cfg.sampler.name == FULL and cfg.train.sparse_embeddings:
         raise RecsysInputError(
             "full softmax touches every item row: use train.sparse_embeddings=false"
+        )
+    if cfg.sampler.name in UNIT_KERNELS and not cfg.model.normalize:
+        raise RecsysInputError(
+            f"the {cfg.sampler.name} sampler's kernel follows the softmax on unit vectors only: "
+            "use model.normalize=true, or another sampler"
         )
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     if cfg.sampler.name == FULL:

@@ -34,9 +34,11 @@ def _items() -> pl.DataFrame:
     )
 
 
-def _write(models_dir: Path, version: str, tower: str = "sasrec", share: bool = True):
+def _write(
+    models_dir: Path, version: str, tower: str = "sasrec", share: bool = True, unit: bool = True
+):
     torch.manual_seed(3)
-    cfg = ModelConfig(tower=tower, dim=8, max_len=6, share_embeddings=share)
+    cfg = ModelConfig(tower=tower, dim=8, max_len=6, share_embeddings=share, normalize=unit)
     model = build_model(cfg, N_ITEMS).eval()
     emb = model.item_tower.all_embeddings().detach().numpy()
     path = write_bundle(
@@ -52,9 +54,15 @@ def _write(models_dir: Path, version: str, tower: str = "sasrec", share: bool = 
     return model, emb, path
 
 
-@pytest.mark.parametrize(("tower", "share"), [("sasrec", True), ("sasrec", False), ("mean", True)])
-def test_round_trip_reproduces_top_k(tmp_path: Path, tower: str, share: bool) -> None:
-    model, emb, path = _write(tmp_path / "models", "v1", tower, share)
+@pytest.mark.parametrize(
+    ("tower", "share", "normalize"),
+    [("sasrec", True, True), ("sasrec", False, True), ("mean", True, True), ("sasrec", True, False),
+     ("mean", True, False)],
+)  # fmt: skip
+def test_round_trip_reproduces_top_k(
+    tmp_path: Path, tower: str, share: bool, normalize: bool
+) -> None:
+    model, emb, path = _write(tmp_path / "models", "v1", tower, share, normalize)
     manifest = read_manifest(path)
     assert manifest["format_version"] == 2
     assert manifest["version"] == "v1"

@@ -6,6 +6,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from data.errors import RecsysInputError
 from data.ingest import ingest_files
 from data.split import Splits, build_splits
 from data.synth import generate_events
@@ -74,6 +75,31 @@ def test_short_run_beats_popularity_clearly(splits: Splits) -> None:
     batch = dm.test_set[list(range(len(dm.test_set)))]
     base = popularity_baseline(item_counts(splits), batch["target"], batch["seen"], ks=(10,))
     assert got["recall@10"] > 2 * base["recall@10"] + 0.05, (got, base)
+
+
+@pytest.mark.parametrize("sampler", ["full", "uniform"])
+def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
+    plain = ["model.normalize=false", "model.temperature=1.0", "train.lr=0.005"]
+    cfg = load_config(overrides=[*TINY, *plain, f"sampler.name={sampler}"])
+    torch.manual_seed(0)
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    _fit(cfg, splits, module, epochs=8, limit_val_batches=0)
+    norms = module.model.item_tower.all_embeddings()[1:].norm(dim=-1)
+    assert norms.std() > 0.05  # the rows are not unit vectors
+    got = _test_metrics(cfg, splits, module)
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
+    batch = dm.test_set[list(range(len(dm.test_set)))]
+    base = popularity_baseline(item_counts(splits), batch["target"], batch["seen"], ks=(10,))
+    assert got["recall@10"] > 2 * base["recall@10"] + 0.05, (got, base)
+
+
+@pytest.mark.parametrize("sampler", ["quadratic", "rff"])
+def test_the_unit_vector_kernel_samplers_refuse_a_dot_product_model(
+    splits: Splits, sampler: str
+) -> None:
+    cfg = load_config(overrides=[*TINY, "model.normalize=false", f"sampler.name={sampler}"])
+    with pytest.raises(RecsysInputError, match="use model.normalize=true"):
+        build_module(cfg, splits.num_items, item_counts(splits))
 
 
 class RecordingSampler:

@@ -31,6 +31,25 @@ def test_shapes_and_unit_norm(tower: str) -> None:
 
 
 @pytest.mark.parametrize("tower", ["sasrec", "mean"])
+def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tower: str) -> None:
+    cfg = {"tower": tower, "dim": DIM, "max_len": L}
+    torch.manual_seed(0)
+    unit = build_model(cfg, N_ITEMS).eval()
+    torch.manual_seed(0)
+    plain = build_model({**cfg, "normalize": False}, N_ITEMS).eval()
+    seq, items = _seq(), torch.arange(N_ITEMS + 1)
+    with torch.no_grad():
+        h, c = plain.query_tower(seq), plain.item_tower(items)
+        norms = h.norm(dim=-1)
+        real = seq != 0
+        assert not torch.allclose(norms[real], torch.ones_like(norms[real]), atol=1e-2)
+        assert torch.allclose(torch.nn.functional.normalize(h, dim=-1), unit.query_tower(seq))
+        assert torch.allclose(plain.item_tower.all_embeddings(), c)
+        assert torch.equal(c, plain.item_tower.embedding.weight)  # the raw table, row 0 zeros
+        assert torch.allclose(torch.nn.functional.normalize(c, dim=-1), unit.item_tower(items))
+
+
+@pytest.mark.parametrize("tower", ["sasrec", "mean"])
 def test_causal_output_ignores_later_items(tower: str) -> None:
     torch.manual_seed(0)
     model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()

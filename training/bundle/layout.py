@@ -1,9 +1,10 @@
 """The model bundle's layout: file names, format versions, version names, `CURRENT`.
 
 A bundle is `models/<version>/` holding `manifest.json`, `item_embeddings.npy` (float32
-`[n + 1, d]`, L2-normalised, row 0 zeros), `query_tower.pt` (the query tower's state_dict) and
-`items.parquet` (item_idx, item_id, popularity, title). `models/CURRENT` names the served
-version. Every other module reads these names from here (see docs/architecture.md, Bundle).
+`[n + 1, d]`, L2-normalised unless `model.normalize` is false, row 0 zeros), `query_tower.pt`
+(the query tower's state_dict) and `items.parquet` (item_idx, item_id, popularity, title).
+`models/CURRENT` names the served version. Every other module reads these names from here
+(see docs/architecture.md, Bundle).
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ class ModelBundle:
     Attributes:
         path: The bundle directory.
         manifest: The parsed manifest.json.
-        item_embeddings: float32 [n + 1, d], L2-normalised rows, row 0 = padding.
+        item_embeddings: float32 [n + 1, d] (unit rows unless `model.normalize` was false), row
+            0 = padding.
         item_ids: [n + 1] external ids by item_idx (entry 0 is "").
         titles: [n + 1] titles by item_idx (None where unknown).
         popularity: int64 [n + 1] training counts by item_idx (0 for padding).

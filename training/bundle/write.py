@@ -129,7 +129,7 @@ def write_bundle(
         query_tower: The trained query tower; its state_dict is saved (moved to CPU).
         model_cfg: The dict `build_query_tower` takes (stored as `manifest["model"]`).
         num_items: Catalogue size n.
-        item_embeddings: float32 `[n + 1, d]`, L2-normalised, row 0 zeros.
+        item_embeddings: float32 `[n + 1, d]` (`ItemTower.all_embeddings`), row 0 zeros.
         items: `item_idx, item_id, popularity, title` (title may be absent or null).
         manifest: Extra manifest fields: dataset, temperature, sampler, config, metrics...
 
