@@ -19,6 +19,9 @@ last 20%, early stopping off so that it cannot end the run before the decay, as 
 stage 1; the best round's checkpoint is kept as always). Do they add to the temperature?
 amazon-beauty first; a schedule runs on amazon-toys only if it beat `tau-0.1` there, since a
 default must hold on both datasets.
+Stage 6 asks the issue's first question the earlier stages left out: plain dot-product logits
+(`model.normalize=false`, temperature 1, as SASRec) against the L2-normalised towers, on both
+datasets (`LOGIT_FORMS`); against `tau-0.1`, the chosen defaults.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -62,6 +65,12 @@ SEED_CHECK, SECOND_SEED = ("defaults", "tau-0.1"), 43
 BUDGET_SCHEDULES: dict[str, tuple[str, ...]] = {
     "tau-0.1-cosine": ("model.temperature=0.1", "train.lr_schedule=cosine"),
     "tau-0.1-wsd-to-cap": ("model.temperature=0.1", "train.lr_schedule=wsd", "train.patience=1000"),
+}
+
+
+# stage 6: the logits' form, against the chosen defaults (tau-0.1)
+LOGIT_FORMS: dict[str, tuple[str, ...]] = {
+    "dot-product": ("model.normalize=false", "model.temperature=1.0"),
 }
 
 
@@ -120,9 +129,9 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; sampler, seed, budget checks."""
+    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 6."""
     specs = stage_one()
-    checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK)
+    checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + len(LOGIT_FORMS)
     budget = budget_checks(out)
     planned = len(specs) + len(DATASETS) * checks + len(budget)
     sets = combined_sets(out)
@@ -130,7 +139,8 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
     specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
-    return specs + budget, planned
+    logits = [_spec(d, name, sets) for name, sets in LOGIT_FORMS.items() for d in DATASETS]
+    return specs + budget + logits, planned
 
 
 def budget_checks(out: Path) -> list[RunSpec]:
