@@ -15,6 +15,7 @@ import polars as pl
 
 from data import store, vocab
 from data.errors import RecsysInputError
+from data.formats import read_item_titles
 from data.ingest import (
     SYNTHETIC_SOURCE,
     IngestReport,
@@ -29,6 +30,7 @@ from data.workspace import Workspace
 log = logging.getLogger(__name__)
 
 LOG_SUFFIXES = (".csv", ".parquet", ".pq", ".ndjson", ".jsonl")
+TITLES_FILE = "items.csv"  # a dataset folder's item titles, never one of its logs
 DATASETS_ENV_VAR = "RECSYS_DATASETS"
 
 
@@ -70,18 +72,20 @@ def dataset_files(path: Path) -> list[Path]:
         return [path]
     if (path / "interactions.csv").is_file():
         return [path / "interactions.csv"]
-    files = sorted(p for p in path.iterdir() if p.suffix.lower() in LOG_SUFFIXES)
+    files = sorted(
+        p for p in path.iterdir() if p.suffix.lower() in LOG_SUFFIXES and p.name != TITLES_FILE
+    )
     if not files:
         raise RecsysInputError(f"{path}: no log files (.csv, .parquet, .ndjson) in the folder")
     return files
 
 
-def _ingest_titles(ws: Workspace, folder: Path) -> None:
-    items = folder / "items.csv"
-    if items.is_file():
-        titles = pl.read_csv(items, infer_schema_length=0)
-        if {"item_id", "title"} <= set(titles.columns):
-            vocab.save_item_titles(ws, titles.select("item_id", "title"))
+def _folder_titles(path: Path) -> pl.DataFrame | None:
+    """A dataset folder's `items.csv` titles (read as `recsys ingest-items` reads them), if any."""
+    items = path / TITLES_FILE
+    if not (path.is_dir() and items.is_file()):
+        return None
+    return read_item_titles(items, "csv", "item_id", "title")
 
 
 def datasets_root() -> Path:
@@ -131,9 +135,10 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
     if dataset == "synthetic":
         return _synthetic_demo(ws)
     path = _dataset_path(dataset)
+    titles = _folder_titles(path)  # a bad titles file is refused before any event is stored
     ingest_once(ws, dataset_files(path))
-    if path.is_dir():
-        _ingest_titles(ws, path)
+    if titles is not None:
+        vocab.save_item_titles(ws, titles)
     return path.stem if path.is_file() else path.name
 
 

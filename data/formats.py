@@ -122,9 +122,35 @@ def scan_file(path: Path, fmt: str) -> pl.LazyFrame:
     return pl.scan_ndjson(path, infer_schema_length=None)
 
 
+def read_item_titles(path: Path, fmt: str, id_col: str, title_col: str) -> pl.DataFrame:
+    """`item_id, title` (ids stripped, rows without an id dropped) from an item metadata file.
+
+    Raises:
+        RecsysInputError: the file is missing, unreadable, or lacks either column.
+
+    """
+    lf = scan_file(path, fmt)
+    try:
+        names = lf.collect_schema().names()
+        for col in (id_col, title_col):
+            if col not in names:
+                raise RecsysInputError(f"{path}: no column {col!r} (columns found: {names[:10]})")
+        titles = lf.select(
+            pl.col(id_col).cast(pl.String).str.strip_chars().alias("item_id"),
+            pl.col(title_col).cast(pl.String).alias("title"),
+        ).collect()
+    except pl.exceptions.PolarsError as err:
+        raise RecsysInputError(f"{path}: cannot read: {str(err).splitlines()[0]}") from None
+    return titles.filter(pl.col("item_id").is_not_null() & (pl.col("item_id") != ""))
+
+
 def _int_from_text(col: pl.Expr) -> pl.Expr:
-    """Integer text (Unix seconds) -> Int64; null for anything else (ISO-8601 is done later)."""
-    text = col.str.strip_chars()
+    """Integer text (Unix seconds) -> Int64; null for anything else (ISO-8601 is done later).
+
+    A whole number written as a float (`1700000000.0`: pandas writes a column holding a NaN
+    so) is an integer too, as it is in NDJSON.
+    """
+    text = col.str.strip_chars().str.replace(r"\.0*$", "")
     return pl.when(text.str.contains(r"^[+-]?\d{1,18}$")).then(text.cast(pl.Int64, strict=False))
 
 

@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import polars as pl
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
-from data.formats import FORMATS, detect_format, scan_file
+from data.formats import FORMATS, detect_format, read_item_titles
 from data.ingest import ingest_files
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.vocab import save_item_titles
@@ -61,19 +60,7 @@ def ingest_items(
 ) -> None:
     """Store item titles (vocab/item_meta.parquet) for display in recommendations."""
     ws = workspace(home)
-    lf = scan_file(path, detect_format(path, fmt))
-    try:
-        names = lf.collect_schema().names()
-        for col in (id_col, title_col):
-            if col not in names:
-                raise RecsysInputError(f"{path}: no column {col!r} (columns found: {names[:10]})")
-        titles = lf.select(
-            pl.col(id_col).cast(pl.String).str.strip_chars().alias("item_id"),
-            pl.col(title_col).cast(pl.String).alias("title"),
-        ).collect()
-    except pl.exceptions.PolarsError as err:
-        raise RecsysInputError(f"{path}: cannot read: {str(err).splitlines()[0]}") from None
-    titles = titles.filter(pl.col("item_id").is_not_null() & (pl.col("item_id") != ""))
+    titles = read_item_titles(path, detect_format(path, fmt), id_col, title_col)
     total = save_item_titles(ws, titles)
     if as_json:
         emit_json({"read": titles.height, "titles_total": total})

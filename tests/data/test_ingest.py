@@ -146,6 +146,18 @@ def test_every_reject_reason(ws: Workspace, tmp_path: Path) -> None:
     assert report.events_total == count_events(ws) == 3
 
 
+def test_whole_numbers_written_as_floats_are_unix_seconds_in_csv_as_in_ndjson(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    path = tmp_path / "pandas.csv"  # pandas writes a timestamp column holding a NaN as floats
+    path.write_text("user_id,item_id,timestamp\nu,a,1700000000.0\nu,b,1700000001.\nu,c,17.5\n")
+    report = ingest_files(ws, [path])
+    assert (report.accepted, report.rejected) == (2, 1)
+    stamps = read_events(ws).collect()["timestamp"].to_list()
+    assert sorted(stamps) == [1700000000, 1700000001]
+    assert pl.read_parquet(report.rejects_path)["reason"].to_list() == ["unparseable timestamp"]
+
+
 def test_duplicates_across_ingests_and_files(ws: Workspace, tmp_path: Path) -> None:
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     a.write_text("user_id,item_id,timestamp\nu,i,1\nu,j,2\n")

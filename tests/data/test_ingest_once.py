@@ -1,12 +1,17 @@
-"""`ingest_once`: a file whose contents this home holds already is not read again."""
+"""`ingest_once`: a file whose contents this home holds already is not read again; a dataset
+folder's logs and titles."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from data import store
-from data.datasets import ingest_once
+from data.datasets import dataset_files, ingest_once, prepare_dataset
+from data.errors import RecsysInputError
+from data.vocab import load_item_titles
 from data.workspace import Workspace
 
 
@@ -38,3 +43,31 @@ def test_a_home_whose_events_are_gone_reads_its_files_again(tmp_path: Path) -> N
         part.unlink()
     again = ingest_once(ws, [day1])
     assert again is not None and again.accepted == 1
+
+
+def test_a_dataset_folder_s_items_csv_gives_titles_and_is_never_read_as_a_log(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    write_log(folder / "events.csv", [("u1", "a", 1), ("u1", "b", 2)])
+    (folder / "items.csv").write_text('item_id,title\n a ,"Shoes, red"\nb,Hat\n')
+    assert dataset_files(folder) == [folder / "events.csv"]
+    ws = Workspace(tmp_path / "home")
+    assert prepare_dataset(ws, str(folder)) == "ds"
+    assert store.count_events(ws) == 2
+    assert load_item_titles(ws) == {"a": "Shoes, red", "b": "Hat"}
+
+
+def test_an_unreadable_items_csv_is_refused_before_any_event_is_stored(tmp_path: Path) -> None:
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    write_log(folder / "events.csv", [("u1", "a", 1)])
+    (folder / "items.csv").write_text("")
+    ws = Workspace(tmp_path / "home")
+    with pytest.raises(RecsysInputError, match="items.csv"):
+        prepare_dataset(ws, str(folder))
+    assert not store.has_events(ws)
+    (folder / "items.csv").write_text("item_id,name\na,Shoes\n")
+    with pytest.raises(RecsysInputError, match="items.csv: no column 'title'"):
+        prepare_dataset(ws, str(folder))
