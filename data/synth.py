@@ -31,9 +31,12 @@ a sequence (the longest sequence length), each step handling all still-active us
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from data.store import atomic_write
 
 DEFAULT_SYNTHETIC: dict[str, int] = {"users": 2000, "items": 1000, "events": 40000}
 
@@ -165,8 +168,10 @@ def generate_events(num_users: int, num_items: int, num_events: int, seed: int) 
 
 
 def write_events(frame: pl.DataFrame, path: str) -> None:
-    """Write a synthetic log as CSV or parquet, by the extension of `path`."""
-    if path.lower().endswith((".parquet", ".pq")):
-        frame.write_parquet(path)
-    else:
-        frame.write_csv(path)
+    """Write a synthetic log as CSV or parquet, by the extension of `path`, atomically.
+
+    A process killed mid-write leaves no truncated log behind (the demo is ingested from the
+    file once it exists).
+    """
+    parquet = path.lower().endswith((".parquet", ".pq"))
+    atomic_write(Path(path), frame.write_parquet if parquet else frame.write_csv)

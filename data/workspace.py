@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from data.errors import RecsysInputError
+
 DEFAULT_HOME = Path("workspace")
 HOME_ENV_VAR = "RECSYS_HOME"
 
@@ -25,7 +27,10 @@ class Workspace:
     def resolve(cls, home: Path | str | None = None) -> Workspace:
         """Pick the home: the explicit argument, else `$RECSYS_HOME`, else `./workspace`."""
         chosen = home if home is not None else os.environ.get(HOME_ENV_VAR) or DEFAULT_HOME
-        return cls(Path(chosen).expanduser())
+        root = Path(chosen).expanduser()
+        if root.exists() and not root.is_dir():
+            raise RecsysInputError(f"home {root} is a file, not a folder (--home / {HOME_ENV_VAR})")
+        return cls(root)
 
     @property
     def events_dir(self) -> Path:

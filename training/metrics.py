@@ -136,6 +136,14 @@ def ranking_metrics(
     return out
 
 
+def all_missed(ks: Sequence[int] = (10, 20, 100)) -> dict[str, float]:
+    """`ranking_metrics`' ranking figures for users whose targets all ranked nowhere: zeros.
+
+    No full cross-entropy: a target the model cannot score has no log-probability.
+    """
+    return {f"{name}@{k}": 0.0 for k in ks for name in ("recall", "ndcg", "mrr")}
+
+
 def popularity_baseline(
     item_counts: Tensor,
     targets: Tensor,

@@ -23,6 +23,7 @@ from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, SplitsLike, eval_batches
 from training.evaluation import evaluate_loader
 from training.lit_module import RetrievalModule
+from training.metrics import all_missed
 
 VAL_TEST = ("val", "test")
 
@@ -93,7 +94,13 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
     model = bundle.ModelBundle.load(bundle.resolve_bundle(ws.models_dir, version))
     cfg = RecsysConfig.model_validate(model.manifest["config"])
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
-    metrics, examples = bundle_metrics(model, splits.val if split == "val" else splits.test)
+    rows = splits.val if split == "val" else splits.test
+    metrics, examples = bundle_metrics(model, rows)
+    if not examples:
+        raise RecsysInputError(
+            f"no {split} rows to measure {model.version} on: the split has {rows.height} rows "
+            f"(a user needs 3 events or more), none with a target the model knows"
+        )
     return {"version": model.version, "split": split, "examples": examples, "metrics": metrics}
 
 
@@ -101,11 +108,14 @@ def bundle_metrics(model: bundle.ModelBundle, frame: pl.DataFrame) -> tuple[dict
     """A bundle's full-ranking metrics on the rows of an eval `frame` whose target it knows.
 
     Returns:
-        (metrics, number of rows measured).
+        (metrics, number of rows measured); with no such row, zero ranking metrics
+        (`metrics.all_missed`) and 0.
 
     """
     cfg = RecsysConfig.model_validate(model.manifest["config"])
     known = _within_catalogue(frame, model.num_items)
+    if not known.height:
+        return all_missed(cfg.eval.ks), 0
     data = SequenceDataModule(
         Splits(pl.DataFrame(schema=TRAIN_SCHEMA), known, known, model.num_items),
         cfg.model.max_len, 1, cfg.train.eval_batch_size,

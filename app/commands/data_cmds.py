@@ -80,7 +80,7 @@ def synth(
         int, typer.Option("--events", min=0, help="Number of events (rows) to write.")
     ] = DEFAULT_SYNTHETIC["events"],
     seed: Annotated[
-        int, typer.Option("--seed", help="Random seed: the same seed writes the same log.")
+        int, typer.Option("--seed", min=0, help="Random seed: the same seed writes the same log.")
     ] = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -89,6 +89,8 @@ def synth(
         raise RecsysInputError(f"{out}: --out must end in .csv or .parquet")
     if out.parent and not out.parent.is_dir():
         raise RecsysInputError(f"{out}: directory {out.parent} does not exist")
+    if out.is_dir():
+        raise RecsysInputError(f"{out}: is a folder; --out names the file to write")
     started = time.perf_counter()
     frame = generate_events(users, items, events, seed)
     write_events(frame, str(out))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,8 +49,8 @@ def tune_command(
     """
     from training.tune import TuneRequest, tune
 
-    if budget_minutes <= 0 or trials < 1:
-        raise RecsysInputError("--budget-minutes must be > 0 and --trials >= 1")
+    if not (math.isfinite(budget_minutes) and budget_minutes > 0) or trials < 1:
+        raise RecsysInputError("--budget-minutes must be a number > 0 and --trials >= 1")
     base = build_config(sampler, None, None, config or [], set_ or [])
     ws = workspace(home)
     fixed = frozenset(text.split("=", 1)[0].strip() for text in set_ or [])

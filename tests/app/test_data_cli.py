@@ -168,6 +168,23 @@ def test_synth_cli_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert pl.read_csv(a, schema_overrides={"timestamp": pl.Int64}).equals(pl.read_parquet(b))
     bad = run_inproc(capsys, "synth", *args, "--out", str(tmp_path / "a.txt"))
     assert bad.returncode == 2 and "csv or .parquet" in bad.stderr
+    (tmp_path / "d.csv").mkdir()
+    bad = run_inproc(capsys, "synth", *args, "--out", str(tmp_path / "d.csv"))
+    assert bad.returncode == 2 and "is a folder" in bad.stderr
+    bad = run_inproc(capsys, "synth", "--seed", "-1", "--out", str(tmp_path / "s.csv"))
+    assert bad.returncode == 2 and not (tmp_path / "s.csv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.parquet", "d.csv"]
+
+
+def test_a_home_that_is_a_file_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    for command in (["ingest", str(tmp_path / "x.csv")], ["models", "list"], ["evaluate"]):
+        out = run_inproc(capsys, *command, "--home", str(home))
+        assert out.returncode == 2, (command, out.stderr)
+        assert f"home {home} is a file" in out.stderr
 
 
 def test_ingest_items_titles(

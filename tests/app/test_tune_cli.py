@@ -103,6 +103,8 @@ def test_rounds_every_n_steps_report_one_step_each(ws: Workspace, log_file: Path
     assert len(steps) >= 2 and steps == list(range(len(steps)))  # all in epoch 0, none lost
 
 
-def test_bad_budget_is_exit_2(run_cli, tmp_path: Path) -> None:
-    done = run_cli("tune", "--budget-minutes", "0", home=tmp_path)
+@pytest.mark.parametrize("budget", ["0", "nan", "inf"])
+def test_bad_budget_is_exit_2(run_cli, tmp_path: Path, budget: str) -> None:
+    done = run_cli("tune", "--budget-minutes", budget, "--json", home=tmp_path)
     assert done.returncode == 2 and "--budget-minutes" in done.stderr
+    assert done.stdout == ""  # no NaN or Infinity printed as JSON
