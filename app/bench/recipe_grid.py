@@ -21,7 +21,8 @@ amazon-beauty first; a schedule runs on amazon-toys only if it beat `tau-0.1` th
 default must hold on both datasets.
 Stage 6 asks the issue's first question the earlier stages left out: plain dot-product logits
 (`model.normalize=false`, temperature 1, as SASRec) against the L2-normalised towers, on both
-datasets (`LOGIT_FORMS`); against `tau-0.1`, the chosen defaults.
+datasets (`LOGIT_FORMS`); against `tau-0.1`, the chosen defaults; and, as stage 3 did for the
+temperature, with the default sampler too (uniform at m = 256, against `tau-0.1-uniform_m256`).
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -78,9 +79,10 @@ def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
     return RunSpec(dataset, label, "full", None, sets=(*BUDGET, *sets))
 
 
-def _sampled_spec(dataset: str, name: str) -> RunSpec:
+def _sampled_spec(dataset: str, name: str, sets: tuple[str, ...] | None = None) -> RunSpec:
     """`name` with uniform sampling at m = 256; its result file `<name>-uniform_m256.json`."""
-    return RunSpec(dataset, f"{name}-uniform", "uniform", 256, sets=(*BUDGET, *RECIPES[name]))
+    sets = RECIPES[name] if sets is None else sets
+    return RunSpec(dataset, f"{name}-uniform", "uniform", 256, sets=(*BUDGET, *sets))
 
 
 def _seed_spec(dataset: str, name: str) -> RunSpec:
@@ -131,7 +133,7 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
     """Stage 1, then (once it is complete) the combined recipe; stages 3 to 6."""
     specs = stage_one()
-    checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + len(LOGIT_FORMS)
+    checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + 2 * len(LOGIT_FORMS)
     budget = budget_checks(out)
     planned = len(specs) + len(DATASETS) * checks + len(budget)
     sets = combined_sets(out)
@@ -139,8 +141,14 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
     specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
-    logits = [_spec(d, name, sets) for name, sets in LOGIT_FORMS.items() for d in DATASETS]
-    return specs + budget + logits, planned
+    return specs + budget + logit_forms(), planned
+
+
+def logit_forms() -> list[RunSpec]:
+    """Stage 6: each logit form with the full softmax, then with the default sampler."""
+    forms = LOGIT_FORMS.items()
+    full = [_spec(d, name, sets) for name, sets in forms for d in DATASETS]
+    return full + [_sampled_spec(d, name, sets) for name, sets in forms for d in DATASETS]
 
 
 def budget_checks(out: Path) -> list[RunSpec]:

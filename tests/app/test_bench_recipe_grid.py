@@ -36,12 +36,14 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
-    budget, logits = checks[n_sampled + n_seeds : -2], checks[-2:]
+    budget, logits = checks[n_sampled + n_seeds : -4], checks[-4:]
     assert [(s.dataset, s.name) for s in budget] == [  # amazon-beauty first: none ran there yet
         (DATASETS[0], name) for name in recipe_grid.BUDGET_SCHEDULES
     ]
-    assert [(s.dataset, s.name, s.sets[1:]) for s in logits] == [
-        (d, "dot-product", ("model.normalize=false", "model.temperature=1.0")) for d in DATASETS
+    dot = ("model.normalize=false", "model.temperature=1.0")
+    assert [(s.dataset, s.name, s.sampler, s.sets[1:]) for s in logits] == [
+        *[(d, "dot-product", "full", dot) for d in DATASETS],
+        *[(d, "dot-product-uniform_m256", "uniform", dot) for d in DATASETS],
     ]
     assert [(s.dataset, s.name, s.sampler, s.m, s.sets[1:]) for s in sampled] == [
         (d, f"{name}-uniform_m256", "uniform", 256, RECIPES[name])
