@@ -127,11 +127,7 @@ def bench_events(
         },
         "runs": runs,
     }  # fmt: skip
-    text = json.dumps(result, indent=2)
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(text + "\n")
-    typer.echo(text)
+    typer.echo(options.json_result(result, json_path))
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -34,6 +34,15 @@ def ints(text: str, option: str, minimum: int = 1) -> list[int]:
     return parsed
 
 
+def json_result(payload: dict[str, Any], json_path: Path | None) -> str:
+    """The payload as indented JSON text, also written to `json_path` when one is given."""
+    text = json.dumps(payload, indent=2)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(text + "\n")
+    return text
+
+
 def write_results(
     payload: dict[str, Any],
     json_path: Path,

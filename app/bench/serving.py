@@ -301,10 +301,7 @@ def bench_serving(
         },
         "runs": runs,
     }  # fmt: skip
-    text = json.dumps(result, indent=2)
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(text + "\n")
+    text = options.json_result(result, json_path)
     if plot_path:
         plot(result, plot_path)
     typer.echo(text)
