@@ -89,10 +89,11 @@ class HistoryStore:
             if self._parts and all(parts.get(n) == s for n, s in self._parts.items()):
                 added = [n for n in parts if n not in self._parts]
                 self._merge(self._histories, self._newest, self._scan(added).collect(), parts)
-            else:
+            else:  # parts changed or vanished: rebuild (no parts left: no histories)
                 histories: Histories = {}
                 newest: Newest = {}
-                self._merge(histories, newest, self._scan(list(parts)).collect(), parts)
+                if parts:
+                    self._merge(histories, newest, self._scan(list(parts)).collect(), parts)
                 self._histories, self._newest = histories, newest
             self._parts = parts
         log.info("history store: %d users, %d parts", len(self._histories), len(parts))

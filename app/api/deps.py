@@ -47,8 +47,9 @@ def check_token(request: Request, authorization: str | None, what: str) -> None:
     if not token:
         raise HTTPException(404, f"{what} disabled (no RECSYS_ADMIN_TOKEN set)")
     scheme, _, given = (authorization or "").partition(" ")
-    # Bytes, not str: compare_digest refuses non-ASCII str, and a header may carry any byte.
-    matches = hmac.compare_digest(given.strip().encode(), token.encode())
+    # Bytes, not str: compare_digest refuses non-ASCII str. The server decodes header bytes as
+    # latin-1, so encoding back to latin-1 gives the bytes sent: a UTF-8 token's bytes.
+    matches = hmac.compare_digest(given.strip().encode("latin-1"), token.encode())
     if scheme.lower() != "bearer" or not matches:
         raise HTTPException(
             401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}

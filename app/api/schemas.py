@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -16,6 +17,7 @@ from pydantic import (
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -24,6 +26,7 @@ MAX_HISTORY = 1000
 MAX_BATCH = 1000
 MAX_ID_LENGTH = 256
 MAX_EVENTS = 10_000  # rows per POST /events (RECSYS_MAX_BODY_BYTES bounds the bytes)
+MAX_BATCH_ITEMS = 100_000  # the sum of k over a /recommend/batch body: answers built in one go
 
 ItemId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 K = Annotated[int, Field(ge=1, le=MAX_K, description=f"Number of items, 1..{MAX_K}.")]
@@ -47,9 +50,19 @@ class RecommendRequest(_Body):
 
 
 class BatchRequest(_Body):
-    """Several /recommend bodies answered together."""
+    """Several /recommend bodies answered together (their k summing to at most 100,000)."""
 
     requests: list[RecommendRequest] = Field(min_length=1, max_length=MAX_BATCH)
+
+    @model_validator(mode="after")
+    def _bounded_answer(self) -> BatchRequest:
+        total = sum(r.k for r in self.requests)
+        if total > MAX_BATCH_ITEMS:
+            raise ValueError(
+                f"the requests' k sum to {total}; at most {MAX_BATCH_ITEMS:,} items a batch "
+                "(split it)"
+            )
+        return self
 
 
 class Item(BaseModel):
@@ -122,11 +135,26 @@ class ReloadResponse(BaseModel):
 def _one_timestamp_error(value: object, handler: ValidatorFunctionWrapHandler) -> object:
     """One error for the field, not one per member of the union (`timestamp.int`, `.str`)."""
     try:
-        return handler(value)
+        return _unicode(handler(value))
     except ValidationError:
         raise PydanticCustomError(
             "timestamp_type", "Input should be an integer (Unix seconds), a string or null"
         ) from None
+
+
+def _unicode(value: object) -> object:
+    """`value`; a str holding a lone surrogate (one with no UTF-8 form) is refused."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PydanticCustomError(
+                "string_unicode", "Input should be valid Unicode text (a lone surrogate is not)"
+            ) from None
+    return value
+
+
+EventText = Annotated[str | None, AfterValidator(_unicode)]
 
 
 Timestamp = Annotated[
@@ -143,8 +171,8 @@ class Event(_Body):
     reason a file ingest gives (ids are stripped of outer spaces and at most 256 characters).
     """
 
-    user_id: str | None
-    item_id: str | None
+    user_id: EventText
+    item_id: EventText
     timestamp: Timestamp
 
 

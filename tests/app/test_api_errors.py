@@ -38,6 +38,11 @@ def test_get_recommend_bad_k(api: httpx.Client, k: str) -> None:
     check_422(api.get("/recommend", params={"user_id": "u", "k": k}), "k")
 
 
+@pytest.mark.parametrize("item", ["", "x" * 257])
+def test_get_recommend_items_keep_the_id_limits(api: httpx.Client, item: str) -> None:
+    check_422(api.get("/recommend", params={"items": ["i1", item]}), "items.1")
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -84,6 +89,7 @@ def test_empty_body(api: httpx.Client) -> None:
         ({"requests": []}, "requests"),
         ({"requests": [{"k": 1}] * 1001}, "requests"),
         ({"requests": [{"k": 1}, {"k": 0}]}, "requests.1.k"),
+        ({"requests": [{"k": 1000}] * 101}, "body"),  # 101,000 items in one answer
         ({"requests": {"k": 1}}, "requests"),
         ({}, "requests"),
     ],

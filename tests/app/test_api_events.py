@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -119,12 +120,18 @@ def test_bad_rows_come_back_with_reasons_and_good_rows_are_kept(
         ({"events": [{"user_id": "u", "item_id": "i", "timestamp": 1.5}]}, "events.0.timestamp"),
         ({"events": [{"user_id": "u", "item_id": "i", "timestamp": 1, "x": 1}]}, "events.0.x"),
         ({"event": []}, "events"),
+        ({"events": [{"user_id": "\ud800", "item_id": "i", "timestamp": 1}]}, "events.0.user_id"),
+        (
+            {"events": [{"user_id": "u", "item_id": "i", "timestamp": "\udfff"}]},
+            "events.0.timestamp",
+        ),
     ],
 )
 def test_malformed_bodies_are_422_naming_the_field(
     api: httpx.Client, body: object, field: str
 ) -> None:
-    resp = api.post("/events", json=body, headers=AUTH)
+    sent = json.dumps(body).encode()  # ASCII escapes: "\\ud800" as a JSON client sends it
+    resp = api.post("/events", content=sent, headers={**AUTH, "content-type": "application/json"})
     assert resp.status_code == 422, resp.text
     assert field in [e["field"] for e in resp.json()["errors"]]
 
@@ -224,3 +231,16 @@ def test_disabled_without_a_token(tmp_path: Path) -> None:
         resp = httpx.post(url + "/events", json={"events": []}, headers=AUTH)
     assert resp.status_code == 404 and "disabled" in resp.json()["detail"]
     assert not ws.events_dir.exists()
+
+
+def test_a_non_ascii_token_is_accepted_as_curl_sends_it(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1")
+    token = "t\u00f8k-\u00e9t\u00e9"
+    sent = {"Authorization": b"Bearer " + token.encode()}  # UTF-8 bytes, as a shell sends them
+    rows = {"events": [{"user_id": "u9", "item_id": "i1", "timestamp": 1}]}
+    with running_server(ws.root, {"RECSYS_ADMIN_TOKEN": token}) as url:
+        resp = httpx.post(url + "/events", json=rows, headers=sent)
+        wrong = httpx.post(url + "/events", json=rows, headers={"Authorization": "Bearer tok"})
+    assert resp.status_code == 200, resp.text
+    assert wrong.status_code == 401

@@ -52,6 +52,16 @@ def test_a_part_that_vanishes_rebuilds(ws: Workspace) -> None:
     assert store.get("u1") is None and store.get("u2") == ("b",)
 
 
+def test_an_emptied_event_store_empties_the_histories(ws: Workspace) -> None:
+    store = HistoryStore(ws)
+    store.record([("u1", "a", 1)], "test")
+    for part in part_paths(ws):
+        part.unlink()
+    assert store.refresh_if_changed()  # was: polars refused to scan no files, every poll
+    assert store.get("u1") is None and len(store) == 0
+    assert not store.refresh_if_changed()
+
+
 def test_ingests_from_elsewhere_are_picked_up_by_refresh(ws: Workspace) -> None:
     store = HistoryStore(ws)
     assert not store.refresh_if_changed()  # no events folder yet: nothing to read

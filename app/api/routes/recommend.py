@@ -14,6 +14,7 @@ from app.api.schemas import (
     BatchRequest,
     BatchResponse,
     ErrorResponse,
+    ItemId,
     RecommendRequest,
     RecommendResponse,
 )
@@ -41,7 +42,7 @@ async def recommend_get(
     rec: Rec,
     batch: Batcher,
     user_id: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH)] = None,
-    items: Annotated[list[str] | None, Query(max_length=MAX_HISTORY)] = None,
+    items: Annotated[list[ItemId] | None, Query(max_length=MAX_HISTORY)] = None,
     k: Annotated[int, Query(ge=1, le=MAX_K)] = 10,
     exclude_seen: bool = True,
 ) -> RecommendResponse:
