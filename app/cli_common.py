@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -34,9 +35,23 @@ def workspace(home: Path | None) -> Workspace:
 
 
 def emit_json(payload: dict[str, Any]) -> None:
-    """Write one JSON object on stdout (the only thing a `--json` command prints there)."""
-    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    """Write one JSON object on stdout (the only thing a `--json` command prints there).
+
+    A non-finite float (a NaN cross-entropy) is written as null: JSON has no NaN.
+    """
+    sys.stdout.write(json.dumps(_finite(payload), default=str, allow_nan=False) + "\n")
     sys.stdout.flush()
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float, at any depth of dicts and lists, made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def setup_logging(verbose: bool) -> None:

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 Exclude = Tensor | Sequence[Tensor] | None
+UNRANKED = torch.iinfo(torch.int64).max  # the rank of a target with no score: below every cut-off
 
 
 def _pad_exclude(exclude: Exclude, num_rows: int, device: torch.device) -> Tensor:
@@ -75,7 +76,8 @@ def rank_targets(
 
     Returns:
         `(ranks [U] int64, log_p [U] float32)`: pessimistic 0-based rank among the
-        non-excluded items, and the log-softmax of the target over all items 1..n.
+        non-excluded items (`UNRANKED` for a NaN target score: a miss at every cut-off), and
+        the log-softmax of the target over all items 1..n.
 
     """
     queries = queries.to(torch.float32)
@@ -102,6 +104,8 @@ def rank_targets(
         ).sum(1)
         run_max = new_max
     log_p = target_score / temperature - (run_max + torch.log(run_sum))
+    # a NaN score (a diverged model) compares False with everything: it would rank first
+    above = torch.where(torch.isnan(target_score), UNRANKED, above)
     return above, log_p
 
 

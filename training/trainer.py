@@ -27,6 +27,7 @@ from data.workspace import Workspace
 from training import finished_fit, memory
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
+from training.divergence import StopOnDivergence
 from training.final_round import capped_final_round
 from training.full_softmax import full_softmax_loss
 from training.lit_module import RetrievalModule
@@ -127,6 +128,7 @@ def _trainer(
             *_checkpoints(cfg, run_dir, save_last),
             _stopping(cfg, patience),
             *capped_final_round(cfg.train.max_minutes),
+            StopOnDivergence(),
             EpochTimer(),
             memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),

@@ -1,5 +1,8 @@
+import json
 import subprocess
 import sys
+
+import pytest
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -17,3 +20,12 @@ def test_help_lists_commands() -> None:
 def test_unknown_command_is_usage_error() -> None:
     result = run_cli("no-such-command")
     assert result.returncode == 2
+
+
+def test_json_output_writes_non_finite_floats_as_null(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli_common import emit_json
+
+    emit_json({"metrics": {"ndcg@10": 0.5, "full_ce": float("nan")}, "runs": [float("inf"), 1]})
+    assert json.loads(capsys.readouterr().out) == {
+        "metrics": {"ndcg@10": 0.5, "full_ce": None}, "runs": [None, 1],
+    }  # fmt: skip

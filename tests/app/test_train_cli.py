@@ -151,3 +151,16 @@ def test_best_epoch_kl_is_read_at_the_best_validation_round() -> None:
     ]
     assert best_epoch_kl({"validation": curve}) == 3.0
     assert best_epoch_kl({"validation": [{"epoch": 0, "val/ndcg@10": 0.1}]}) is None
+
+
+def test_a_diverging_training_fails_naming_the_lr_and_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    log = tmp_path / "tiny.csv"
+    generate_events(100, 50, 1200, seed=3).write_csv(log)
+    monkeypatch.setenv("RECSYS_HOME", str(tmp_path / "home"))
+    args = ["train", "--dataset", str(log), "--max-epochs", "3", *TINY, "--json"]
+    code, out, err = _main(monkeypatch, capsys, *args, "--set", "train.lr=1e30")
+    assert code == 1 and out == ""
+    assert "training diverged: the loss is nan" in err and "lower train.lr (now 1e+30)" in err
+    assert not (tmp_path / "home" / "models" / "CURRENT").exists()

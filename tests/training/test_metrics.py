@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from training.metrics import popularity_baseline, rank_targets, ranking_metrics
+from training.metrics import UNRANKED, popularity_baseline, rank_targets, ranking_metrics
 
 
 def _line_items(scores: list[float]) -> torch.Tensor:
@@ -22,6 +22,14 @@ def test_rank_counts_strictly_higher_and_ties_pessimistically() -> None:
     # item 1 (5.0) is top; item 2 (3.0) is below 1 and 5 and ties item 3; item 4 is last.
     assert ranks.tolist() == [0, 3, 4]
     assert ranks.dtype == torch.int64
+
+
+def test_a_nan_score_ranks_last_not_first() -> None:
+    items = _line_items([5.0, float("nan"), 3.0])
+    q = torch.tensor([[1.0], [float("nan")]])  # a target NaN by its item; a diverged query
+    ranks, _ = rank_targets(q, items, torch.tensor([2, 1]))
+    assert ranks.tolist() == [UNRANKED, UNRANKED]  # NaN compares False with every score
+    assert ranking_metrics(ranks, torch.zeros(2), ks=(10,))["ndcg@10"] == 0.0  # a miss at 10
 
 
 def test_exclude_removes_history_but_never_the_target() -> None:
