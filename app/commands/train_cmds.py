@@ -7,6 +7,7 @@ Config precedence: defaults < `configs/samplers/<sampler>.yaml` (when `--sampler
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 from training.config import RecsysConfig, load_config
+
+log = logging.getLogger("recsys.train")
 
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 RETRAIN_ENV = "RECSYS_RETRAIN"
@@ -154,10 +157,14 @@ def train_command(
 
 def _reusable(ws: Workspace, json_out: bool) -> bool:
     """Say so and return True when a published model is kept (see --reuse-published)."""
-    from training.bundle import current_version
+    from training.bundle import broken_reason, current_version
 
     version = current_version(ws.models_dir)
     if version is None or os.environ.get(RETRAIN_ENV) == "1":
+        return False
+    broken = broken_reason(ws.models_dir / version)
+    if broken is not None:
+        log.warning("CURRENT names %s, which cannot be served (%s): training", version, broken)
         return False
     if json_out:
         emit_json({"version": version, "reused": True})

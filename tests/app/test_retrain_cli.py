@@ -90,6 +90,20 @@ def test_a_busy_home_exits_2_naming_the_holder(served: tuple[Path, Path], run_cl
     assert "is busy" in done.stderr
 
 
+def test_a_current_naming_no_servable_bundle_is_not_reused(tmp_path: Path, run_cli) -> None:
+    log = tmp_path / "log.csv"
+    generate_events(80, 40, 900, seed=2).write_csv(log)
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "CURRENT").write_text("gone\n")  # `make up` would never train again
+    done = run_cli("train", "--reuse-published", "--dataset", str(log), "--max-epochs", "1",
+                   *TINY, "--json", home=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "CURRENT names gone, which cannot be served" in done.stderr
+    version = json.loads(done.stdout)["version"]
+    assert version != "gone" and (home / "models" / "CURRENT").read_text().strip() == version
+
+
 def test_train_reuses_a_published_model_unless_retrain_is_set(
     served: tuple[Path, Path], run_cli
 ) -> None:

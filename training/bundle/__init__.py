@@ -12,6 +12,7 @@ from training.bundle.layout import (
     new_version_name,
 )
 from training.bundle.publish import (
+    broken_reason,
     current_version,
     describe,
     list_versions,
@@ -27,6 +28,7 @@ __all__ = [
     "DOT",
     "BundleError",
     "ModelBundle",
+    "broken_reason",
     "check_version_name",
     "current_path",
     "current_version",

@@ -110,7 +110,7 @@ def describe(models_dir: Path, version: str, current: str | None) -> dict[str, A
         "sampler": manifest.get("sampler"),
         "num_items": manifest.get("num_items"),
         "metrics": manifest.get("metrics") or {},
-        "broken": _broken(path),
+        "broken": broken_reason(path),
     }
 
 
@@ -122,13 +122,15 @@ def _published_at(path: Path, manifest: dict[str, Any]) -> float:
         return path.stat().st_mtime
 
 
-def _broken(path: Path) -> str | None:
-    """Why the bundle would be refused (manifest, embeddings, items, tower file), else None.
+def broken_reason(path: Path) -> str | None:
+    """Why the bundle at `path` would be refused (no folder, manifest, embeddings, items, tower).
 
     The tower is checked cheaply: `torch.save` writes a zip archive, whose directory sits at
     the end of the file, so a truncated or empty `query_tower.pt` is not a zip file.
     """
     tower = path / QUERY_TOWER
+    if not path.is_dir():
+        return f"{path}: no such bundle folder"
     try:
         ModelBundle.load(path, load_tower=False)
         if not zipfile.is_zipfile(tower):
