@@ -15,7 +15,7 @@ from data.errors import RecsysInputError
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class DataConfig(_Section):
@@ -159,7 +159,10 @@ class TrainConfig(_Section):
     weight_decay: float = Field(0.0, ge=0.0)
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(
-        None, gt=0, description="Stop training after this wall time (the best checkpoint is kept)."
+        None,
+        gt=0,
+        le=1e9,
+        description="Stop training after this wall time (the best checkpoint is kept).",
     )
     patience: int = Field(10, ge=1, description="Early stopping, in validation rounds.")
     val_every: int = Field(1, ge=1, description="Validate every N epochs.")
@@ -177,7 +180,7 @@ class TrainConfig(_Section):
         "users (null: all); the final metrics always rank every user.",
     )
     sparse_embeddings: bool = False
-    seed: int = 42
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range.")
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
     devices: int = Field(1, ge=1, description="Processes (devices) per node; > 1 trains with DDP.")
     num_nodes: int = Field(1, ge=1, description="Machines; each runs `devices` processes.")
@@ -295,6 +298,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise RecsysInputError(f"{path}: config file not found") from None
     except OSError as err:
         raise RecsysInputError(f"{path}: cannot read config ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise RecsysInputError(f"{path}: not UTF-8 text, so not a YAML config") from None
     except yaml.YAMLError as err:
         raise RecsysInputError(f"{path}: not valid YAML ({err})") from None
     if loaded is None:

@@ -45,6 +45,13 @@ def test_override_value_that_is_not_yaml() -> None:
         load_config(overrides=["train.lr=["])
 
 
+def test_a_binary_config_file_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00\x01model:")
+    with pytest.raises(RecsysInputError, match="bin.yaml: not UTF-8 text"):
+        load_config([path])
+
+
 def test_directory_as_config_file(tmp_path: Path) -> None:
     with pytest.raises(RecsysInputError, match="cannot read config"):
         load_config([tmp_path])
@@ -60,6 +67,12 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
         (["train.val_every=5", "train.max_epochs=4"], None),  # the last epoch is validated
         (["eval.ks=[10, 0]"], "config eval.ks.1"),
         (["train.accelerator=tpu9"], "config train.accelerator"),
+        (["train.max_minutes=.inf"], "config train.max_minutes"),  # was an OverflowError
+        (["train.max_minutes=1e300"], "config train.max_minutes"),
+        (["train.lr=.nan"], "config train.lr"),
+        (["train.seed=-1"], "config train.seed"),  # numpy refused it after the run started
+        (["train.seed=4294967296"], "config train.seed"),
+        (["train.seed=4294967295"], None),
     ],
 )
 def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], message: str) -> None:
