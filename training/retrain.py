@@ -97,6 +97,11 @@ def retrain(
     files = [f for log in request.logs for f in dataset_files(_existing(log))]
     with training_lock(ws, "retrain"):
         previous = bundle.current_version(ws.models_dir)
+        if request.max_epochs == 0 and previous is None:  # no gate either: it would publish
+            raise RecsysInputError(
+                "--max-epochs 0 keeps the warm start untrained, and nothing is served to start "
+                "from: the model would be random; train with epochs"
+            )
         journal = _resume_or_ingest(ws, files, previous, cfg, request)
         version = journal["version"]
         splits = load_splits(ws, cfg, request.since)

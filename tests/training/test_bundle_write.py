@@ -155,3 +155,10 @@ def test_version_names_sort_by_time() -> None:
     name = new_version_name()
     assert len(name) == len("20261122-143501-ab12")
     assert name[:8].isdigit() and name[9:15].isdigit()
+
+
+@pytest.mark.parametrize("name", ["v1 ", " v1", "v\t1", "v\n1", "", "a/b", ".v", "CURRENT"])
+def test_a_version_name_current_could_not_name_back_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(RecsysInputError, match="bad model version name"):
+        _write(tmp_path / "models", name)
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from data import store, vocab
+from data.errors import RecsysInputError
 from data.lock import HomeBusyError, training_lock
 from data.synth import generate_events
 from data.workspace import Workspace
@@ -117,6 +118,14 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     forced = _retrain(ws, new, full=True, max_epochs=0, force=True)
     assert forced.published and "--force" in forced.reason
     assert current_version(ws.models_dir) == forced.version
+
+
+def test_zero_epochs_with_nothing_served_is_refused_before_any_ingest(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    with pytest.raises(RecsysInputError, match="nothing is served to start from"):
+        _retrain(ws, logs[1], max_epochs=0)
+    assert current_version(ws.models_dir) is None and not store.has_events(ws)
 
 
 def test_a_busy_home_is_refused_with_the_holder_named(

@@ -51,8 +51,13 @@ def current_path(models_dir: Path) -> Path:
 
 
 def check_version_name(version: str) -> None:
-    """Raise RecsysInputError unless `version` is a plain folder name a bundle may take."""
-    if not version or "/" in version or version.startswith(".") or version == CURRENT:
+    """Raise RecsysInputError unless `version` is a plain folder name a bundle may take.
+
+    No `/`, no leading dot, not `CURRENT`, and nothing `CURRENT` could not name back: no
+    surrounding whitespace (it is read stripped) and no control characters.
+    """
+    plain = version.strip() == version and version.isprintable()
+    if not plain or not version or "/" in version or version.startswith(".") or version == CURRENT:
         raise RecsysInputError(f"bad model version name {version!r}")
 
 
