@@ -37,15 +37,29 @@ def combos(samplers: list[str], negatives: list[int]) -> list[tuple[str, int | N
     return out
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The results document to resume: `path`'s if it was made with the same `settings`.
+
+    Raises:
+        RecsysInputError: `path` is not a results document (a folder, not JSON, not an
+            object), or holds runs of another dataset, epoch bound or overrides.
+
+    """
     if not path.exists():
-        return {"results": []}
+        return {"results": [], **settings}
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RecsysInputError(f"{path}: not a results JSON ({err})") from None
-    data.setdefault("results", [])
-    return data
+    if not isinstance(data, dict) or not isinstance(data.setdefault("results", []), list):
+        raise RecsysInputError(f"{path}: not a results JSON (an object with a results list)")
+    other = {k: data.get(k) for k in settings if data.get(k, settings[k]) != settings[k]}
+    if other and data["results"]:
+        raise RecsysInputError(
+            f"{path} holds runs made with {other}, not { ({k: settings[k] for k in other}) }: "
+            "resume with the same settings, or write to another --json file"
+        )
+    return {**data, **settings}
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
@@ -158,8 +172,8 @@ def run_quality(
         c: build_config(c[0], c[1], max_epochs, [], overrides or [])
         for c in combos(samplers, negatives)
     }
-    data = _load(json_path)
-    data.update({"dataset": dataset, "max_epochs": max_epochs, "overrides": overrides or []})
+    settings = {"dataset": dataset, "max_epochs": max_epochs, "overrides": overrides or []}
+    data = _load(json_path, settings)
     done = {(r["sampler"], r["num_negatives"]) for r in data["results"]}
     ws = Workspace(home)
     for (name, m), cfg in configs.items():

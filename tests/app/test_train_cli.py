@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from data.errors import RecsysInputError
 from data.synth import generate_events
 from training.config import RecsysConfig, load_config
 from training.samplers import SAMPLERS
@@ -139,6 +140,14 @@ def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
     data = run_quality(str(log), ["full", "uniform"], [8, 16], out, None, home, 1, sets, **kw)
     assert len(data["results"]) == 3 and data["results"][2]["num_negatives"] == 16
     assert json.loads(first)["results"] == data["results"][:2]  # earlier runs kept, not redone
+    with pytest.raises(RecsysInputError, match="'max_epochs': 1}, not {'max_epochs': 2}"):
+        run_quality(str(log), ["uniform"], [8], out, None, home, 2, sets, **kw)  # other settings
+    for bad in ("[]", "\xff"):
+        (tmp_path / "bad.json").write_text(bad, encoding="latin-1")
+        with pytest.raises(RecsysInputError, match="bad.json: not a results JSON"):
+            run_quality(str(log), ["uniform"], [8], tmp_path / "bad.json", None, home, 1, sets)
+    with pytest.raises(RecsysInputError, match="not a results JSON"):
+        run_quality(str(log), ["uniform"], [8], tmp_path, None, home, 1, sets)  # a folder
 
 
 def test_best_epoch_kl_is_read_at_the_best_validation_round() -> None:
