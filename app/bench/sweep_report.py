@@ -20,6 +20,7 @@ import typer
 from app.bench import options, sweep
 from app.bench.grids import GRIDS, REPORTS, result_dir
 from app.bench.paired import paired_interval
+from data.errors import RecsysInputError
 
 DEFAULT_DOC = options.RESULTS.parents[1] / "docs" / "sampler_comparison.md"  # links without a doc
 BEGIN, END = "<!-- sweep-report:begin -->", "<!-- sweep-report:end -->"
@@ -160,12 +161,20 @@ def plot(dataset: str, rows: list[dict[str, Any]], path: Path) -> None:
     options.save_figure(fig, path)
 
 
+def check_block(doc: Path) -> str:
+    """`doc`'s text, which must hold the report markers (RecsysInputError otherwise)."""
+    try:
+        content = doc.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise RecsysInputError(f"--doc {doc}: cannot read it ({err})") from None
+    if BEGIN not in content or END not in content:
+        raise RecsysInputError(f"--doc {doc}: no {BEGIN} ... {END} block")
+    return content
+
+
 def replace_block(doc: Path, text: str) -> None:
     """Put `text` between the report markers of `doc`."""
-    content = doc.read_text()
-    if BEGIN not in content or END not in content:
-        raise typer.BadParameter(f"{doc}: no {BEGIN} ... {END} block")
-    head, rest = content.split(BEGIN, 1)
+    head, rest = check_block(doc).split(BEGIN, 1)
     doc.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
 
 
@@ -209,13 +218,17 @@ def report_command(
     doc: Annotated[
         Path | None, typer.Option(help="Markdown file whose report block is replaced.")
     ] = None,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
 ) -> None:
     """Table, paired intervals against the full softmax, and plots of a sampler sweep.
 
     The recipe study (chosen on validation) and the final test of the defaults have their own
     reports (`grids.REPORTS`).
     """
+    if grid not in GRIDS:
+        raise RecsysInputError(f"--grid {grid!r}: expected one of {', '.join(GRIDS)}")
+    if doc is not None:
+        check_block(doc)  # before any plot or report.json is written
     out = result_dir(grid, out)
     if grid in REPORTS:
         text = REPORTS[grid](out, resamples)

@@ -123,6 +123,20 @@ def test_cli_grid_mode_and_report(
     assert code != 0 and "--dataset, --samplers and --json" in text
     code, text = run("quality-report", "--out", str(swept.out), "--grid", "tiny")
     assert code == 0 and "2 of 3 planned runs done** (partial)" in text
+    report = swept.out / "report.json"
+    before = report.read_text()
+    code, text = run("quality-report", "--out", str(swept.out), "--grid", "bogus")
+    assert code == 2 and "--grid 'bogus': expected one of" in text
+    code, text = run(
+        "quality-report", "--out", str(swept.out), "--grid", "tiny", "--resamples", "0"
+    )
+    assert code == 2
+    missing = swept.out / "missing.md"
+    code, text = run(
+        "quality-report", "--out", str(swept.out), "--grid", "tiny", "--doc", str(missing)
+    )
+    assert code == 2 and "--doc" in text and "cannot read it" in text
+    assert report.read_text() == before  # refused before anything was written
 
 
 def test_cross_table_puts_runs_of_both_datasets_side_by_side() -> None:
