@@ -55,7 +55,8 @@ def serve(
         where = first["loc"][0] if first["loc"] else "environment"  # a RECSYS_* variable
         raise RecsysInputError(f"setting {where}: {first['msg']}") from None
     sock = _bind(settings.host, settings.port)  # a port in use is an input error, said first
-    log.info("serving %s on http://%s:%d", settings.workspace().root, settings.host, settings.port)
+    bound = sock.getsockname()[1]  # the port the system chose for --port 0
+    log.info("serving %s on http://%s:%d", settings.workspace().root, settings.host, bound)
     config = uvicorn.Config(
         create_app(settings),
         log_config=None,  # keep the CLI's logging; our middleware writes the access lines

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -91,3 +94,26 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: port {port} on 127.0.0.1 is already in use"
     assert "serving" not in done.stderr + done.stdout
+
+
+def test_serve_on_port_0_logs_the_port_it_got(ws: Workspace) -> None:
+    make_bundle(ws.models_dir, "v1")
+    cmd = [sys.executable, "-m", "app", "serve", "--home", str(ws.root), "--port", "0"]
+    env = {**os.environ, "RECSYS_RELOAD_INTERVAL": "0"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = next(ln for ln in proc.stderr if "serving " in ln)  # the first lines, then it runs
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)", line).group(1))  # type: ignore[union-attr]
+        assert port != 0
+        for _ in range(100):  # the socket listens already; the app may still be starting
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("no answer on the logged port")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
