@@ -185,6 +185,7 @@ def test_replicas_example_balances_the_api_and_publishes_no_replica_port() -> No
     assert balancer["depends_on"] == {"api": {"condition": "service_healthy"}}
     assert set(services) <= set(compose()["services"]) | {"balancer"}
     (mount,) = balancer["volumes"]
-    conf = (ROOT / "deploy" / mount.split(":")[0]).read_text()
+    # with several -f files, compose resolves paths from the first file's folder: the repo root
+    conf = (ROOT / mount.split(":")[0]).read_text()
     assert mount.endswith(":/etc/nginx/nginx.conf:ro") and "listen 8000;" in conf
     assert re.search(r"server api:8000 resolve;", conf) and "proxy_pass http://recsys_api;" in conf
