@@ -3,7 +3,9 @@
 Nothing here is ever something a live process is writing: temp bundles follow
 `bundle.stale_temps`, and a run is a leftover only when its owner record (`runs/<id>.owner.json`,
 claimed when training starts and finished after publishing) names a process of this host that
-is gone. Runs from before owner records, or from another host, are left alone.
+is gone, and no killed retrain's journal (`retrain.json`) will resume it. Runs from before
+owner records, or from another host, are left alone. `recsys clean` looks while holding the
+home's training lock, so no training can start (or resume a run) meanwhile.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from data import owner
 from data.workspace import Workspace
-from training import bundle
+from training import bundle, journal
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,11 @@ def _size(path: Path) -> int:
 def find_leftovers(ws: Workspace) -> list[Leftover]:
     """Every leftover of the workspace, temp bundles first, then unfinished runs."""
     found = list(bundle.stale_temps(ws.models_dir))
+    resumable = journal.pending_version(ws)
     if ws.runs_dir.is_dir():
         for run in sorted(p for p in ws.runs_dir.iterdir() if p.is_dir()):
+            if run.name == resumable:  # the same retrain command run again continues it
+                continue
             why = owner.abandoned_reason(ws.run_owner_path(run.name))
             if why is not None:
                 found.append((run, f"unfinished training run: {why}"))

@@ -54,9 +54,15 @@ class TrainResult:
 
 
 def load_splits(
-    ws: Workspace, cfg: RecsysConfig, since: int | None = None, shard: tuple[int, int] = (0, 1)
+    ws: Workspace,
+    cfg: RecsysConfig,
+    since: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+    parts: tuple[str, ...] | None = None,
 ) -> Splits:
     """The home's splits as the config defines them (of the users in `shard`).
+
+    `parts` names the event parts to read (default: every part committed now).
 
     Raises:
         RecsysInputError: val or test empty (unsharded: a shard may have no examples).
@@ -66,7 +72,7 @@ def load_splits(
         raise RecsysInputError("eval.ks must include 10: checkpoints are chosen on val/ndcg@10")
     if shard[1] > 1 and since is not None:
         raise RecsysInputError("--since reads part of every user's events: not with a shard")
-    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore, since, shard)
+    splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore, since, shard, parts)
     if shard[1] == 1 and (splits.val.height == 0 or splits.test.height == 0):
         raise RecsysInputError("no validation or test examples: users need at least 3 events")
     return splits

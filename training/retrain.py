@@ -16,6 +16,7 @@ atomic rename.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -24,13 +25,14 @@ from typing import Any
 
 import torch
 
-from data import store, vocab
+from data import owner, store, vocab
 from data.datasets import dataset_files, fingerprint, ingest_once
 from data.errors import RecsysInputError
 from data.lock import training_lock
 from data.split import Splits
 from data.workspace import Workspace
 from training import bundle, distributed, warm_start
+from training import journal as attempt
 from training.config import RecsysConfig
 from training.pipeline import load_splits, train_on
 from training.scoring import bundle_metrics
@@ -104,12 +106,14 @@ def retrain(
             )
         journal = _resume_or_ingest(ws, files, previous, cfg, request)
         version = journal["version"]
-        splits = load_splits(ws, cfg, request.since)
+        splits = _attempt_splits(ws, cfg, request.since, journal)
         served = _load(ws, journal["previous_version"])
         if not (ws.models_dir / version).is_dir():
             _train_candidate(ws, cfg, splits, journal, served, request, trainer_overrides)
+        else:  # killed after its export: the run is done, whatever its owner record says
+            owner.finish(ws.run_owner_path(version))
         result = _gate_and_publish(ws, cfg, splits, journal, served, request.force)
-        ws.retrain_journal_path.unlink(missing_ok=True)
+        attempt.remove(ws)
     return result
 
 
@@ -130,9 +134,8 @@ def _resume_or_ingest(
 ) -> dict[str, Any]:
     """The journal of this attempt: resumed if a killed run of the same command left one."""
     prints = [fingerprint(f) for f in files]
-    path = ws.retrain_journal_path
-    if path.is_file():
-        journal: dict[str, Any] = json.loads(path.read_text())
+    journal = attempt.read(ws)
+    if journal is not None:
         # killed after publishing: CURRENT already names the attempt's own version
         base = journal.get("previous_version") if journal.get("version") == previous else previous
         if journal.get("key") == _journal_key(prints, base, cfg, req):
@@ -141,17 +144,34 @@ def _resume_or_ingest(
     users_before = vocab.load_user_vocab(ws).height
     report = ingest_once(ws, files)
     served_items = bundle.read_manifest(ws.models_dir / previous)["num_items"] if previous else 0
+    items = vocab.load_item_vocab(ws).height
     journal = {
         "key": key,
         "version": bundle.new_version_name(),
         "previous_version": previous,
-        "new_items": vocab.load_item_vocab(ws).height - served_items,
+        # what this attempt trains on, so that a resumed one reads the same events and items
+        "parts": [p.stem.removeprefix("part-") for p in store.part_paths(ws)],
+        "num_items": items,
+        "new_items": items - served_items,
         "new_users": vocab.load_user_vocab(ws).height - users_before,
         "new_events": report.accepted if report else 0,
         "rejected": report.rejected if report else 0,
     }
-    store.atomic_write(path, lambda tmp: tmp.write_text(json.dumps(journal, indent=1)))
+    attempt.write(ws, journal)
     return journal
+
+
+def _attempt_splits(
+    ws: Workspace, cfg: RecsysConfig, since: int | None, journal: dict[str, Any]
+) -> Splits:
+    """The splits of the events and items the attempt saw when it started.
+
+    A journal from before they were recorded: everything stored now.
+    """
+    parts = journal.get("parts")
+    splits = load_splits(ws, cfg, since, parts=None if parts is None else tuple(parts))
+    items = journal.get("num_items")
+    return splits if items is None else dataclasses.replace(splits, num_items=int(items))
 
 
 def _load(ws: Workspace, version: str | None) -> bundle.ModelBundle | None:

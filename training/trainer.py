@@ -147,9 +147,12 @@ def _trainer(
 
 def _checkpoints(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[ModelCheckpoint]:
     """`best.ckpt` (by val NDCG@10) and, for a resumable fit, `last.ckpt`."""
+    # no version counter: a fit started afresh over a killed one's folder replaces its
+    # best.ckpt instead of writing best-v1.ckpt beside it (a warm start reads best.ckpt)
     best = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max"
-    )
+        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max",
+        enable_version_counter=False,
+    )  # fmt: skip
     # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
     # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one; with
     # rounds every N steps it keeps the latest round instead (an epoch may outlast the budget;

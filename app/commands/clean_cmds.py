@@ -18,14 +18,21 @@ def clean(
 ) -> None:
     """List temp bundles, CURRENT temp files and unfinished training runs of dead processes.
 
-    Nothing a live process is writing is ever listed; with --yes the listed paths are removed.
+    Nothing a live process is writing is ever listed, nor the run a killed retrain will resume;
+    with --yes the listed paths are removed. While a training, retrain, tune or benchmark sweep
+    holds the home, clean is refused (exit 2, the holder named).
     """
+    from data.lock import training_lock
     from training.leftovers import find_leftovers, remove_leftovers
 
     ws = workspace(home)
-    leftovers = find_leftovers(ws)
-    if yes:
-        remove_leftovers(ws, leftovers)
+    if not ws.root.is_dir():
+        leftovers = []
+    else:  # a training holding the lock is live: its run is not a leftover (exit 2 naming it)
+        with training_lock(ws, "clean"):
+            leftovers = find_leftovers(ws)
+            if yes:
+                remove_leftovers(ws, leftovers)
     if as_json:
         rows = [{"path": str(x.path), "reason": x.reason, "bytes": x.size_bytes} for x in leftovers]
         emit_json({"leftovers": rows, "removed": yes})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -63,3 +64,26 @@ def test_clean_lists_then_removes_a_killed_run_only(tmp_path: Path) -> None:
     assert not killed.exists() and not (home / "runs" / "k1.owner.json").exists()
     assert finished.exists() and live.exists()
     assert "nothing to clean" in _recsys("clean", home=home).stdout
+
+
+def test_clean_keeps_the_run_a_retrain_will_resume_and_waits_for_a_live_training(
+    tmp_path: Path,
+) -> None:
+    from data.lock import training_lock
+    from data.workspace import Workspace
+    from training import journal
+
+    home = tmp_path / "home"
+    ws = Workspace(home)
+    for name in ("pending", "dead"):  # two runs of a dead process (this test's pid is alive)
+        (home / "runs" / name).mkdir(parents=True)
+        (home / "runs" / f"{name}.owner.json").write_text(
+            json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname()})  # beyond pid_max
+        )
+    journal.write(ws, {"key": "k", "version": "pending"})  # a killed retrain's attempt
+    report = json.loads(_recsys("clean", "--json", home=home).stdout)
+    assert [row["path"] for row in report["leftovers"]] == [str(home / "runs" / "dead")]
+    with training_lock(ws, "retrain"):
+        busy = _recsys("clean", "--yes", home=home)
+    assert busy.returncode == 2 and f"pid {os.getpid()}" in busy.stderr
+    assert (home / "runs" / "dead").exists()  # nothing removed while the home was busy

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from data import store
+from data.ingest import ingest_files
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.bundle import ModelBundle, current_version, read_manifest
@@ -124,9 +125,17 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
     # 1. just after the ingest committed the new part
     _kill_when(_retrain(ws.root, logs[1]), lambda: len(store.part_paths(ws)) > base_parts)
     _assert_consistent(ws, "v1", events.height)
-    # 2. once a training checkpoint exists: the re-run continues from it
+    # 2. once a training checkpoint exists: the re-run continues from it, on the events and
+    # items the killed attempt saw (others ingested meanwhile, new items among them, wait),
+    # and `recsys clean` leaves its run alone
     _kill_when(_retrain(ws.root, logs[1]), lambda: _checkpoint(ws) is not None)
     _assert_consistent(ws, "v1", events.height)
+    meanwhile = tmp_path / "meanwhile.csv"
+    meanwhile.write_text("user_id,item_id,timestamp\nu-late,brand-new-a,1\nu-late,brand-new-b,2\n")
+    ingest_files(ws, [meanwhile])  # as `recsys ingest` or POST /events would
+    total = events.height + 2
+    cleaner = _recsys("clean", "--home", str(ws.root), "--json")
+    assert json.loads(cleaner.communicate(timeout=60)[0])["leftovers"] == []
     ckpt = _checkpoint(ws)
     assert ckpt is not None
     done = torch.load(ckpt, map_location="cpu", weights_only=False)["epoch"] + 1
@@ -134,9 +143,9 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
     assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS - done  # not started over
     # 3. between the end of training and the publish (evaluation, bundle writing, the gate)
     _kill_when(_retrain(ws.root, logs[2]), lambda: _trained(ws) or _exporting(ws))
-    _assert_consistent(ws, version, events.height)
+    _assert_consistent(ws, version, total)
     assert _finish(ws, logs[2]) != version
-    assert store.read_events(ws).collect().height == events.height  # every event, once
+    assert store.read_events(ws).collect().height == total  # every event, once
 
 
 def _finish(ws: Workspace, log: Path) -> str:

@@ -1,11 +1,14 @@
-"""`training.finished_fit`: the record of a finished resumable fit, and when it is not used."""
+"""`training.finished_fit`: the record of a finished resumable fit, and when it is not used; a
+fit started afresh over a killed one's folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.training.tiny import TINY, tiny_home
 from training import finished_fit
 from training.config import load_config
+from training.trainer import fit
 
 
 def test_the_record_serves_the_same_config_only_and_only_while_its_checkpoint_exists(
@@ -27,3 +30,16 @@ def test_the_record_serves_the_same_config_only_and_only_while_its_checkpoint_ex
     (moved / best.name).unlink()
     assert finished_fit.read(moved, cfg) is None
     assert finished_fit.read(tmp_path, cfg) is None  # no record
+
+
+def test_a_fit_started_afresh_over_a_killed_one_replaces_its_best_checkpoint(
+    tmp_path: Path,
+) -> None:
+    ws, splits = tiny_home(tmp_path)
+    run = ws.root / "runs" / "r"
+    checkpoints = run / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "best.ckpt").write_bytes(b"the killed attempt's epoch 0")
+    fit(load_config(overrides=[*TINY, "train.max_epochs=1"]), splits, run)
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best.ckpt"]  # no best-v1.ckpt
+    assert (checkpoints / "best.ckpt").read_bytes() != b"the killed attempt's epoch 0"
