@@ -46,4 +46,3 @@ def test_the_time_cap_validates_where_it_stops(tmp_path: Path) -> None:
 def test_rounds_on_the_cadence_are_not_repeated(tmp_path: Path) -> None:
     rounds, steps = _validated_steps(tmp_path, ["train.val_every=1", "train.max_epochs=2"])
     assert len(rounds) == 2 and rounds[-1] == steps - 1
-
