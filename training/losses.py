@@ -27,6 +27,10 @@ from training.samplers.base import Negatives
 
 CORRECTED = frozenset({"temperature", "log_q", "accidental_hits", "user_items"})
 UNCORRECTED = frozenset({"temperature", "accidental_hits", "user_items"})
+# NCE's noise ranges over every class, the true one included (Barber & Botev sec. 3.2, eq. 30):
+# dropping a noise draw that hits the positive weighs class c's noise term by 1 - p_c and moves
+# the optimum from exp(s_c) = p_c to p_c / (1 - p_c), losing the self-normalisation
+NOISE_OVER_ALL = CORRECTED - {"accidental_hits"}
 
 
 def softmax_ce(logits: Logits) -> Tensor:
@@ -79,7 +83,8 @@ def nce_family(logits: Logits) -> Tensor:
 
     With k = m noise draws from q (`k q(i) = exp(log_q_i)`) and the model's unnormalised
     `exp(s_i)`, the data/noise classifier's logit is `s_i - log_q_i`, for the positive too:
-    `loss = -log sigma(s_c - log_q_c) - sum_d log sigma(-(s_d - log_q_d))`, hits dropped.
+    `loss = -log sigma(s_c - log_q_c) - sum_d log sigma(-(s_d - log_q_d))` over every draw,
+    a draw of the positive itself included (`NOISE_OVER_ALL`).
     """
     keep = logits.keep.to(logits.neg.dtype)
     pos = F.logsigmoid(logits.pos - logits.pos_log_q)
@@ -161,7 +166,7 @@ SAMPLED_LOSSES: dict[str, SampledLoss] = {
     "bernoulli": SampledLoss(softmax_ce, CORRECTED | {"repeats"}),
     "ranking": SampledLoss(ranking_family(), CORRECTED),
     "negative_sampling": SampledLoss(negative_sampling_family, UNCORRECTED),
-    "nce": SampledLoss(nce_family, CORRECTED),
+    "nce": SampledLoss(nce_family, NOISE_OVER_ALL),
     "blackout": SampledLoss(blackout_family, CORRECTED),
 }
 

@@ -67,8 +67,9 @@ def test_all_hits_give_zero_loss_and_finite_gradients() -> None:
         grads = torch.autograd.grad(loss, [pos, neg])
         assert all(torch.isfinite(g).all() for g in grads), name
         assert torch.isfinite(loss), name
-        # masked hits take no part: no gradient reaches them
-        assert torch.equal(grads[1], torch.zeros_like(neg)), name
+        # masked hits take no part: no gradient reaches them (NCE keeps them: its noise ranges
+        # over every class, the true one included)
+        assert torch.equal(grads[1], torch.zeros_like(neg)) == (name != "nce"), name
         if name in ("sampled_softmax", "absolute_softmax"):
             # only the positive is left in the normaliser: log(e^x / e^x) = 0
             assert loss.item() == pytest.approx(0.0, abs=1e-6), name
@@ -133,6 +134,17 @@ def test_nce_classifies_data_against_m_times_noise() -> None:
         + math.log(_sig(-(2.0 - 0.0)))
     )
     loss = get_loss("nce")(*_case(pos_lq=math.log(0.5)))
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_nce_keeps_a_noise_draw_of_the_positive_as_its_paper_does() -> None:
+    # id 4 is the positive: its draw stays a noise term (Barber & Botev eq. 30)
+    expected = -(
+        math.log(_sig(1.0 - math.log(0.5)))
+        + math.log(_sig(-(0.0 - LOG2)))
+        + math.log(_sig(-(2.0 - 0.0)))
+    )
+    loss = get_loss("nce")(*_case(positive=4, pos_lq=math.log(0.5)))
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 
 
