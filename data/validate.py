@@ -2,7 +2,8 @@
 
 Reasons, first match wins, in this order:
 
-- `null user_id` / `null item_id`: the value is missing (null in parquet/NDJSON, a short CSV row);
+- `null user_id` / `null item_id`: the value is missing (null in parquet/NDJSON; a short CSV
+  row's missing fields read as empty text: `empty ...`);
 - `empty user_id` / `empty item_id`: empty or only whitespace (ids are stripped of outer spaces);
 - `user_id longer than 256 characters` / the same for `item_id`;
 - `missing timestamp`: null or empty; `unparseable timestamp`: neither an integer nor ISO-8601;
@@ -40,11 +41,9 @@ def _id_checks(name: str) -> list[tuple[pl.Expr, str]]:
 
 def _row_reason() -> pl.Expr:
     """The first row-level problem of each row (null when the row is valid on its own)."""
-    checks = [
-        *_id_checks("user_id")[:1],
-        *_id_checks("item_id")[:1],
-        *_id_checks("user_id")[1:],
-        *_id_checks("item_id")[1:],
+    user, item = _id_checks("user_id"), _id_checks("item_id")
+    checks = [  # null, null, empty, empty, long, long: the order docs/data.md gives
+        *(check for pair in zip(user, item, strict=True) for check in pair),
         (
             pl.col("ts_raw").is_null() | (pl.col("ts_raw").str.strip_chars() == ""),
             "missing timestamp",

@@ -198,6 +198,9 @@ def test_ingest_items_titles(
     path.write_text("item_id,name\n2,Heat (1995)\n3,Up\n")
     assert run_inproc(capsys, "ingest-items", str(path), "--title-col", "name").returncode == 0
     assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
+    path.write_text("item_id,name\n3\n2,  \n")  # no title, a blank one: nothing replaced
+    assert run_inproc(capsys, "ingest-items", str(path), "--title-col", "name").returncode == 0
+    assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
     assert run_inproc(capsys, "ingest-items", str(path)).returncode == 2  # no 'title' column
 
 

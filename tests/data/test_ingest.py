@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from data.errors import RecsysInputError
-from data.ingest import ingest_files
+from data.ingest import ingest_files, ingest_rows
 from data.store import count_events, has_events, read_events
 from data.validate import DUP_INPUT, DUP_STORED
 from data.vocab import load_item_vocab, load_user_vocab
@@ -254,3 +254,30 @@ def test_directory_and_header_only(ws: Workspace, tmp_path: Path) -> None:
     report = ingest_files(ws, [header])
     assert (report.accepted, report.rejected, report.events_total) == (0, 0, 0)
     assert not has_events(ws)
+
+
+def test_float_id_columns_give_the_integer_ids_pandas_meant(ws: Workspace, tmp_path: Path) -> None:
+    first = tmp_path / "a.csv"
+    first.write_text("user_id,item_id,timestamp\n123,7,1700000000\n")
+    ingest_files(ws, [first])
+    floats = tmp_path / "b.parquet"  # an int column with a missing value, as pandas writes it
+    pl.DataFrame(
+        {"user_id": [123.0, None, 5.5], "item_id": [7.0, 8.0, 9.0], "timestamp": [1700000000] * 3}
+    ).write_parquet(floats)
+    report = ingest_files(ws, [floats])
+    assert (report.accepted, report.rejected) == (1, 2)
+    reasons = pl.read_parquet(report.rejects_path).sort("row")["reason"].to_list()
+    assert reasons == [DUP_STORED, "null user_id"]  # 123.0 is the stored event of user 123
+    assert sorted(load_user_vocab(ws)["user_id"].to_list()) == ["123", "5.5"]
+    mixed = tmp_path / "c.ndjson"
+    mixed.write_text('{"user_id": 1, "item_id": 2.0, "timestamp": 5}\n')
+    ingest_files(ws, [mixed])
+    assert "2" in load_item_vocab(ws)["item_id"].to_list()
+
+
+def test_reasons_come_in_the_documented_order(ws: Workspace) -> None:
+    rows = [("u" * 300, "", 1), ("", "i" * 300, 2), ("u" * 300, "i" * 300, 3)]
+    _, rejected = ingest_rows(ws, rows)
+    assert rejected["reason"].to_list() == [
+        "empty item_id", "empty user_id", "user_id longer than 256 characters",
+    ]  # fmt: skip
