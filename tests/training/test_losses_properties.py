@@ -48,7 +48,9 @@ def test_nce_and_blackout_weigh_the_positive_by_its_own_log_q(name: str) -> None
     rows = []
     for r in range(2):
         p_logit = float(pos[r] - draw.pos_log_q[r])
-        n_logits = [float(neg[r, j] - draw.log_q[j]) for j in range(4) if not hits[r, j]]
+        # NCE's noise ranges over every class, a draw of the positive included (eq. 30)
+        kept = [j for j in range(4) if name == "nce" or not hits[r, j]]
+        n_logits = [float(neg[r, j] - draw.log_q[j]) for j in kept]
         if name == "nce":
             rows.append(-math.log(_sig(p_logit)) - sum(math.log(_sig(-v)) for v in n_logits))
         else:
