@@ -133,11 +133,11 @@ def read_item_titles(path: Path, fmt: str, id_col: str, title_col: str) -> pl.Da
     """
     lf = scan_file(path, fmt)
     try:
-        names = lf.collect_schema().names()
+        schema = lf.collect_schema()
+        names = schema.names()
         for col in (id_col, title_col):
             if col not in names:
                 raise RecsysInputError(f"{path}: no column {col!r} (columns found: {names[:10]})")
-        schema = lf.collect_schema()
         titles = lf.select(
             _id_text(id_col, schema[id_col]).alias("item_id"),
             pl.col(title_col).cast(pl.String).alias("title"),

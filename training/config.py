@@ -56,7 +56,7 @@ class ModelConfig(_Section):
     normalize: bool = Field(
         True,
         description="L2-normalise both towers' outputs (cosine logits over the temperature); "
-        "false: plain dot products h . c / temperature, as SASRec (then temperature 1).",
+        "false: plain dot products h . c / temperature, as SASRec (set temperature 1 with it).",
     )
 
     @model_validator(mode="after")

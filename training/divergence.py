@@ -15,6 +15,11 @@ from typing import Any
 import pytorch_lightning as pl_lightning
 
 
+def step_loss(outputs: Any) -> Any:
+    """The training step's loss from what Lightning hands `on_train_batch_end` (None: none)."""
+    return outputs["loss"] if isinstance(outputs, dict) else outputs
+
+
 class TrainingDivergedError(RuntimeError):
     """The training loss became NaN or infinite."""
 
@@ -25,7 +30,7 @@ class StopOnDivergence(pl_lightning.Callback):
     def on_train_batch_end(  # noqa: D102
         self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = step_loss(outputs)
         if loss is None or math.isfinite(float(loss)):
             return
         lr = module.cfg.train.lr

@@ -16,6 +16,8 @@ from typing import Any
 import pytorch_lightning as pl_lightning
 from pytorch_lightning.callbacks import TQDMProgressBar
 
+from training.divergence import step_loss
+
 log = logging.getLogger("recsys.train")
 
 
@@ -44,7 +46,7 @@ class EpochProgress(pl_lightning.Callback):
         self._validated = True
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, *args: Any) -> None:  # noqa: D102
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = step_loss(outputs)
         if loss is not None:
             self._losses.append(float(loss))
             if self.every_steps is not None:

@@ -3,9 +3,10 @@
 One retrain, top to bottom (`retrain()`):
 1. take the home's training lock (a second training or retrain is refused, its holder named);
 2. ingest the new logs once (a file ingested before, by sha256, is not read again);
-3. record the attempt in `retrain.json` (inputs' key, version, counts) so that the same command
-   after a crash resumes the same run from its `last.ckpt` instead of starting over;
-4. split every event (or those since `--since`), warm-start from the served model
+3. record the attempt in `retrain.json` (`training.journal`: inputs' key, version, the event
+   parts and item count it trains on, counts) so that the same command after a crash resumes
+   the same run, on the same events, from its `last.ckpt` instead of starting over;
+4. split those events (or those since `--since`), warm-start from the served model
    (`training.warm_start`) unless `--full`, fit, write the candidate bundle;
 5. gate: the candidate's and the served model's val NDCG@10 on the same rows (each user's
    latest events; a target the served model cannot know counts as its miss), publish when the
@@ -32,7 +33,7 @@ from data.lock import training_lock
 from data.split import Splits
 from data.workspace import Workspace
 from training import bundle, distributed, warm_start
-from training import journal as attempt
+from training import journal as journal_file
 from training.config import RecsysConfig
 from training.pipeline import load_splits, train_on
 from training.scoring import bundle_metrics
@@ -113,7 +114,7 @@ def retrain(
         else:  # killed after its export: the run is done, whatever its owner record says
             owner.finish(ws.run_owner_path(version))
         result = _gate_and_publish(ws, cfg, splits, journal, served, request.force)
-        attempt.remove(ws)
+        journal_file.remove(ws)
     return result
 
 
@@ -134,7 +135,7 @@ def _resume_or_ingest(
 ) -> dict[str, Any]:
     """The journal of this attempt: resumed if a killed run of the same command left one."""
     prints = [fingerprint(f) for f in files]
-    journal = attempt.read(ws)
+    journal = journal_file.read(ws)
     if journal is not None:
         # killed after publishing: CURRENT already names the attempt's own version
         base = journal.get("previous_version") if journal.get("version") == previous else previous
@@ -144,20 +145,22 @@ def _resume_or_ingest(
     users_before = vocab.load_user_vocab(ws).height
     report = ingest_once(ws, files)
     served_items = bundle.read_manifest(ws.models_dir / previous)["num_items"] if previous else 0
+    # what this attempt trains on, so that a resumed one reads the same events and items: the
+    # parts first, then the items (a part committed in between only adds unused item rows)
+    parts = [p.stem.removeprefix("part-") for p in store.part_paths(ws)]
     items = vocab.load_item_vocab(ws).height
     journal = {
         "key": key,
         "version": bundle.new_version_name(),
         "previous_version": previous,
-        # what this attempt trains on, so that a resumed one reads the same events and items
-        "parts": [p.stem.removeprefix("part-") for p in store.part_paths(ws)],
+        "parts": parts,
         "num_items": items,
         "new_items": items - served_items,
         "new_users": vocab.load_user_vocab(ws).height - users_before,
         "new_events": report.accepted if report else 0,
         "rejected": report.rejected if report else 0,
     }
-    attempt.write(ws, journal)
+    journal_file.write(ws, journal)
     return journal
 
 

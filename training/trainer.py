@@ -21,10 +21,10 @@ import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
-from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
 from training import finished_fit, memory
+from training.combinations import FULL, refuse_clashes
 from training.config import RecsysConfig, load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.divergence import StopOnDivergence
@@ -39,8 +39,6 @@ from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
 
-FULL = "full"
-UNIT_KERNELS = ("quadratic", "rff")  # kernels built on L2-normalised towers (feature_maps.py)
 MONITOR = "val/ndcg@10"
 LAST_CHECKPOINT = "last.ckpt"
 
@@ -83,15 +81,7 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
         counts: `[n + 1]` training interaction counts per item_idx (popularity, log-q).
 
     """
-    if cfg.sampler.name == FULL and cfg.train.sparse_embeddings:
-        raise RecsysInputError(
-            "full softmax touches every item row: use train.sparse_embeddings=false"
-        )
-    if cfg.sampler.name in UNIT_KERNELS and not cfg.model.normalize:
-        raise RecsysInputError(
-            f"the {cfg.sampler.name} sampler's kernel follows the softmax on unit vectors only: "
-            "use model.normalize=true, or another sampler"
-        )
+    refuse_clashes(cfg)
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     if cfg.sampler.name == FULL:
         full_loss = functools.partial(full_softmax_loss, chunk=cfg.loss.full_chunk)

@@ -29,6 +29,7 @@ from data.store import atomic_write
 from data.workspace import Workspace
 from training import distributed
 from training.config import RecsysConfig
+from training.divergence import TrainingDivergedError
 from training.trainer import MONITOR
 
 log = logging.getLogger(__name__)
@@ -188,6 +189,8 @@ class _Objective:
             fitted = fit(cfg, self.splits, run_dir, start=_Callbacks(PruneOnValidation(trial)))
             trial.set_user_attr("epochs", len(fitted.epoch_seconds))
             return measure(fitted.module, fitted.data, cfg, "val")["ndcg@10"]
+        except TrainingDivergedError as err:  # hopeless settings: pruned, the search goes on
+            raise optuna.TrialPruned(str(err)) from None
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -1,7 +1,7 @@
 """`recsys bench events`: how soon a posted event reaches the user's next recommendation.
 
 For each stored-log size: a home holding that many synthetic events (`data.synth`, ids "u..",
-"i.."), a synthetic bundle over the log's items (random embeddings and query tower, as in
+"i0".."i{N-1}"), a synthetic bundle over items "i1".."iN" (random embeddings and query tower, as in
 `recsys bench serving`: the latency does not depend on the weights), `recsys serve` as a
 subprocess with an admin token and no polling. Then, `repeats` times, for one stored user: send
 `POST /events` with `batch` new events of known items, then `GET /recommend` for that user,
@@ -97,16 +97,15 @@ def run_size(
 
 
 def _summary(ms: list[float]) -> dict[str, float]:
-    return {f"p{q}": round(float(np.percentile(ms, q)), 1) for q in (50, 95)} | {
-        "max": round(max(ms), 1)
-    }
+    percentiles = {f"p{q}": round(float(np.percentile(ms, q)), 1) for q in (50, 95)}
+    return {"rounds": len(ms), **percentiles, "max": round(max(ms), 1)}
 
 
 def bench_events(
     stored: Annotated[str, typer.Option(help="Comma-separated stored-event counts.")] = "0,1000000",
-    items: Annotated[int, typer.Option(help="Catalogue size.")] = 10_000,
-    repeats: Annotated[int, typer.Option(help="Timed rounds per store size.")] = 50,
-    batch: Annotated[int, typer.Option(help="Events per POST.")] = 10,
+    items: Annotated[int, typer.Option(min=2, help="Catalogue size.")] = 10_000,
+    repeats: Annotated[int, typer.Option(min=1, help="Timed rounds per store size.")] = 50,
+    batch: Annotated[int, typer.Option(min=1, help="Events per POST.")] = 10,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
 ) -> None:
     """Time POST /events and the next /recommend of that user against the stored-log size."""

@@ -21,8 +21,9 @@ def test_bench_events_times_post_then_recommend_on_an_empty_and_a_filled_store(
     assert [run["stored_events"] for run in runs] == [0, 2000]
     for run in runs:
         post, total = run["post_ms"], run["post_then_recommend_ms"]
+        assert post["rounds"] == total["rounds"] == 3  # every POST accepted (else it raises)
         assert 0 < post["p50"] <= post["p95"] <= post["max"]
-        assert post["p50"] < total["p50"] <= total["max"]
+        assert 0 < total["p50"] <= total["p95"] <= total["max"]
 
 
 def test_bench_events_refuses_a_negative_store_size(capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,12 +95,20 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
     _assert_beats_popularity_clearly(cfg, splits, module)
 
 
-@pytest.mark.parametrize("sampler", ["quadratic", "rff"])
-def test_the_unit_vector_kernel_samplers_refuse_a_dot_product_model(
-    splits: Splits, sampler: str
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["model.normalize=false", "sampler.name=quadratic"], "use model.normalize=true"),
+        (["model.normalize=false", "sampler.name=rff"], "use model.normalize=true"),
+        (["loss.name=nce", "sampler.name=in-batch"], "negatives are the batch's positives"),
+        (["loss.name=nce", "sampler.name=mixed"], "negatives are the batch's positives"),
+    ],
+)
+def test_settings_that_cannot_train_together_are_refused(
+    splits: Splits, sets: list[str], message: str
 ) -> None:
-    cfg = load_config(overrides=[*TINY, "model.normalize=false", f"sampler.name={sampler}"])
-    with pytest.raises(RecsysInputError, match="use model.normalize=true"):
+    cfg = load_config(overrides=[*TINY, *sets])
+    with pytest.raises(RecsysInputError, match=message):
         build_module(cfg, splits.num_items, item_counts(splits))
 
 
