@@ -190,6 +190,7 @@ class _Objective:
             trial.set_user_attr("epochs", len(fitted.epoch_seconds))
             return measure(fitted.module, fitted.data, cfg, "val")["ndcg@10"]
         except TrainingDivergedError as err:  # hopeless settings: pruned, the search goes on
+            log.info("tune: trial %d pruned: %s", trial.number, err)
             raise optuna.TrialPruned(str(err)) from None
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -108,3 +108,17 @@ def test_bad_budget_is_exit_2(run_cli, tmp_path: Path, budget: str) -> None:
     done = run_cli("tune", "--budget-minutes", budget, "--json", home=tmp_path)
     assert done.returncode == 2 and "--budget-minutes" in done.stderr
     assert done.stdout == ""  # no NaN or Infinity printed as JSON
+
+
+def test_a_diverging_trial_is_pruned_and_the_search_goes_on(
+    run_cli, log_file: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    done = run_cli(
+        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "1", *QUICK,
+        "--set", "train.lr=1e30", "--json", home=home,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert [t["state"] for t in summary["trials"]] == ["pruned", "pruned"]  # both ran
+    assert summary["best"] is None and "training diverged" in done.stderr
