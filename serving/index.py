@@ -85,7 +85,7 @@ def build_index(
     start = time.perf_counter()
     index = _read_cache(cls, embeddings, params, path)
     if index is not None:
-        index.quality = load_quality(path) if path is not None else None
+        index.quality = _cached_quality(index, path)
     else:
         index = cls(embeddings, params)
         _write_cache(index, path)
@@ -119,10 +119,20 @@ def _write_cache(index: ItemIndex, path: Path | None) -> None:
         log.info("index cache not written (%s): %s", path, err)
 
 
+def _cached_quality(index: ItemIndex, path: Path | None) -> dict[str, Any] | None:
+    """The recall kept beside a cached index, if measured at today's search parameters."""
+    quality = load_quality(path) if path is not None else None
+    if quality is None or quality.get("recall_search", "") != index.search_setting():
+        return None  # measured again: efSearch or nprobe changed since (or never measured)
+    return quality
+
+
 def _measure_recall(
     index: ItemIndex, embeddings: np.ndarray, queries: QuerySample | None, seconds: float
 ) -> dict[str, Any]:
     quality = measure(index, embeddings, queries() if queries else None, seconds)
+    if index.search_setting():
+        quality["recall_search"] = index.search_setting()
     log.info(
         "%s index over %d items: recall@%d %.3f against exact search (%d %s queries), %.1f s",
         index.kind, index.size, RECALL_K, quality[f"recall@{RECALL_K}"],

@@ -117,6 +117,8 @@ class ItemIndex(ABC):
             scores, pos = self._faiss.search(q, k)
         else:
             scores, pos = self._faiss.search(q, k, params=params)
+            while (pos < 0).any() and self._widen(params):  # too few candidates were visited
+                scores, pos = self._faiss.search(q, k, params=params)
         missing = pos < 0
         ids = np.where(missing, -1, pos + 1).astype(np.int64)
         scores = np.where(missing, -np.inf, scores).astype(np.float32)
@@ -153,6 +155,14 @@ class ItemIndex(ABC):
             out_scores[row, : len(keep)] = scores[row, keep]
         return out_ids, out_scores
 
+    def _widen(self, params: Any) -> bool:
+        """Make `params` visit more of the index; False when it visits all it can already."""
+        return False
+
+    def search_setting(self) -> str:
+        """The search-time parameters recall depends on, as text (`efSearch=64`); "" if none."""
+        return ""
+
     def describe(self) -> dict[str, Any]:
         """Kind, size, parameters and measured recall (for logs, /ready and benchmarks)."""
         return {"kind": self.kind, "size": self.size, "dim": self.dim, **(self.quality or {})}
@@ -184,6 +194,9 @@ class HNSWIndex(ItemIndex):
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = max(self.params.hnsw_ef_search, k)
         return params
+
+    def search_setting(self) -> str:  # noqa: D102
+        return f"efSearch={self.params.hnsw_ef_search}"
 
     def describe(self) -> dict[str, Any]:
         """Kind, size and HNSW parameters."""
@@ -219,8 +232,20 @@ class IVFIndex(ItemIndex):
 
     def _prepare_search(self, k: int) -> Any:
         params = faiss.SearchParametersIVF()
-        params.nprobe = min(self.params.ivf_nprobe, self.nlist)
+        # cells hold about size / nlist items each: visit enough of them for k results
+        enough = -(-2 * k * self.nlist // max(self.size, 1))
+        params.nprobe = min(max(self.params.ivf_nprobe, enough), self.nlist)
         return params
+
+    def _widen(self, params: Any) -> bool:
+        """Twice the cells (a query near small cells found fewer than k); False at nlist."""
+        if params.nprobe >= self.nlist:
+            return False
+        params.nprobe = min(2 * params.nprobe, self.nlist)
+        return True
+
+    def search_setting(self) -> str:  # noqa: D102
+        return f"nprobe={self.params.ivf_nprobe}"
 
     def describe(self) -> dict[str, Any]:
         """Kind, size and IVF parameters."""

@@ -155,6 +155,29 @@ def test_recall_is_measured_on_the_given_queries_at_build_and_kept_beside_the_ca
     assert FlatIndex(item_table, IndexParams()).quality is None
 
 
+@pytest.mark.parametrize(("kind", "setting"), [("hnsw", "hnsw_ef_search"), ("ivf", "ivf_nprobe")])
+def test_a_changed_search_setting_measures_the_cached_index_again(
+    tmp_path: Path, kind: str, setting: str
+) -> None:
+    emb = table(2000, 16)
+    wide = build_index(emb, IndexParams(kind=kind, **{setting: 64}), cache_dir=tmp_path)
+    narrow = build_index(emb, IndexParams(kind=kind, **{setting: 1}), cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.faiss"))) == 1  # one cached build serves both
+    assert wide.describe()["recall_search"].endswith("=64")
+    assert narrow.describe()["recall_search"].endswith("=1")
+    assert narrow.describe()["recall@10"] < wide.describe()["recall@10"]  # was the wide one's
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivfpq"])
+def test_ivf_finds_k_items_whenever_the_catalogue_holds_them(kind: str) -> None:
+    index = build_index(table(2000, 16), IndexParams(kind=kind))
+    queries = normalised(np.random.default_rng(4).normal(size=(5, 16)))
+    for k in (10, 1000, 2000):
+        ids, _ = index.search(queries, k)
+        assert ids.shape == (5, k) and (ids > 0).all()  # was 178 of 1000: too few cells visited
+        assert all(len(set(row)) == k for row in ids.tolist())
+
+
 def test_without_queries_item_rows_stand_in_for_the_recall_check() -> None:
     index = build_index(table(3000, 16), IndexParams(kind="hnsw"))
     quality = index.quality or {}

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+import torch
 
 from tests.serving.bundles import make_bundle
 from training.bundle import BundleError, ModelBundle
@@ -34,6 +35,14 @@ def edit_manifest(bundle_dir: Path, **changes: object) -> None:
     path.write_text(json.dumps(manifest))
 
 
+def nan_tower(bundle_dir: Path) -> None:
+    path = bundle_dir / "query_tower.pt"
+    state = torch.load(path, weights_only=True)
+    name = next(k for k, v in state.items() if v.is_floating_point())
+    state[name] = torch.full_like(state[name], float("nan"))
+    torch.save(state, path)
+
+
 @pytest.mark.parametrize(
     ("break_it", "message"),
     [
@@ -53,6 +62,7 @@ def edit_manifest(bundle_dir: Path, **changes: object) -> None:
             "item_idx must be exactly 1..20",
         ),
         (lambda d: (d / "query_tower.pt").write_bytes(b"junk"), "cannot load the query tower"),
+        (nan_tower, "query_tower.pt: .* holds NaN or infinite weights"),
     ],
 )
 def test_broken_bundle_is_named(bundle_dir: Path, break_it: object, message: str) -> None:

@@ -225,4 +225,7 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
         tower.load_state_dict(torch.load(where, map_location="cpu", weights_only=True))
     except Exception as err:  # torch/pickle raise many types for a corrupt or mismatched file
         raise BundleError(f"{where}: cannot load the query tower ({err})") from None
+    for name, weight in tower.state_dict().items():  # a NaN tower ranks nothing at all
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            raise BundleError(f"{where}: {name} holds NaN or infinite weights")
     return tower.eval()

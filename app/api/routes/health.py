@@ -28,7 +28,7 @@ async def ready(request: Request) -> Response | Status:
     failed_at = state.last_error_at
     body = Status(
         status="ready" if current else "not ready",
-        model_version=state.served,
+        model_version=current.version if current else state.served,  # one read: one version
         published_version=state.published,
         index=current.index.describe() if current else None,
         detail=None if current else state.last_error or "loading",
