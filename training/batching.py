@@ -31,6 +31,10 @@ class LengthBucketBatches(Sampler[list[int]]):
     def __len__(self) -> int:
         return -(-len(self.lengths) // self.batch_size)
 
+    def set_epoch(self, epoch: int) -> None:
+        """Order the next pass as epoch `epoch` (Lightning calls it; a resumed fit resumes it)."""
+        self.epoch = epoch
+
     def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
         rng = np.random.default_rng((self.seed, self.epoch))
         self.epoch += 1
@@ -59,6 +63,11 @@ class RankSlices:
 
     def __len__(self) -> int:
         return len(self.batches)  # type: ignore[arg-type]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Pass the epoch on to the global batches (every rank orders them alike)."""
+        if callable(set_epoch := getattr(self.batches, "set_epoch", None)):
+            set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
         for batch in self.batches:  # type: ignore[attr-defined]

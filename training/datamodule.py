@@ -142,10 +142,10 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         """
         rank, world = self._ranks()
         if world == 1:
-            batches = self._batches(self.seed, self.batch_size, seeded=False)
+            batches = self._batches(self.seed, self.batch_size)
         elif self.splits.shard[1] == 1:
             self._check_same_windows()
-            global_batches = self._batches(self.seed, self.batch_size, seeded=True)
+            global_batches = self._batches(self.seed, self.batch_size)
             batches = RankSlices(global_batches, rank, world)
         else:
             batches = self._own_shard_batches(rank, world)
@@ -157,11 +157,14 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
 
-    def _batches(self, seed: int, size: int, seeded: bool) -> Any:
-        """A batch sampler of the windows; `seeded`: ordered by its own seed, not the global RNG."""
+    def _batches(self, seed: int, size: int) -> Any:
+        """A batch sampler of the windows, ordered by its own seed (not the global RNG).
+
+        So one process and every rank of a data-parallel run see the same batches.
+        """
         if self.bucket_by_length:
             return LengthBucketBatches(self.train_set.lengths, size, seed)
-        gen = torch.Generator().manual_seed(seed) if seeded else None
+        gen = torch.Generator().manual_seed(seed)
         order = RandomSampler(self.train_set, generator=gen)  # type: ignore[arg-type]
         return BatchSampler(order, size, drop_last=False)
 
@@ -189,7 +192,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
                 f"validation users): too few users for {world} ranks?"
             )
         size = max(self.batch_size // world, 1)
-        batches = self._batches(self.seed + rank, size, seeded=True)
+        batches = self._batches(self.seed + rank, size)
         steps = distributed.largest(len(batches), device)
         log.info(
             "rank %d of %d holds users %d::%d: %d training windows, %d batches of up to %d, "

@@ -200,7 +200,14 @@ class _OptimizerState(Callback):
                 }
                 for index, moments in state["state"].items()
             }
+            # the moments continue; the lr and weight decay are this run's, not the served run's
+            settings = [{k: g[k] for k in _OWN_SETTINGS if k in g} for g in optimizer.param_groups]
             optimizer.load_state_dict({**state, "state": padded})
+            for group, own in zip(optimizer.param_groups, settings, strict=True):
+                group.update(own)
+
+
+_OWN_SETTINGS = ("lr", "initial_lr", "weight_decay")  # a retrain's --set, not the served run's
 
 
 def _pad_rows(value: Any, param: Tensor) -> Any:

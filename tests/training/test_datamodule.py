@@ -129,3 +129,17 @@ def test_a_rank_of_a_sharded_training_validates_its_whole_shard() -> None:
         dm.trainer = SimpleNamespace(global_rank=1, world_size=2)  # type: ignore[assignment]
         assert sum(len(b["row"]) for b in dm.val_dataloader()) == expected
         assert sum(len(b["row"]) for b in dm.test_dataloader()) == expected
+
+
+def test_a_resumed_fit_orders_its_epoch_as_the_uninterrupted_one_did() -> None:
+    from training.batching import LengthBucketBatches, RankSlices
+
+    lengths = np.random.default_rng(1).integers(1, 30, size=200)
+    straight = LengthBucketBatches(lengths, 16, seed=7)
+    orders = [list(straight) for _ in range(3)]  # epochs 0, 1, 2 in one fit
+    resumed = LengthBucketBatches(lengths, 16, seed=7)
+    resumed.set_epoch(2)  # what Lightning calls when a fit resumes in epoch 2
+    assert list(resumed) == orders[2] != orders[0]
+    ranks = RankSlices(LengthBucketBatches(lengths, 16, seed=7), rank=0, world=2)
+    ranks.set_epoch(2)
+    assert list(ranks) == [np.array_split(np.asarray(b), 2)[0].tolist() for b in orders[2]]
