@@ -84,13 +84,16 @@ def build_index(
     path = cache_dir / name if cache_dir is not None and name else None
     start = time.perf_counter()
     index = _read_cache(cls, embeddings, params, path)
+    kept = load_quality(path) if index is not None and path is not None else None
     if index is not None:
-        index.quality = _cached_quality(index, path)
+        index.quality = _at_this_setting(index, kept)
     else:
         index = cls(embeddings, params)
         _write_cache(index, path)
     if cls is not FlatIndex and index.quality is None:
-        index.quality = _measure_recall(index, embeddings, queries, time.perf_counter() - start)
+        # measured again at a new search setting: the build time is still the first build's
+        seconds = (kept or {}).get("build_seconds", time.perf_counter() - start)
+        index.quality = _measure_recall(index, embeddings, queries, seconds)
         if path is not None:
             _write_cache_note(path, index.quality)
     return index
@@ -119,9 +122,8 @@ def _write_cache(index: ItemIndex, path: Path | None) -> None:
         log.info("index cache not written (%s): %s", path, err)
 
 
-def _cached_quality(index: ItemIndex, path: Path | None) -> dict[str, Any] | None:
+def _at_this_setting(index: ItemIndex, quality: dict[str, Any] | None) -> dict[str, Any] | None:
     """The recall kept beside a cached index, if measured at today's search parameters."""
-    quality = load_quality(path) if path is not None else None
     if quality is None or quality.get("recall_search", "") != index.search_setting():
         return None  # measured again: efSearch or nprobe changed since (or never measured)
     return quality

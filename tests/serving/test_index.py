@@ -166,6 +166,7 @@ def test_a_changed_search_setting_measures_the_cached_index_again(
     assert wide.describe()["recall_search"].endswith("=64")
     assert narrow.describe()["recall_search"].endswith("=1")
     assert narrow.describe()["recall@10"] < wide.describe()["recall@10"]  # was the wide one's
+    assert narrow.describe()["build_seconds"] == wide.describe()["build_seconds"]  # one build
 
 
 @pytest.mark.parametrize("kind", ["ivf", "ivfpq"])
