@@ -145,7 +145,8 @@ def all_missed(ks: Sequence[int] = (10, 20, 100)) -> dict[str, float]:
 
     No full cross-entropy: a target the model cannot score has no log-probability.
     """
-    return {f"{name}@{k}": 0.0 for k in ks for name in ("recall", "ndcg", "mrr")}
+    missed = ranking_metrics(torch.tensor([UNRANKED]), torch.zeros(1), ks)
+    return {name: value for name, value in missed.items() if name != "full_ce"}
 
 
 def popularity_baseline(

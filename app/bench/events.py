@@ -38,11 +38,16 @@ def _home(work: Path, stored: int, num_items: int) -> Path:
     home = work / f"home-{stored}"
     if stored:
         csv = work / f"events-{stored}.csv"
-        generate_events(max(stored // 20, 1), num_items, stored, seed=0).write_csv(csv)
+        generate_events(_users(stored), num_items, stored, seed=0).write_csv(csv)
         ingest_files(Workspace(home), [csv])
         csv.unlink()
     serving.synthetic_bundle(home, num_items, dim=64, seed=0, item_prefix="i")
     return home
+
+
+def _users(stored: int) -> int:
+    """Users of the synthetic log of `stored` events: one per 20 events."""
+    return max(stored // 20, 1)
 
 
 def _post_then_recommend(
@@ -81,7 +86,7 @@ def run_size(
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
             for r in range(repeats + 1):  # the first round warms the server up, not timed
                 items = [f"i{i}" for i in rng.integers(1, num_items + 1, size=batch)]
-                user = f"u{r % max(stored // 20, 1)}"
+                user = f"u{r % _users(stored)}"  # a stored user (none stored: u0, new)
                 post, total = _post_then_recommend(client, user, items, NEW_TIME + 100 * r)
                 if r:
                     post_ms.append(post)

@@ -26,14 +26,19 @@ def log_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _two_trials(run_cli, log_file: Path, home: Path, *extra: str):
+    """`recsys tune` of two trials in a minute on the tiny log, with `extra` arguments."""
+    return run_cli(
+        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "1", *QUICK,
+        *extra, home=home,
+    )  # fmt: skip
+
+
 def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
     run_cli, log_file: Path, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
-    done = run_cli(
-        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "1", *QUICK,
-        home=home,
-    )  # fmt: skip
+    done = _two_trials(run_cli, log_file, home)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["trial", "state", "val"] and len(lines) == 4
@@ -114,10 +119,7 @@ def test_a_diverging_trial_is_pruned_and_the_search_goes_on(
     run_cli, log_file: Path, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
-    done = run_cli(
-        "tune", "--dataset", str(log_file), "--trials", "2", "--budget-minutes", "1", *QUICK,
-        "--set", "train.lr=1e30", "--json", home=home,
-    )  # fmt: skip
+    done = _two_trials(run_cli, log_file, home, "--set", "train.lr=1e30", "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert [t["state"] for t in summary["trials"]] == ["pruned", "pruned"]  # both ran
