@@ -23,6 +23,10 @@ Stage 6 asks the issue's first question the earlier stages left out: plain dot-p
 (`model.normalize=false`, temperature 1, as SASRec) against the L2-normalised towers, on both
 datasets (`LOGIT_FORMS`); against `tau-0.1`, the chosen defaults; and, as stage 3 did for the
 temperature, with the default sampler too (uniform at m = 256, against `tau-0.1-uniform_m256`).
+Stage 7 pairs the chosen temperature with each other stage-1 recipe that beat the defaults on
+both datasets and that stage 5 did not pair (`TEMPERATURE_PAIRS`: history length 20, lr 1e-3,
+one head, best stage-1 mean first): stage 2 added all of them at once, which cannot say
+whether one adds to the temperature; each pair against `tau-0.1`, on both datasets.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -73,6 +77,11 @@ BUDGET_SCHEDULES: dict[str, tuple[str, ...]] = {
 LOGIT_FORMS: dict[str, tuple[str, ...]] = {
     "dot-product": ("model.normalize=false", "model.temperature=1.0"),
 }
+
+
+# stage 7: the chosen temperature with each other stage-1 recipe better than the defaults on both
+# datasets (the schedules were stage 5's)
+TEMPERATURE_PAIRS = ("len-20", "lr-1e-3", "heads-1")
 
 
 def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
@@ -131,9 +140,10 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 6."""
+    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 7."""
     specs = stage_one()
     checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + 2 * len(LOGIT_FORMS)
+    checks += len(TEMPERATURE_PAIRS)
     budget = budget_checks(out)
     planned = len(specs) + len(DATASETS) * checks + len(budget)
     sets = combined_sets(out)
@@ -141,7 +151,14 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
     specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
-    return specs + budget + logit_forms(), planned
+    return specs + budget + logit_forms() + temperature_pairs(), planned
+
+
+def temperature_pairs() -> list[RunSpec]:
+    """Stage 7: `tau-0.1-<recipe>`, the temperature with each pair, on both datasets."""
+    tau = RECIPES["tau-0.1"]
+    pairs = [(f"tau-0.1-{name}", (*tau, *RECIPES[name])) for name in TEMPERATURE_PAIRS]
+    return [_spec(d, label, sets) for label, sets in pairs for d in DATASETS]
 
 
 def logit_forms() -> list[RunSpec]:

@@ -36,7 +36,13 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
-    budget, logits = checks[n_sampled + n_seeds : -4], checks[-4:]
+    n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)
+    budget, logits = checks[n_sampled + n_seeds : -4 - n_pairs], checks[-4 - n_pairs : -n_pairs]
+    pairs = checks[-n_pairs:]
+    assert [(s.dataset, s.name, s.sampler, s.sets[1:]) for s in pairs] == [
+        (d, f"tau-0.1-{name}", "full", ("model.temperature=0.1", *RECIPES[name]))
+        for name in recipe_grid.TEMPERATURE_PAIRS for d in DATASETS
+    ]  # fmt: skip
     assert [(s.dataset, s.name) for s in budget] == [  # amazon-beauty first: none ran there yet
         (DATASETS[0], name) for name in recipe_grid.BUDGET_SCHEDULES
     ]
