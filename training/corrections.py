@@ -142,6 +142,8 @@ def in_rows(ids: Tensor, items: Tensor) -> Tensor:
 
     """
     rows, m = items.shape[0], ids.shape[-1]
+    if m == 0:  # an empty draw (bernoulli, tapas can return one): nothing to find
+        return torch.zeros(rows, 0, dtype=torch.bool, device=ids.device)
     ordered, order = ids.sort(dim=-1)
     slot = torch.searchsorted(ordered, items).clamp_max(m - 1)  # each item's leftmost copy
     found = ordered.expand(rows, m).gather(1, slot) == items

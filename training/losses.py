@@ -59,7 +59,8 @@ def ranking_family(alpha: float | None = None) -> Callable[[Logits], Tensor]:
     """
 
     def ranking(logits: Logits) -> Tensor:
-        offset = math.log(logits.neg.shape[1]) if alpha is None else alpha
+        width = max(logits.neg.shape[1], 1)  # an empty draw: no terms, a loss of 0
+        offset = math.log(width) if alpha is None else alpha
         terms = F.logsigmoid(logits.pos.unsqueeze(1) - logits.neg - offset)
         keep = logits.keep.to(terms.dtype)
         per_row = (terms * keep).sum(1) / keep.sum(1).clamp_min(1.0)

@@ -75,6 +75,20 @@ def test_all_hits_give_zero_loss_and_finite_gradients() -> None:
             assert loss.item() == pytest.approx(0.0, abs=1e-6), name
 
 
+@pytest.mark.parametrize("per_query", [False, True])
+def test_an_empty_draw_gives_finite_losses_with_every_step(per_query: bool) -> None:
+    # bernoulli and tapas may draw no negative at all (bernoulli at m = 1: e^-1 of its steps)
+    pos = torch.tensor([1.0, 0.5], requires_grad=True)
+    neg = torch.zeros(2, 0, requires_grad=True)
+    ids = torch.zeros(2, 0, dtype=torch.long) if per_query else torch.zeros(0, dtype=torch.long)
+    empty = Negatives(ids, torch.zeros(ids.shape), torch.zeros(2))
+    window = torch.tensor([[3, 4], [5, 0]])
+    for name, fn in SAMPLED_LOSSES.items():
+        loss = fn(pos, neg, empty, torch.tensor([3, 5]), 1.0, user_items=window)
+        assert torch.isfinite(loss), name
+        assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, [pos])), name
+
+
 def test_shared_and_per_query_negatives_agree() -> None:
     torch.manual_seed(0)
     pos, neg = torch.randn(3), torch.randn(3, 4)
