@@ -163,6 +163,19 @@ def test_in_batch_returns_positives_with_popularity_log_q() -> None:
     torch.testing.assert_close(neg.log_q, torch.log(torch.tensor([3.0, 1.0, 3.0, 3.0])))
 
 
+def test_an_item_never_trained_on_is_never_an_in_batch_slot_of_mixed() -> None:
+    counts = torch.tensor([0.0, 1.0, 3.0, 0.0])  # item 3: no training count, never a positive
+    ctx = SamplerContext(num_items=3, item_counts=counts)
+    cfg = SamplerConfig(name="mixed", popularity_alpha=0.0, num_negatives=4)
+    neg = build_sampler(cfg, ctx).sample(torch.zeros(8, 3), torch.tensor([2] * 8), 4)
+    # expected count in the combined draw: 8 p_i + 4 q_i, q uniform over the three items
+    want = torch.log(8 * torch.tensor([0.0, 0.25, 0.75, 0.0]) + 4 / 3)[neg.ids]
+    torch.testing.assert_close(neg.log_q, want.float())
+    in_batch = build_sampler(SamplerConfig(name="in-batch"), ctx)
+    proposal = in_batch.proposal_log_probs(torch.zeros(2, 3))
+    torch.testing.assert_close(proposal.exp().sum(1), torch.ones(2))  # a distribution
+
+
 def test_exact_sampler_follows_update() -> None:
     sampler, queries = _setup("exact", per_query=True)
     q0 = queries[:1]

@@ -20,19 +20,18 @@ from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
-def data_log_probs(ctx: SamplerContext) -> Tensor:
-    """`[n + 1]` float64 log p_i of the positives' distribution; -inf at padding.
+def data_probs(ctx: SamplerContext) -> Tensor:
+    """`[n + 1]` float64 p_i of the positives' distribution: 0 at padding and unseen items.
 
-    Items with a zero count (they can only be positives outside the training split) are
-    given one count, so their log_q is finite rather than -inf.
+    An item with no training count is never a training positive, so it is never an in-batch
+    negative either.
     """
-    counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
-    total = float(counts[1:].sum())
+    counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1].clone()
+    counts[0] = 0.0
+    total = float(counts.sum())
     if not total > 0.0:
         raise ValueError("in-batch sampling needs positive item counts")
-    log_p = torch.log(counts.clamp_min(1.0) / total)
-    log_p[0] = -torch.inf
-    return log_p
+    return counts / total
 
 
 @register_sampler("in-batch")
@@ -42,7 +41,11 @@ class InBatchSampler(Stateless):
     per_query = False  # always one shared draw, the batch's positives
 
     def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
-        self.log_p = data_log_probs(ctx)
+        self.log_p = torch.log(data_probs(ctx))  # -inf where an item is never a positive
+        floored = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
+        floored = floored.clamp_min(1.0)
+        floored[0] = 0.0
+        self.floored_log_p = torch.log(floored / floored.sum())
 
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """The positives `[N]` (of every rank) as shared negatives; `num` is ignored."""
@@ -55,6 +58,10 @@ class InBatchSampler(Stateless):
         return Negatives(ids=ids, log_q=log_q, pos_log_q=(log_p[own] + log_n).to(torch.float32))
 
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
-        """`[N, n + 1]` log p_i of one positive (the same row for every query)."""
-        row = self.log_p.to(device=queries.device, dtype=torch.float32)
+        """`[N, n + 1]` log p_i of one positive (the same row for every query).
+
+        For the diagnostics' KL, which an item the proposal can never draw would make
+        infinite: items with no training count are floored to one count (then normalised).
+        """
+        row = self.floored_log_p.to(device=queries.device, dtype=torch.float32)
         return row.unsqueeze(0).expand(queries.shape[0], -1).clone()

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
-from training.samplers.in_batch import data_log_probs
+from training.samplers.in_batch import data_probs
 from training.samplers.popularity import CategoricalTable, popularity_weights
 
 
@@ -27,7 +27,7 @@ class MixedSampler(Stateless):
         self.per_query = cfg.per_query
         self.num_negatives = cfg.num_negatives
         self.table = CategoricalTable(popularity_weights(cfg, ctx))
-        self.data_p = data_log_probs(ctx).exp()  # [n + 1] float64, 0 at padding
+        self.data_p = data_probs(ctx)  # [n + 1] float64, 0 at padding and unseen items
 
     def _log_expected(self, ids: Tensor, batch: int, num: int) -> Tensor:
         """Float32 `log(N p_i + m q_i)` for `ids` of any shape."""
