@@ -11,6 +11,7 @@ from training.config import RecsysConfig
 FULL = "full"
 UNIT_KERNELS = ("quadratic", "rff")  # kernels built on L2-normalised towers (feature_maps.py)
 POSITIVES_AS_NEGATIVES = ("in-batch", "mixed")  # each row's own positive sits in its own slot
+INCLUSION_PROBABILITY = ("bernoulli",)  # draws a set and reports log_q = log b, its inclusion
 
 
 def refuse_clashes(cfg: RecsysConfig) -> None:
@@ -29,4 +30,32 @@ def refuse_clashes(cfg: RecsysConfig) -> None:
         raise RecsysInputError(
             f"the {sampler} sampler's kernel follows the softmax on unit vectors only: "
             "use model.normalize=true, or another sampler"
+        )
+    if cfg.loss.name == "bernoulli" and sampler not in INCLUSION_PROBABILITY:
+        raise RecsysInputError(
+            "loss bernoulli weighs each drawn item once by 1 / b, its probability of being in "
+            f"the draw; the {sampler} sampler reports expected counts instead: use "
+            "sampler.name=bernoulli, or loss.name=sampled_softmax"
+        )
+    _refuse_a_learned_temperature_a_sampler_fixes(cfg)
+
+
+def _refuse_a_learned_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
+    """Refuse a learned temperature with a sampler built on the model's starting one.
+
+    The sampler would keep the starting value and drift from the model it claims to follow.
+    """
+    if not cfg.model.learn_temperature:
+        return
+    s = cfg.sampler
+    fixed = {
+        "exact": s.exact_nu is None,  # nu = 1 / tau
+        "quadratic": True,  # alpha / tau^2
+        "tapas": s.tapas_temperature is None,  # its annealing starts from tau
+    }
+    if fixed.get(s.name, False):
+        raise RecsysInputError(
+            f"the {s.name} sampler is built on the model's starting temperature, which "
+            "model.learn_temperature=true moves: fix the temperature, or give the sampler "
+            "its own (sampler.exact_nu, sampler.tapas_temperature; quadratic has none)"
         )

@@ -102,6 +102,18 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
         (["model.normalize=false", "sampler.name=rff"], "use model.normalize=true"),
         (["loss.name=nce", "sampler.name=in-batch"], "negatives are the batch's positives"),
         (["loss.name=nce", "sampler.name=mixed"], "negatives are the batch's positives"),
+        (["loss.name=bernoulli", "sampler.name=uniform"], "use sampler.name=bernoulli"),
+        (["loss.name=bernoulli", "sampler.name=tapas"], "reports expected counts"),
+        (["model.learn_temperature=true", "sampler.name=exact"], "starting temperature"),
+        (["model.learn_temperature=true", "sampler.name=quadratic"], "starting temperature"),
+        (
+            [
+                "model.learn_temperature=true",
+                "sampler.name=tapas",
+                "sampler.tapas_temperature=null",
+            ],
+            "starting temperature",
+        ),
     ],
 )
 def test_settings_that_cannot_train_together_are_refused(
@@ -110,6 +122,23 @@ def test_settings_that_cannot_train_together_are_refused(
     cfg = load_config(overrides=[*TINY, *sets])
     with pytest.raises(RecsysInputError, match=message):
         build_module(cfg, splits.num_items, item_counts(splits))
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["loss.name=bernoulli", "sampler.name=bernoulli"],
+        ["model.learn_temperature=true", "sampler.name=exact", "sampler.exact_nu=10"],
+        ["model.learn_temperature=true", "sampler.name=tapas", "sampler.tapas_temperature=1.0"],
+        ["model.learn_temperature=true", "sampler.name=rff"],
+    ],
+)
+def test_the_combinations_beside_the_refused_ones_still_build(
+    splits: Splits, sets: list[str]
+) -> None:
+    cfg = load_config(overrides=[*TINY, *sets])
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    assert isinstance(module.sampler, SAMPLERS[cfg.sampler.name])
 
 
 class RecordingSampler:
