@@ -86,7 +86,7 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
     if cfg.sampler.name == FULL:
         full_loss = functools.partial(full_softmax_loss, chunk=cfg.loss.full_chunk)
         return RetrievalModule(model, cfg, None, full_loss=full_loss)
-    ctx = SamplerContext(n, counts, cfg.model.temperature)
+    ctx = SamplerContext(n, counts, cfg.model.temperature, cfg.train.seed)
     sampler = build_sampler(cfg.sampler, ctx)
     caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)
     if caveat is not None:

@@ -106,3 +106,16 @@ def test_errors_before_refresh_and_on_wrong_table() -> None:
         sampler.sample(unit(1, D, seed=0), torch.tensor([1]), 4)
     with pytest.raises(ValueError, match="n \\+ 1"):
         sampler.refresh(unit(N, D, seed=0))
+
+
+def test_rff_frequencies_follow_the_runs_seed() -> None:
+    """`train.seed` (the context's seed) draws the frequencies: equal seeds, equal proposals."""
+    table, h = unit(N + 1, D, seed=0), unit(4, D, seed=8)
+    proposals = []
+    for seed in (42, 42, 43):
+        ctx = SamplerContext(N, torch.ones(N + 1), temperature=0.25, seed=seed)
+        sampler = build_sampler(SamplerConfig(name="rff", leaf_size=4, rff_features=16), ctx)
+        sampler.refresh(table)
+        proposals.append(sampler.proposal_log_probs(h))
+    assert torch.equal(proposals[0], proposals[1])
+    assert not torch.allclose(proposals[0], proposals[2], atol=1e-3)

@@ -59,12 +59,14 @@ class SamplerContext:
         item_counts: float32 `[n + 1]`, training-split interaction counts (index 0 is 0).
         temperature: The model's softmax temperature tau (logit = h . c / tau), for samplers
             that approximate the model's softmax.
+        seed: The run's seed (`train.seed`), for what a sampler draws once (rff's frequencies).
 
     """
 
     num_items: int
     item_counts: Tensor
     temperature: float = 1.0
+    seed: int = 0
 
 
 @runtime_checkable

@@ -18,12 +18,12 @@ from training.samplers.base import SamplerContext, register_sampler
 class RFFSampler(KernelTreeSampler):
     """Kernel-tree sampler with D random Fourier frequencies (2D features) of temperature nu."""
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext, seed: int = 0) -> None:
-        """Build lazily: the frequencies are drawn (from `seed`) at the first refresh."""
+    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+        """Build lazily: the frequencies are drawn (from `ctx.seed`) at the first refresh."""
         super().__init__(
             cfg,
             ctx,
             lambda dim: RandomFourierFeatures(
-                dim, cfg.rff_features, cfg.rff_nu, orthogonal=cfg.rff_orthogonal, seed=seed
+                dim, cfg.rff_features, cfg.rff_nu, orthogonal=cfg.rff_orthogonal, seed=ctx.seed
             ),
         )
