@@ -6,8 +6,10 @@ the fit (the test split is never evaluated). A Lightning callback reports every 
 round to Optuna and stops a trial that the median pruner judges hopeless. The study lives in
 `OUT/study.db` (SQLite), so the same command resumes: finished trials are kept, a trial cut
 short by a kill is marked failed and its settings are tried again first, and the budget counts
-the minutes the finished trials already took. Each trial's config and score go to
-`OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
+the minutes the trials already ran (a killed one's until its last validation report). The
+study keeps its base config and fixed keys: a sitting with others is refused, not mixed in.
+Each trial's config and score go to `OUT/trials.json`; the best trial's settings to
+`OUT/best.yaml`, for `recsys train --config`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ import optuna
 import yaml
 from pytorch_lightning.callbacks import Callback
 
+from data.errors import RecsysInputError
 from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
@@ -48,6 +52,8 @@ SEARCH_SPACE: dict[str, Callable[[optuna.Trial, str], Any]] = {
     "train.batch_size": lambda t, k: t.suggest_categorical(k, [64, 128, 256]),
 }
 STUDY = "recsys-tune"
+MINUTES_RUN = "minutes_run"  # trial attribute: minutes from its start to its last report or end
+SEARCH = "search"  # study attribute: the base config and fixed keys every sitting shares
 
 
 @dataclass
@@ -79,6 +85,7 @@ class PruneOnValidation(Callback):
         if score is None or trainer.sanity_checking:
             return
         self.trial.report(float(score), step=self.rounds)
+        record_minutes_run(self.trial)
         self.rounds += 1
         if self.trial.should_prune():
             raise optuna.TrialPruned(
@@ -106,18 +113,30 @@ def trial_config(base: RecsysConfig, params: dict[str, Any], minutes: float) -> 
     return RecsysConfig.model_validate(dump)
 
 
-def open_study(out: Path, seed: int) -> optuna.Study:
-    """The study in `out/study.db`, created or resumed.
+def record_minutes_run(trial: optuna.Trial) -> None:
+    """Keep on `trial` the minutes it has run so far: what counts of it if a kill ends it."""
+    if trial.datetime_start is not None:
+        minutes = (datetime.now() - trial.datetime_start).total_seconds() / 60.0
+        trial.set_user_attr(MINUTES_RUN, minutes)
+
+
+def open_study(request: TuneRequest) -> optuna.Study:
+    """The study in `request.out/study.db`, created or resumed.
 
     The caller holds the home's training lock, so a trial still marked running was cut short
     by a kill: it is marked failed and its settings are queued to run first.
+
+    Raises:
+        RecsysInputError: the study was made with another base config or other fixed keys.
+
     """
-    out.mkdir(parents=True, exist_ok=True)
+    request.out.mkdir(parents=True, exist_ok=True)
     study = optuna.create_study(
-        storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY, direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True,
+        storage=f"sqlite:///{request.out / 'study.db'}", study_name=STUDY, direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=request.seed), load_if_exists=True,
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
     )  # fmt: skip
+    check_same_search(study, request)
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(trial.params)
@@ -125,10 +144,45 @@ def open_study(out: Path, seed: int) -> optuna.Study:
     return study
 
 
+def search_settings(request: TuneRequest) -> dict[str, Any]:
+    """The fixed keys, and the base config (`section.key` -> value) less the searched keys."""
+    searched, dump = request.space(), request.base.model_dump(mode="json")
+    flat = {f"{section}.{k}": v for section, values in dump.items() for k, v in values.items()}
+    base = {key: value for key, value in flat.items() if key not in searched}
+    return {"base": base, "fixed": sorted(request.fixed)}
+
+
+def check_same_search(study: optuna.Study, request: TuneRequest) -> None:
+    """Keep the request's `search_settings` on a new study; refuse a study made with others."""
+    current, stored = search_settings(request), study.user_attrs.get(SEARCH)
+    if stored is None:  # a new study, or one from before the settings were kept
+        study.set_user_attr(SEARCH, current)
+        return
+    old, new = stored["base"], current["base"]
+    changed = [
+        f"{key}: {old.get(key)!r} in the study, {new.get(key)!r} now"
+        for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)
+    ]  # fmt: skip
+    if stored["fixed"] != current["fixed"]:
+        changed.insert(0, f"--set keys {stored['fixed']} in the study, {current['fixed']} now")
+    if changed:
+        raise RecsysInputError(
+            f"{request.out / 'study.db'} is a study of other settings ({'; '.join(changed)}): "
+            f"resume with the same --config, --set and --sampler, or start fresh with another "
+            f"--out (or remove {request.out})"
+        )
+
+
 def trial_minutes(trial: optuna.trial.FrozenTrial) -> float | None:
-    """Wall minutes from a trial's start to its end; None while it runs."""
+    """Wall minutes a trial ran; None while it runs.
+
+    A failed trial counts the minutes it kept (`MINUTES_RUN`): one cut short by a kill is
+    stamped failed only when a later sitting reopens the study, so its end says nothing.
+    """
     if trial.datetime_start is None or trial.datetime_complete is None:
         return None
+    if trial.state == optuna.trial.TrialState.FAIL:
+        return float(trial.user_attrs.get(MINUTES_RUN, 0.0))
     return (trial.datetime_complete - trial.datetime_start).total_seconds() / 60.0
 
 
@@ -152,9 +206,9 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
     distributed.require_one_process(base.devices, base.num_nodes, "tune")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # `_progress` says what matters
     with training_lock(ws, "tune"):
+        study = open_study(request)  # before the data: a study of other settings is refused
         prepare_dataset(ws, dataset)
         splits = load_splits(ws, request.base)
-        study = open_study(request.out, request.seed)
         left = request.trials - len(study.get_trials(deepcopy=False, states=_ENDED))
         minutes = request.budget_minutes - minutes_spent(study)
         if left > 0 and minutes > 0:
@@ -193,6 +247,7 @@ class _Objective:
             log.info("tune: trial %d pruned: %s", trial.number, err)
             raise optuna.TrialPruned(str(err)) from None
         finally:
+            record_minutes_run(trial)  # a trial that fails counts these (`trial_minutes`)
             shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
 
+from app.commands.train_cmds import build_config
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.config import load_config
+from training.config import RecsysConfig, load_config
 from training.pipeline import load_splits
-from training.trainer import fit
-from training.tune import SEARCH_SPACE, PruneOnValidation, _Callbacks, open_study
+from training.trainer import MONITOR, fit
+from training.tune import (
+    SEARCH_SPACE,
+    PruneOnValidation,
+    TuneRequest,
+    _Callbacks,
+    minutes_spent,
+    open_study,
+)
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
 SEARCHED = set(SEARCH_SPACE) - {"model.max_len"}  # a key given with --set is not searched
@@ -70,14 +82,50 @@ def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
 
 
 def test_a_trial_cut_short_is_failed_and_its_settings_run_first(tmp_path: Path) -> None:
-    study = open_study(tmp_path, seed=0)
+    request = TuneRequest(RecsysConfig(), tmp_path, budget_minutes=60.0, trials=4)
+    study = open_study(request)
     killed = study.ask()
     params = {key: suggest(killed, key) for key, suggest in SEARCH_SPACE.items()}
-    resumed = open_study(tmp_path, seed=0)  # as a new sitting after a kill would
+    resumed = open_study(request)  # as a new sitting after a kill would
     states = [t.state for t in resumed.get_trials()]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
     retry = resumed.ask()
     assert {key: suggest(retry, key) for key, suggest in SEARCH_SPACE.items()} == params
+
+
+def test_a_killed_trial_counts_the_minutes_it_ran_not_those_until_the_resume(
+    tmp_path: Path,
+) -> None:
+    request = TuneRequest(RecsysConfig(), tmp_path, budget_minutes=60.0, trials=4)
+    killed = open_study(request).ask()
+    trainer = SimpleNamespace(
+        callback_metrics={MONITOR: 0.1}, sanity_checking=False, current_epoch=0
+    )
+    PruneOnValidation(killed).on_validation_end(trainer, None)  # its one report, then the kill
+    yesterday = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    with closing(sqlite3.connect(tmp_path / "study.db")) as db, db:  # it started a day ago
+        db.execute("UPDATE trials SET datetime_start = ?", (yesterday,))
+    resumed = open_study(request)  # the next day
+    assert resumed.trials[0].state == optuna.trial.TrialState.FAIL
+    assert minutes_spent(resumed) < 1.0  # not the 1,440 minutes from its start to the resume
+
+
+@pytest.mark.parametrize(
+    ("sets", "named"),
+    [
+        (["--set", "model.max_len=20"], "model.max_len: 10 in the study, 20 now"),
+        (["--set", "model.max_len=10", "--set", "train.max_epochs=3"], "train.max_epochs"),
+    ],
+)
+def test_resuming_a_study_with_other_settings_is_refused(
+    run_cli, tmp_path: Path, sets: list[str], named: str
+) -> None:
+    home = tmp_path / "home"
+    base = build_config(None, None, None, [], ["model.max_len=10"])
+    open_study(TuneRequest(base, home / "tune", 1.0, 2, fixed=frozenset({"model.max_len"})))
+    done = run_cli("tune", "--budget-minutes", "1", *sets, "--json", home=home)
+    assert done.returncode == 2 and done.stdout == ""
+    assert named in done.stderr and "another --out" in done.stderr
 
 
 def test_the_callback_stops_a_real_fit_when_the_pruner_says_so(ws: Workspace, log_file: Path):
@@ -106,6 +154,7 @@ def test_rounds_every_n_steps_report_one_step_each(ws: Workspace, log_file: Path
     fit(cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=_Callbacks(PruneOnValidation(trial)))
     steps = list(study.trials[0].intermediate_values)
     assert len(steps) >= 2 and steps == list(range(len(steps)))  # all in epoch 0, none lost
+    assert study.trials[0].user_attrs["minutes_run"] > 0  # kept at each report
 
 
 @pytest.mark.parametrize("budget", ["0", "nan", "inf"])
