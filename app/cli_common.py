@@ -1,4 +1,4 @@
-"""Pieces every `recsys` command shares: common options, JSON output, logging setup."""
+"""Pieces every `recsys` command shares: common options, JSON output, output files, logging."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from app.log_format import SafeFormatter
+from data.errors import RecsysInputError
 from data.workspace import HOME_ENV_VAR, Workspace
 
 HomeOption = Annotated[
@@ -32,6 +34,34 @@ JsonOption = Annotated[
 def workspace(home: Path | None) -> Workspace:
     """The workspace chosen by `--home`, `$RECSYS_HOME` or the default."""
     return Workspace.resolve(home)
+
+
+def require_writable(outputs: dict[str, Path | None]) -> None:
+    """Refuse, before any work, output files that could not be written.
+
+    `outputs`: each option's file (None: not asked for). A file's folder is created if missing
+    (as the write would), then a probe file is made and removed there: permission bits do not
+    tell, for root or on a read-only filesystem.
+
+    Raises:
+        RecsysInputError: a file is a folder, or its folder cannot be created or written.
+
+    """
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        if path.is_dir():
+            raise RecsysInputError(f"{option} {path}: is a folder; {option} names a file")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path.parent):
+                pass
+        except FileExistsError:
+            raise RecsysInputError(f"{option} {path}: {path.parent} is a file") from None
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            message = f"{option} {path}: cannot write in {path.parent} ({reason})"
+            raise RecsysInputError(message) from None
 
 
 def emit_json(payload: dict[str, Any]) -> None:

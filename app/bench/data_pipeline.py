@@ -26,6 +26,8 @@ from typing import Annotated, Any, TypeVar
 import polars as pl
 import typer
 
+from app.bench import options
+from app.cli_common import require_writable
 from data.ingest import ingest_files
 from data.split import build_splits
 from data.store import read_events
@@ -102,9 +104,9 @@ def data_pipeline(
     ] = DEFAULT_RESULT,
 ) -> None:
     """Time synth, ingest (+ duplicate re-ingest) and splits on a synthetic log."""
+    require_writable({"--json": json_path})
     result = run_benchmark(events, seed)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    options.json_result(result, json_path)
     wall = {k: v for k, v in result["seconds"].items() if not k.endswith("_cpu")}
     sys.stdout.write(json.dumps(wall) + f"\nwrote {json_path}\n")
 

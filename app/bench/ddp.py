@@ -25,6 +25,7 @@ import polars as pl
 import typer
 
 from app.bench import options
+from app.cli_common import require_writable
 
 DEFAULT_OUT = options.RESULTS / "ddp_throughput.json"
 REPO = Path(__file__).resolve().parents[2]
@@ -130,11 +131,11 @@ def plot(payload: dict[str, Any], path: Path) -> None:
 
 def ddp(
     processes: Annotated[str, typer.Option(help="Comma-separated process counts.")] = "1,2",
-    items: Annotated[int, typer.Option(help="Catalogue size.")] = 1_000_000,
-    users: Annotated[int, typer.Option(help="Users of the synthetic log.")] = 2_000,
-    events: Annotated[int, typer.Option(help="Events of the synthetic log.")] = 3_000_000,
+    items: Annotated[int, typer.Option(min=1, help="Catalogue size.")] = 1_000_000,
+    users: Annotated[int, typer.Option(min=1, help="Users of the synthetic log.")] = 2_000,
+    events: Annotated[int, typer.Option(min=1, help="Events of the synthetic log.")] = 3_000_000,
     sampler: Annotated[str, typer.Option(help="Sampler of every run.")] = "uniform",
-    num_negatives: Annotated[int, typer.Option(help="m.")] = 256,
+    num_negatives: Annotated[int, typer.Option(min=1, help="m.")] = 256,
     scratch: Annotated[Path, typer.Option(help="Scratch home (kept).")] = Path("/tmp/bench-ddp"),
     out: Annotated[Path, typer.Option(help="Result JSON (a PNG beside it).")] = DEFAULT_OUT,
     sharded: Annotated[
@@ -143,6 +144,7 @@ def ddp(
 ) -> None:
     """Examples per second of one training epoch with 1, 2, ... data-parallel processes."""
     counts = options.ints(processes, "processes")
+    require_writable({"--out": out})
     data = {"users": users, "items": items, "events": events}
     home = scratch / f"home-{items}-{users}-{events}"
     payload = run(home, counts, data, sampler, num_negatives, sharded)

@@ -24,6 +24,7 @@ import numpy as np
 import typer
 
 from app.bench import options, serving
+from app.cli_common import require_writable
 
 TOKEN = "bench-token"
 NEW_TIME = 4_000_000_000  # after every synthetic event: a posted event is never a duplicate
@@ -114,7 +115,8 @@ def bench_events(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
 ) -> None:
     """Time POST /events and the next /recommend of that user against the stored-log size."""
-    load_before = os.getloadavg()
+    require_writable({"--json": json_path})
+    load_before = options.load_avg()
     with tempfile.TemporaryDirectory(prefix="recsys-bench-events-") as tmp:
         runs = []
         for n in options.ints(stored, "stored", minimum=0):
@@ -123,7 +125,7 @@ def bench_events(
     result = {
         "benchmark": "events",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "load_avg": {"before": load_before, "after": os.getloadavg()},
+        "load_avg": {"before": load_before, "after": options.load_avg()},
         "setup": {
             "items": items, "repeats": repeats, "events_per_post": batch,
             "request": "POST /events (new events of a stored user), then GET /recommend k=10",

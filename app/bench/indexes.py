@@ -31,6 +31,8 @@ import numpy as np
 import typer
 
 from app.bench import options
+from app.cli_common import require_writable
+from data.errors import RecsysInputError
 
 DEFAULT_OUT = options.RESULTS / "index_comparison.json"
 K = 10
@@ -146,11 +148,17 @@ def _load(out: Path, setting: dict[str, Any]) -> dict[str, Any]:
 
     Raises:
         typer.BadParameter: `out` holds rows of another setting (never overwritten).
+        RecsysInputError: `out` is not JSON (a truncated file).
 
     """
     if not out.is_file():
         return {}
-    payload = json.loads(out.read_text())
+    try:
+        payload = json.loads(out.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RecsysInputError(
+            f"--out {out}: not a results JSON ({err}); remove it or choose another --out"
+        ) from None
     if payload.get("setting") != setting:
         raise typer.BadParameter(
             f"{out} holds results of another setting ({payload.get('setting')}): "
@@ -197,11 +205,15 @@ def index(
     kinds: Annotated[
         str, typer.Option(help="Comma-separated: flat, hnsw, ivf, ivfpq.")
     ] = "flat,ivfpq,hnsw",
-    dim: Annotated[int, typer.Option(help="Embedding size d.")] = 64,
-    clusters: Annotated[int, typer.Option(help="Centres of the synthetic embeddings.")] = 4096,
-    queries: Annotated[int, typer.Option(help="Queries for recall@10.")] = 1000,
-    latency_queries: Annotated[int, typer.Option(help="Single-query searches timed.")] = 200,
-    pq_m: Annotated[int, typer.Option(help="IVF-PQ bytes an item (0: the service's default).")] = 0,
+    dim: Annotated[int, typer.Option(min=1, help="Embedding size d.")] = 64,
+    clusters: Annotated[
+        int, typer.Option(min=1, help="Centres of the synthetic embeddings.")
+    ] = 4096,
+    queries: Annotated[int, typer.Option(min=1, help="Queries for recall@10.")] = 1000,
+    latency_queries: Annotated[int, typer.Option(min=1, help="Single-query searches timed.")] = 200,
+    pq_m: Annotated[
+        int, typer.Option(min=0, help="IVF-PQ bytes an item (0: the service's default).")
+    ] = 0,
     out: Annotated[Path, typer.Option(help="Result JSON (a PNG beside it).")] = DEFAULT_OUT,
 ) -> None:
     """Flat vs HNSW vs IVF-PQ: build time, memory, p99 search and recall@10 (resumable)."""
@@ -209,6 +221,7 @@ def index(
     unknown = set(chosen) - set(SEARCH_SETTINGS)
     if unknown:
         raise typer.BadParameter(f"unknown index kinds {sorted(unknown)}", param_hint="--kinds")
+    require_writable({"--out": out})
     setting = {"dim": dim, "clusters": clusters, "queries": queries, "k": K,
                "latency_queries": latency_queries, "noise": 0.5,
                **({"pq_m": pq_m} if pq_m else {})}  # fmt: skip

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from data.errors import RecsysInputError
+from data.store import atomic_write
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"
 
@@ -38,8 +40,7 @@ def json_result(payload: dict[str, Any], json_path: Path | None) -> str:
     """The payload as indented JSON text, also written to `json_path` when one is given."""
     text = json.dumps(payload, indent=2)
     if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(text + "\n")
+        atomic_write(json_path, lambda tmp: tmp.write_text(text + "\n"))
     return text
 
 
@@ -49,23 +50,32 @@ def write_results(
     plot_path: Path,
     plot: Callable[[dict[str, Any], Path], None],
 ) -> None:
-    """Write the payload as JSON and its plot as PNG, then say where both went."""
+    """Write the payload as JSON and its plot as PNG (each atomically), then say where."""
     import typer
 
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(payload, indent=1) + "\n")
+    text = json.dumps(payload, indent=1) + "\n"
+    atomic_write(json_path, lambda tmp: tmp.write_text(text))
     plot(payload, plot_path)
     typer.echo(f"wrote {json_path} and {plot_path}")
 
 
 def save_figure(fig: Any, path: Path) -> None:
-    """Write a matplotlib figure as PNG (creating its folder) and release it."""
+    """Write a matplotlib figure as PNG, atomically (creating its folder), and release it."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
+
+
+def doc_link(target: Path, doc: Path) -> str:
+    """`target` as a link in the markdown file `doc` reaches it (relative, POSIX)."""
+    return Path(os.path.relpath(target.resolve(), doc.resolve().parent)).as_posix()
+
+
+def load_avg() -> list[float]:
+    """The machine's 1, 5 and 15-minute load averages."""
+    return [round(v, 2) for v in os.getloadavg()]
 
 
 def search_seconds(index: Any, queries: Any, k: int) -> Any:

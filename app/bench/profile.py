@@ -12,6 +12,8 @@ from typing import Annotated
 import typer
 
 from app.bench import options
+from app.cli_common import require_writable
+from data.errors import RecsysInputError
 
 
 def profile_command(
@@ -22,7 +24,8 @@ def profile_command(
         str, typer.Option("--samplers", help="`full` and/or sampler names, comma-separated.")
     ] = "full,uniform",
     steps: Annotated[
-        int, typer.Option("--steps", min=0, help="Training steps (0: a whole epoch).")
+        int,
+        typer.Option("--steps", min=0, help="Training steps, warm-up included (0: a whole epoch)."),
     ] = 0,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch CPU threads.")] = 1,
     set_: Annotated[
@@ -39,8 +42,14 @@ def profile_command(
     / "profile.png",
 ) -> None:
     """Profile training steps and one validation round on a real dataset, per sampler."""
-    from app.bench.step_profile import plot, run_profiles  # torch: only when run
+    from app.bench.step_profile import WARMUP_STEPS, plot, run_profiles  # torch: only when run
 
+    if 0 < steps <= WARMUP_STEPS:
+        raise RecsysInputError(
+            f"--steps {steps}: the first {WARMUP_STEPS} steps warm up and are not profiled; "
+            f"give more than {WARMUP_STEPS}, or 0 for a whole epoch"
+        )
+    require_writable({"--json": json_path, "--plot": plot_path})
     args = {"steps": steps, "threads": threads, "overrides": list(set_ or [])}
     names = options.names(samplers, "samplers")
     with tempfile.TemporaryDirectory(prefix="recsys-profile-") as tmp:

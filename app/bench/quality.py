@@ -20,6 +20,7 @@ import typer
 
 from app.bench import options, sweep
 from app.bench.grids import GRIDS, VALIDATION_ONLY, result_dir
+from app.cli_common import require_writable
 from data.errors import RecsysInputError
 from data.workspace import Workspace
 
@@ -233,6 +234,7 @@ def quality_command(
         return
     if dataset is None or samplers is None or json_file is None:
         raise RecsysInputError("--dataset, --samplers and --json are needed without --grid")
+    require_writable({"--json": json_file, "--plot": plot_file})
     negatives = options.ints(num_negatives, "num-negatives")
     names = options.names(samplers, "samplers")
     with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:

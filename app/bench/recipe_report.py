@@ -16,6 +16,7 @@ from app.bench import options
 from app.bench.recipe_grid import DATASETS
 
 PLOT = "recipe.png"
+DEFAULT_DOC = options.RESULTS.parents[1] / "docs" / "recipe_study.md"  # links without a doc
 
 
 def _records(out: Path) -> dict[str, dict[str, dict[str, Any]]]:
@@ -91,11 +92,11 @@ def plot_recipes(out: Path, path: Path) -> None:
     options.save_figure(fig, path)
 
 
-def recipe_report(out: Path, resamples: int = 0) -> str:
-    """Write the plot beside the results; the markdown table and the plot's link.
+def recipe_report(out: Path, resamples: int = 0, doc: Path | None = None) -> str:
+    """Write the plot beside the results; the markdown table and the plot's link from `doc`.
 
     `resamples` is unused: a study on validation has no test intervals.
     """
     plot_recipes(out, out / PLOT)
-    link = f"\n![recipe study](../benchmarks/results/{out.name}/{PLOT})\n"
+    link = f"\n![recipe study]({options.doc_link(out / PLOT, doc or DEFAULT_DOC)})\n"
     return recipe_table(out) + link

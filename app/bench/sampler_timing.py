@@ -104,6 +104,7 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Run every sampler at every catalogue size; return the JSON payload."""
     torch.set_num_threads(threads)
+    load_before = options.load_avg()
     args = {"num": 1024, "repeats": repeats, "changed": 10_000}
     results = []
     for n in items:
@@ -119,7 +120,7 @@ def run_benchmark(
         "threads": threads,
         "torch": torch.__version__,
         "platform": platform.platform(),
-        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+        "load_avg": {"before": load_before, "after": options.load_avg()},
     }
     return {"results": results, "machine": machine, "repeats": repeats}
 

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from app.bench import options
+from app.cli_common import require_writable
 
 
 def samplers(
@@ -42,6 +43,7 @@ def samplers(
     """Time drawing 1024 shared negatives for 256 queries, and updating 10,000 rows."""
     from app.bench.sampler_timing import plot, run_benchmark  # torch: only when run
 
+    require_writable({"--json": json_path, "--plot": plot_path})
     payload = run_benchmark(
         options.ints(items, "items"),
         options.ints(features, "features"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import platform
 import subprocess
@@ -28,6 +29,8 @@ import typer
 import uvloop
 
 from app.bench import options
+from app.cli_common import require_writable
+from data.errors import RecsysInputError
 
 HISTORY = 20
 K = 10
@@ -268,7 +271,7 @@ def free_port() -> int:
 def bench_serving(
     items: Annotated[str, typer.Option(help="Comma-separated catalogue sizes.")] = "100000,1000000",
     duration: Annotated[float, typer.Option(help="Seconds per load phase.")] = 30.0,
-    concurrency: Annotated[int, typer.Option(help="Concurrent client connections.")] = 32,
+    concurrency: Annotated[int, typer.Option(min=1, help="Concurrent client connections.")] = 32,
     rate: Annotated[float, typer.Option(help="Open-loop request rate (req/s).")] = 300.0,
     index: Annotated[str, typer.Option(help="Index kind: auto|flat|hnsw|ivf|ivfpq.")] = "hnsw",
     work_dir: Annotated[
@@ -281,6 +284,11 @@ def bench_serving(
 ) -> None:
     """Load-test `recsys serve` on synthetic catalogues; requests/s, p50/p95/p99, errors."""
     sizes = options.ints(items, "items")
+    for name, value in (("--rate", rate), ("--duration", duration)):
+        if not (math.isfinite(value) and value > 0):
+            raise RecsysInputError(f"{name} must be a finite number > 0, got {value}")
+    require_writable({"--json": json_path, "--plot": plot_path})
+    load_before = options.load_avg()
     with tempfile.TemporaryDirectory(prefix="recsys-bench-") as tmp:
         work = work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -292,6 +300,7 @@ def bench_serving(
     result = {
         "benchmark": "serving",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_avg": {"before": load_before, "after": options.load_avg()},
         "setup": {
             "duration_s": duration, "concurrency": concurrency, "open_loop_rate": rate,
             "index": index, "request": f"POST /recommend, {HISTORY} random items, k={K}",

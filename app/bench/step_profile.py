@@ -55,9 +55,9 @@ class StepClock(pl_lightning.Callback):
             self.gaps.append(self._start - self._end)
 
     def on_train_batch_end(self, *args: Any) -> None:  # noqa: D102
+        self.steps.append(time.perf_counter() - self._start)
+        self.prof.step()  # the profiler's own work: in neither the step nor the next gap
         self._end = time.perf_counter()
-        self.steps.append(self._end - self._start)
-        self.prof.step()
 
     def on_validation_epoch_start(self, *args: Any) -> None:  # noqa: D102
         self._start = time.perf_counter()
@@ -131,7 +131,8 @@ def _summary(
     clock: StepClock, prof: profile, steps: int,
 ) -> dict[str, Any]:  # fmt: skip
     step_ms = 1000 * statistics.mean(clock.steps[WARMUP_STEPS:])
-    gap_ms = 1000 * statistics.mean(clock.gaps[WARMUP_STEPS:])
+    # gaps[i] comes before step i + 1: the gap before each profiled step
+    gap_ms = 1000 * statistics.mean(clock.gaps[WARMUP_STEPS - 1 :])
     phases = _phase_ms(prof, steps)
     phases["lightning in step"] = step_ms - sum(phases.values())
     phases["data and loop"] = gap_ms

@@ -23,6 +23,7 @@ import numpy as np
 
 from app.bench import options
 from app.bench.sweep_grid import PROTOCOL, Planner, RunSpec
+from data.errors import RecsysInputError
 from data.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -130,12 +131,27 @@ def is_done(spec: RunSpec, sweep: Sweep) -> bool:
     return same_data and same_settings(record.get("config", {}), current)
 
 
+def require_datasets(specs: list[RunSpec], sweep: Sweep) -> None:
+    """Refuse a sweep whose datasets are not under `sweep.data_root` (RecsysInputError)."""
+    missing = sorted(
+        {s.dataset for s in specs if not Path(sweep.source(s.dataset)).exists()} - {"synthetic"}
+    )
+    if missing:
+        raise RecsysInputError(f"--data-root {sweep.data_root}: no {', '.join(missing)} in it")
+
+
 def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
     """Train pending runs, planning again after each, until none is left to take; their names.
 
     A run another process holds is passed over; a run that fails is logged and not retried
-    by this process.
+    by this process, unless it fails on bad input.
+
+    Raises:
+        RecsysInputError: a dataset of the grid is missing (checked before anything trains),
+            or a run's settings or data are bad.
+
     """
+    require_datasets(planner(sweep.out)[0], sweep)
     trained: list[str] = []
     failed: set[str] = set()
     while True:
@@ -148,6 +164,8 @@ def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
                 if train_run(spec, sweep) is not None:
                     trained.append(key)
                     break
+            except RecsysInputError:
+                raise
             except Exception:
                 log.exception("bench quality: %s failed", key)
                 failed.add(key)
@@ -180,7 +198,7 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
 
     cfg = run_config(spec, sweep)
     log.info("bench quality: training %s/%s", spec.dataset, spec.name)
-    before, clock = load_avg(), SamplerClock()
+    before, clock = options.load_avg(), SamplerClock()
     label = prepare_dataset(ws, sweep.source(spec.dataset))
     splits = load_splits(ws, cfg)
     distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "bench quality")
@@ -207,7 +225,7 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
         "train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch,
         "sampling_ms_per_step": clock.ms_per_step(), "sampling_calls": clock.calls,
         "proposal_kl": best_epoch_kl({"validation": curve}), "validation": curve,
-        "load_avg": {"before": before, "after": load_avg()}, "cpus": os.cpu_count(),
+        "load_avg": {"before": before, "after": options.load_avg()}, "cpus": os.cpu_count(),
         "threads": result.threads, "device": result.device, "run_dir": result.run_dir,
         "per_user_ndcg": f"{spec.name}.ndcg.npz" if sweep.test else None, "users": len(ndcg),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -243,8 +261,3 @@ def load_ndcg(out: Path, record: dict[str, Any]) -> np.ndarray:
     """A run's per-user test NDCG@10 from its `.ndcg.npz` beside the JSON."""
     with np.load(out / record["dataset"] / record["per_user_ndcg"]) as data:
         return np.asarray(data["ndcg"], dtype=np.float64)
-
-
-def load_avg() -> list[float]:
-    """The machine's 1, 5 and 15-minute load averages."""
-    return [round(v, 2) for v in os.getloadavg()]

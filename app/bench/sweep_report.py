@@ -11,7 +11,7 @@ the block between the markers of `--doc` when given.
 from __future__ import annotations
 
 import json
-import os
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +20,7 @@ import typer
 from app.bench import options, sweep
 from app.bench.grids import GRIDS, REPORTS, result_dir
 from app.bench.paired import paired_interval
+from app.bench.recipe_report import recipe_report
 from data.errors import RecsysInputError
 
 DEFAULT_DOC = options.RESULTS.parents[1] / "docs" / "sampler_comparison.md"  # links without a doc
@@ -190,14 +191,13 @@ def build_report(
         by_dataset[dataset] = with_intervals(out, records, resamples, seed)
         plot(dataset, by_dataset[dataset], out / dataset / "comparison.png")
     done = sum(len(rows) for rows in by_dataset.values())
-    figures = Path(os.path.relpath(out.resolve(), (doc or DEFAULT_DOC).resolve().parent)).as_posix()
+    figures = options.doc_link(out, doc or DEFAULT_DOC)
     text = markdown(by_dataset, done, max(planned, done), figures)
     summary = {
         "grid": grid, "done": done, "planned": planned, "resamples": resamples, "seed": seed,
         "runs": {d: {r["name"]: {"test": r["test"], "vs_full": r["vs_full"]} for r in rows}
                  for d, rows in by_dataset.items()},
     }  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     if doc is not None:
         replace_block(doc, text)
@@ -230,10 +230,14 @@ def report_command(
     if doc is not None:
         check_block(doc)  # before any plot or report.json is written
     out = result_dir(grid, out)
-    if grid in REPORTS:
-        text = REPORTS[grid](out, resamples)
-        if doc is not None:
-            replace_block(doc, text)
-        typer.echo(text)
+    if not out.is_dir():
+        raise RecsysInputError(f"--out {out}: no such folder (the sweep's result folder)")
+    if grid not in REPORTS:
+        typer.echo(build_report(out, grid, doc, resamples)["markdown"])
         return
-    typer.echo(build_report(out, grid, doc, resamples)["markdown"])
+    # the recipe plot's link is relative to where the table goes
+    report = partial(recipe_report, doc=doc) if grid == "recipe" else REPORTS[grid]
+    text = report(out, resamples)
+    if doc is not None:
+        replace_block(doc, text)
+    typer.echo(text)

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from app.bench import options
+from app.cli_common import require_writable
 from data.errors import RecsysInputError
 
 DEFAULT_SAMPLERS = "full,uniform,popularity,in-batch,mixed,exact,quadratic,rff"
@@ -54,6 +55,7 @@ def train_step(
     )
     from training.samplers import SAMPLERS
 
+    require_writable({"--json": json_path, "--plot": plot_path})
     names = options.names(samplers, "samplers")
     unknown = [s for s in names if s != "full" and s not in SAMPLERS]
     if unknown:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from app.cli_common import HomeOption, JsonOption, emit_json, require_writable, workspace
 from data.errors import RecsysInputError
 from data.formats import FORMATS, detect_format, read_item_titles
 from data.ingest import ingest_files
@@ -91,6 +91,7 @@ def synth(
         raise RecsysInputError(f"{out}: directory {out.parent} does not exist")
     if out.is_dir():
         raise RecsysInputError(f"{out}: is a folder; --out names the file to write")
+    require_writable({"--out": out})
     started = time.perf_counter()
     frame = generate_events(users, items, events, seed)
     write_events(frame, str(out))

@@ -6,11 +6,13 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from app.bench.ddp import covering
 from app.cli import app
 from data.synth import generate_events
+from tests.app.test_data_cli import run_inproc
 
 
 def test_bench_ddp_measures_one_and_two_processes(tmp_path: Path) -> None:
@@ -42,3 +44,27 @@ def test_covering_users_visit_every_item_the_log_missed() -> None:
     extra = covered.tail(covered.height - log.height)
     assert extra["item_id"].n_unique() == extra.height  # each missing item once
     assert extra.group_by("user_id").len()["len"].max() <= 20
+
+
+@pytest.mark.parametrize("option", ["--items", "--users", "--events", "--num-negatives"])
+def test_bench_ddp_refuses_a_zero_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    scratch = tmp_path / "scratch"
+    args = ["--items", "300", "--users", "80", "--events", "3000", "--num-negatives", "8"]
+    args[args.index(option) + 1] = "0"
+    done = run_inproc(capsys, "bench", "ddp", *args, "--processes", "1", "--scratch",
+                      str(scratch), "--out", str(tmp_path / "ddp.json"))  # fmt: skip
+    assert done.returncode == 2 and option in done.stderr and not scratch.exists()
+
+
+def test_bench_ddp_refuses_an_unwritable_result_file_before_the_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker, scratch = tmp_path / "a-file", tmp_path / "scratch"
+    blocker.write_text("not a folder")
+    done = run_inproc(
+        capsys, "bench", "ddp", "--items", "300", "--users", "80", "--events", "3000",
+        "--processes", "1", "--scratch", str(scratch), "--out", str(blocker / "ddp.json"),
+    )  # fmt: skip
+    assert done.returncode == 2 and "--out" in done.stderr and not scratch.exists()

@@ -6,10 +6,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
+from app.bench import options
 from app.bench.indexes import catalogue
 from app.cli import app
+from tests.app.test_data_cli import run_inproc
+
+SMALL = ["--items", "300", "--kinds", "flat", "--dim", "8", "--clusters", "4", "--queries", "20"]
+SMALL += ["--latency-queries", "10"]
 
 
 def test_the_synthetic_catalogue_is_clustered_and_its_queries_share_the_centres() -> None:
@@ -48,3 +54,52 @@ def test_bench_index_compares_the_kinds_and_resumes(tmp_path: Path) -> None:
     assert CliRunner().invoke(app, more).exit_code == 0
     (row,) = json.loads(wider.read_text())["rows"]
     assert row["index"]["bytes_per_item"] == 8 and rows["ivfpq"]["index"]["bytes_per_item"] == 4
+
+
+@pytest.mark.parametrize("option", ["--dim", "--clusters", "--queries", "--latency-queries"])
+def test_bench_index_refuses_a_zero_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    args = list(SMALL)
+    args[args.index(option) + 1] = "0"
+    done = run_inproc(capsys, "bench", "index", *args, "--out", str(tmp_path / "index.json"))
+    assert done.returncode == 2 and option in done.stderr
+
+
+def test_a_truncated_result_file_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "index.json"
+    out.write_text('{"setting": {"dim": 8, "clus')  # what a kill during a plain write left
+    done = run_inproc(capsys, "bench", "index", *SMALL, "--out", str(out))
+    assert done.returncode == 2 and "not a results JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_results_are_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "index.json"
+    out.write_text('{"rows": []}\n')
+    write_text = Path.write_text
+
+    def killed_halfway(path: Path, text: str) -> int:  # the write stops after a few bytes
+        write_text(path, text[:5])
+        raise OSError("killed")
+
+    monkeypatch.setattr(Path, "write_text", killed_halfway)
+    with pytest.raises(OSError, match="killed"):
+        options.write_results({"rows": [1, 2, 3]}, out, tmp_path / "x.png", lambda p, path: None)
+    monkeypatch.undo()
+    assert out.read_text() == '{"rows": []}\n' and [p.name for p in tmp_path.iterdir()] == [
+        "index.json"
+    ]
+
+
+def test_bench_index_refuses_an_unwritable_result_file_before_the_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    done = run_inproc(capsys, "bench", "index", *SMALL, "--out", str(blocker / "index.json"))
+    assert done.returncode == 2 and "--out" in done.stderr and "exact top" not in done.stdout

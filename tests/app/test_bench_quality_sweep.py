@@ -11,7 +11,9 @@ import pytest
 
 from app.bench import sweep, sweep_grid
 from app.bench.sweep_grid import RunSpec
+from data.errors import RecsysInputError
 from data.synth import generate_events
+from tests.app.test_data_cli import run_inproc
 
 TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
 SPECS = [RunSpec("tiny", "full", "full", None), RunSpec("tiny", "uniform", "uniform", 8)]
@@ -197,3 +199,62 @@ def test_the_report_reads_run_results_only(tmp_path: Path) -> None:
     (tmp_path / "tapas_false_negatives").mkdir()
     (tmp_path / "tapas_false_negatives" / "x.json").write_text(json.dumps({"share": 0.4}))
     assert sweep.load_results(tmp_path) == {"tiny": [{"name": "a", "dataset": "tiny"}]}
+
+
+def test_a_grid_whose_datasets_are_missing_is_refused_before_anything_trains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scratch = tmp_path / "scratch"
+    done = run_inproc(
+        capsys, "bench", "quality", "--grid", "comparison", "--data-root", str(tmp_path / "none"),
+        "--out", str(tmp_path / "out"), "--scratch", str(scratch),
+    )  # fmt: skip
+    assert done.returncode == 2 and "--data-root" in done.stderr
+    assert "amazon-beauty, amazon-toys" in done.stderr and "Traceback" not in done.stderr
+    assert not scratch.exists()
+
+
+def test_bad_input_stops_the_sweep_instead_of_being_logged(tmp_path: Path) -> None:
+    (tmp_path / "data" / "tiny").mkdir(parents=True)
+    generate_events(50, 30, 400, seed=4).write_csv(tmp_path / "data" / "tiny" / "interactions.csv")
+    settings = sweep.Sweep(
+        tmp_path / "out", tmp_path / "data", tmp_path / "scratch", ["model.nope=1"]
+    )
+    with pytest.raises(RecsysInputError, match="nope"):
+        sweep.run_sweep(planner, settings)
+
+
+def test_a_missing_result_folder_is_refused_not_reported_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.bench import sweep_report
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{sweep_report.BEGIN}\nthe committed table\n{sweep_report.END}\n")
+    before = doc.read_text()
+    for grid in ("comparison", "recipe", "final"):
+        out = tmp_path / "typo"
+        done = run_inproc(
+            capsys, "bench", "quality-report", "--grid", grid, "--out", str(out), "--doc", str(doc)
+        )
+        assert done.returncode == 2 and "--out" in done.stderr and str(out) in done.stderr
+        assert not out.exists() and doc.read_text() == before
+
+
+def test_quality_refuses_an_unwritable_result_file_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log, blocker = tmp_path / "log.csv", tmp_path / "a-file"
+    generate_events(50, 30, 400, seed=4).write_csv(log)
+    blocker.write_text("not a folder")
+    args = ["bench", "quality", "--dataset", str(log), "--samplers", "uniform", "--max-epochs", "1"]
+    args += ["--num-negatives", "8", "--home", str(tmp_path / "home")]
+    args += [f"--set={s}" for s in TINY]
+    writable = ["--json", str(tmp_path / "q.json")]
+    for chosen in (
+        ["--json", str(blocker / "q.json")],
+        [*writable, "--plot", str(blocker / "q.png")],
+    ):
+        done = run_inproc(capsys, *args, *chosen)
+        assert done.returncode == 2 and str(blocker) in done.stderr
+        assert not (tmp_path / "home").exists()

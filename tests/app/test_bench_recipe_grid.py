@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.bench import recipe_grid, sweep
+import pytest
+
+from app.bench import options, recipe_grid, sweep
 from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe
-from app.bench.recipe_report import PLOT, recipe_report, recipe_table
+from app.bench.recipe_report import DEFAULT_DOC, PLOT, recipe_report, recipe_table
 from app.bench.sweep_grid import RunSpec
 from data.synth import generate_events
+from tests.app.test_data_cli import run_inproc
 
 VAL = {"defaults": 0.050, "cosine": 0.060, "cosine-warmup": 0.058, "d128": 0.052, "tau-0.1": 0.04}
 
@@ -98,10 +101,12 @@ def test_the_report_plots_every_recipe_against_time_and_links_the_plot(tmp_path:
     out = tmp_path / "recipe_study"
     for name in ("defaults", "cosine"):
         _write(out, name, VAL[name])
-    text = recipe_report(out)
+    text = recipe_report(out, doc=tmp_path / "docs" / "study.md")
     assert (out / PLOT).stat().st_size > 10_000
     assert text.splitlines()[2].startswith("| cosine |")
-    assert f"../benchmarks/results/recipe_study/{PLOT}" in text
+    assert f"(../recipe_study/{PLOT})" in text  # from the doc's folder to the plot
+    committed = options.doc_link(options.RESULTS / "recipe_study" / PLOT, DEFAULT_DOC)
+    assert committed == f"../benchmarks/results/recipe_study/{PLOT}"  # without --doc: its doc's
 
 
 def test_a_validation_only_sweep_never_ranks_the_test_split(tmp_path: Path) -> None:
@@ -120,3 +125,18 @@ def test_a_validation_only_sweep_never_ranks_the_test_split(tmp_path: Path) -> N
     assert record["test"] is None and record["per_user_ndcg"] is None
     assert record["val"]["ndcg@10"] >= 0.0 and record["config"]["train"]["lr_schedule"] == "cosine"
     assert not list((tmp_path / "out" / "tiny").glob("*.npz"))
+
+
+def test_the_report_command_links_the_plot_from_where_the_doc_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.bench.sweep_report import BEGIN, END
+
+    out, doc = tmp_path / "results" / "study", tmp_path / "notes" / "deep" / "recipe.md"
+    _write(out, "defaults", VAL["defaults"])
+    doc.parent.mkdir(parents=True)
+    doc.write_text(f"{BEGIN}\n{END}\n")
+    args = ["bench", "quality-report", "--grid", "recipe", "--out", str(out), "--doc", str(doc)]
+    done = run_inproc(capsys, *args)
+    assert done.returncode == 0, done.stderr
+    assert f"![recipe study](../../results/study/{PLOT})" in doc.read_text()

@@ -18,7 +18,10 @@ def test_cli_times_every_sampler_and_each_rff_leaf_size(
         "--json", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    rows = json.loads(out_json.read_text())["results"]
+    payload = json.loads(out_json.read_text())
+    load = payload["machine"]["load_avg"]  # the machine's load before and after the timings
+    assert len(load["before"]) == len(load["after"]) == 3
+    rows = payload["results"]
     rff = [(r["items"], r["features"], r["leaf_size"]) for r in rows if r["sampler"] == "rff"]
     # D = 16: b = 1 and 4 (2D / d = 32 / 64 < 1); D = 256: both raised to 2D / d = 8, run once
     assert rff == [(n, f, b) for n in (300, 600) for f, b in ((16, 1), (16, 4), (256, 8))]
@@ -32,3 +35,16 @@ def test_cli_rejects_a_bad_leaf_size(tmp_path: Path, capsys: pytest.CaptureFixtu
         capsys, "bench", "samplers", "--leaf-size", "8,x", "--json", str(tmp_path / "x")
     )
     assert result.returncode == 2 and "leaf-size" in result.stderr
+
+
+def test_cli_refuses_an_unwritable_result_file_before_the_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for option in ("--json", "--plot"):
+        result = run_inproc(
+            capsys, "bench", "samplers", "--items", "300", "--features", "16", "--repeats", "1",
+            "--threads", "1", option, str(blocker / "samplers.out"),
+        )  # fmt: skip
+        assert result.returncode == 2 and option in result.stderr

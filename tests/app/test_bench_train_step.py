@@ -65,3 +65,17 @@ def test_cli_rejects_unknown_sampler(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     assert result.returncode == 2
     assert "nope" in result.stderr and "uniform" in result.stderr
+
+
+def test_cli_refuses_an_unwritable_result_file_before_the_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for option in ("--json", "--plot"):
+        result = run_inproc(
+            capsys, "bench", "train-step", "--items", "300", "--samplers", "full",
+            "--towers", "mean", "--repeats", "1", "--threads", "1",
+            option, str(blocker / "steps.out"),
+        )  # fmt: skip
+        assert result.returncode == 2 and option in result.stderr

@@ -226,3 +226,30 @@ def test_bench_data_pipeline_small(tmp_path: Path, capsys: pytest.CaptureFixture
     payload = json.loads(result.read_text())
     assert payload["accepted"] == 3000 and payload["reingest_rejected"] == 3000
     assert set(payload["seconds"]) >= {"synth", "ingest", "reingest", "split_loo", "split_time"}
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder where no file can be made (read-only for a user; /sys or /proc for root)."""
+    for folder in (tmp_path / "read-only", Path("/sys"), Path("/proc")):
+        folder.mkdir(exist_ok=True)
+        if folder.parent == tmp_path:
+            folder.chmod(0o500)
+        try:
+            (folder / "probe").write_text("")
+        except OSError:
+            return folder
+        (folder / "probe").unlink()
+    pytest.skip("every folder tried is writable here")
+
+
+def test_unwritable_outputs_are_refused_before_the_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = unwritable_folder(tmp_path)
+    out = run_inproc(capsys, "synth", "--events", "100", "--out", str(folder / "x.csv"))
+    assert out.returncode == 2 and "--out" in out.stderr and "cannot write" in out.stderr
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    args = ["bench", "data-pipeline", "--events", "3000", "--json", str(blocker / "x.json")]
+    out = run_inproc(capsys, *args)
+    assert out.returncode == 2 and "--json" in out.stderr and "synth:" not in out.stderr
