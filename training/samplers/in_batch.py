@@ -3,6 +3,10 @@
 The positives of a batch are N draws from the training data's item distribution
 `p_i = count_i / sum(count)`, so the expected count of item i among them is `N p_i`, and
 `log_q = log(N p_i)`. `num` and `per_query` are ignored: the result is always `[N]` shared.
+p comes from the training split's interaction counts (`SamplerContext.item_counts`), which
+also count each sequence's first item, never a target: an approximation of the targets'
+distribution that overrates items which often open a sequence (about one count in L, the
+mean sequence length).
 
 In a data-parallel training the negatives are every rank's positives (TensorFlow Recommenders'
 cross-replica concatenation): N is then the whole batch's count of positives, and each rank
