@@ -116,6 +116,11 @@ def test_known_user_plus_items_appends(api: httpx.Client) -> None:
     more = api.post("/recommend", json={"user_id": "u1", "items": ["i40"], "k": 5}).json()
     assert "i40" not in ids(more)  # appended to the history, so now seen
     assert ids(alone) != ids(more)
+    # the stored history (i1, i2, i3 in time order) then the request's items: as if sent whole
+    whole = api.post("/recommend", json={"items": [*PLANTED_HISTORY, "i40"], "k": 5}).json()
+    instead = api.post("/recommend", json={"items": ["i40"], "k": 5}).json()
+    assert more["items"] == whole["items"] != instead["items"]
+    assert not {*PLANTED_HISTORY, "i40"} & set(ids(more))
 
 
 def test_batch_matches_single_requests(api: httpx.Client) -> None:

@@ -62,7 +62,12 @@ def test_known_users_next_recommend_reflects_the_posted_events(api: httpx.Client
     assert (body["accepted"], body["rejected"], body["rejects"]) == (2, 0, [])
     assert body["events_total"] == 5
     assert not {"i4", "i5"} & set(ids(after))  # now seen, so excluded
-    assert ids(after)[:5] != ids(before)[:5]  # the tower encoded the longer history
+    # the tower encoded the longer history: the answer is that history's, sent whole, and not
+    # the old answer less the two items
+    longer = [*PLANTED_HISTORY, "i4", "i5"]
+    whole = api.post("/recommend", json={"items": longer, "k": 60}).json()
+    assert after["items"] == whole["items"]
+    assert ids(after) != [i for i in ids(before) if i not in ("i4", "i5")][: len(ids(after))]
 
 
 def test_a_new_user_is_served_from_the_model_at_once(api: httpx.Client) -> None:

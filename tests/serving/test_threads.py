@@ -18,7 +18,9 @@ import torch
 
 from app.api.settings import Settings
 from data.workspace import Workspace
+from serving import service
 from serving.batcher import RequestBatcher
+from serving.index import build_index
 from serving.recommender import Query
 from serving.service import ModelService
 from serving.threads import limit_threads
@@ -70,15 +72,25 @@ def test_batcher_runs_the_model_under_its_cap() -> None:
     assert asyncio.run(run()) == ([3], 3)
 
 
-def test_reload_builds_under_the_cap_on_its_thread(tmp_path: Path) -> None:
+def test_reload_builds_under_the_cap_on_its_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = Workspace(tmp_path / "home")
     make_bundle(ws.models_dir, "v1")
     svc = ModelService(ws, threads=3)
+    caps_at_build: list[int] = []
+
+    def recording_build(*args: object, **kwargs: object) -> object:
+        caps_at_build.append(faiss.omp_get_max_threads())  # the cap while the index builds
+        return build_index(*args, **kwargs)
+
+    monkeypatch.setattr(service, "build_index", recording_build)
 
     def reload_and_read() -> tuple[bool, int]:
         return svc.reload().changed, faiss.omp_get_max_threads()
 
     assert on_new_thread(reload_and_read) == (True, 3)
+    assert caps_at_build == [3]
 
 
 def test_thread_setting_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
 """Bundles: round trip reproduces the in-memory model's top-k; atomic write and publish."""
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -151,10 +152,13 @@ def test_unknown_format_and_missing_bundle(tmp_path: Path) -> None:
         read_manifest(path)
 
 
-def test_version_names_sort_by_time() -> None:
-    name = new_version_name()
-    assert len(name) == len("20261122-143501-ab12")
-    assert name[:8].isdigit() and name[9:15].isdigit()
+def test_version_names_sort_by_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    moments = iter([1_795_358_101, 1_795_358_102, 1_800_000_000])  # Unix seconds
+    utc = time.gmtime
+    monkeypatch.setattr(time, "gmtime", lambda: utc(next(moments)))
+    names = [new_version_name() for _ in range(3)]
+    assert names[0][:16] == "20261122-143501-"  # the UTC date and time, year first
+    assert len(names[0]) == len("20261122-143501-ab12") and names == sorted(names)
 
 
 @pytest.mark.parametrize("name", ["v1 ", " v1", "v\t1", "v\n1", "", "a/b", ".v", "CURRENT"])
