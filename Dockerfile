@@ -24,7 +24,13 @@ WORKDIR /app
 RUN pip install torch==2.13.0 --index-url "${TORCH_INDEX_URL}" \
         ${FIND_LINKS:+--find-links "${FIND_LINKS}"}
 
+# The dependencies (pyproject's list, pinned by the lock) before the code, so that editing the
+# code does not reinstall them.
 COPY pyproject.toml constraints.txt README.md ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install --index-url "${PIP_INDEX}" ${FIND_LINKS:+--find-links "${FIND_LINKS}"} \
+        -c constraints.txt -r /tmp/requirements.txt
 COPY app ./app
 COPY data ./data
 COPY training ./training
@@ -32,12 +38,12 @@ COPY serving ./serving
 COPY configs ./configs
 # Editable, so the YAML override sets under /app/configs are found next to the code.
 RUN pip install --index-url "${PIP_INDEX}" ${FIND_LINKS:+--find-links "${FIND_LINKS}"} \
-        -c constraints.txt -e . \
+        --no-deps -e . \
     && mkdir -p /data/workspace \
     && chown -R recsys:recsys /data
-# `make up`'s script, for a single container (train, then serve); after the install, so that
-# editing scripts/ does not reinstall the packages.
-COPY scripts/up.sh ./scripts/up.sh
+# `make up`'s scripts: the training step (compose's trainer runs it) and, for a single
+# container, train then serve (the image's default command, as `make up`).
+COPY scripts/up.sh scripts/train.sh ./scripts/
 
 USER recsys
 VOLUME ["/data/workspace"]
@@ -46,4 +52,4 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
     CMD python -c "import os, urllib.request; urllib.request.urlopen(f'http://127.0.0.1:{os.environ.get(\"RECSYS_PORT\", \"8000\")}/health', timeout=2)"
 
-CMD ["recsys", "serve"]
+CMD ["bash", "scripts/up.sh"]

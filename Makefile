@@ -10,8 +10,10 @@ install: $(STAMP)
 
 # Re-runs only when the dependency spec or the lock changes; torch goes in first (whichever
 # build pip's configured index serves: a CPU one on our machines) so nothing later pulls another.
+# A venv that cannot run pip or is older than Python 3.11 (a failed or stale create) is made again.
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c 'import sys, pip; assert sys.version_info >= (3, 11)' 2>/dev/null \
+		|| { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)

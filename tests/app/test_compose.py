@@ -54,14 +54,44 @@ def resolve(argv: list[str]) -> tuple[str, dict[str, Any]]:
     return name, sub.params
 
 
-def test_trainer_runs_recsys_train_with_dataset_and_sampler_from_env() -> None:
-    name, params = resolve(command("trainer"))
-    assert name == "train"
-    assert (params["dataset"], params["sampler"]) == ("synthetic", "uniform")
-    env = {"RECSYS_DATASET": "/data/logs.csv", "RECSYS_SAMPLER": "rff"}
-    name, params = resolve(command("trainer", env))
-    assert (params["dataset"], params["sampler"]) == ("/data/logs.csv", "rff")
-    assert "rff" in SAMPLERS and "uniform" in SAMPLERS
+def test_trainer_runs_make_ups_training_step_with_dataset_and_sampler_from_env(
+    tmp_path: Path,
+) -> None:
+    assert command("trainer") == ["bash", "scripts/train.sh"]
+    home = tmp_path / "home"
+    for env in ({}, {"RECSYS_DATASET": "/data/logs.csv", "RECSYS_SAMPLER": "rff"}):
+        (train,) = _trainer_calls(tmp_path, home, env)
+        assert train == _up_calls(tmp_path, home, **env)[0]  # the same `recsys train`
+    name, params = resolve(_trainer_calls(tmp_path, home, {})[0])
+    assert name == "train" and (params["dataset"], params["sampler"]) == ("synthetic", None)
+    (home / "events").mkdir(parents=True)
+    (home / "events" / "part-1.parquet").write_bytes(b"")
+    (train,) = _trainer_calls(tmp_path, home, {"RECSYS_SAMPLER": "rff"})
+    assert train == _up_calls(tmp_path, home, RECSYS_SAMPLER="rff")[0]
+    assert (resolve(train)[1]["dataset"], resolve(train)[1]["sampler"]) == (None, "rff")
+    assert "rff" in SAMPLERS
+
+
+def test_the_api_takes_every_server_setting_make_up_reads_with_its_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.api.settings import Settings
+
+    for key in [k for k in os.environ if k.startswith("RECSYS_")]:
+        monkeypatch.delenv(key)
+    defaults = Settings().model_dump()  # what `make up`'s `recsys serve` reads, nothing set
+    environment = compose()["services"]["api"]["environment"]
+    fixed = {"home", "host", "port"}  # the volume's workspace, and 0.0.0.0:8000 inside
+    forwarded = {f"RECSYS_{name.upper()}" for name in defaults.keys() - fixed}
+    assert forwarded <= environment.keys()
+    for key in forwarded:
+        assert interpolate(str(environment[key]), {key: "7"}) == "7"  # the shell's value wins
+        monkeypatch.setenv(key, interpolate(str(environment[key]), {}))
+    served = Settings().model_dump()
+    assert served.pop("admin_token") == "" and defaults.pop("admin_token") is None  # both: off
+    assert {k: served[k] for k in defaults.keys() - fixed} == {
+        k: defaults[k] for k in defaults.keys() - fixed
+    }
 
 
 def test_api_runs_recsys_serve_on_8000_after_the_trainer() -> None:
@@ -102,33 +132,48 @@ def test_dockerfile_is_slim_nonroot_cpu_with_healthcheck() -> None:
 
 
 def test_up_script_is_valid_bash_and_uses_recsys_commands() -> None:
-    script = ROOT / "scripts" / "up.sh"
-    subprocess.run(["bash", "-n", str(script)], check=True)
-    text = script.read_text()
-    assert "recsys train" in text and "exec recsys serve --port" in text
-    assert os.access(script, os.X_OK)
+    up, train = ROOT / "scripts" / "up.sh", ROOT / "scripts" / "train.sh"
+    for script in (up, train):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        assert os.access(script, os.X_OK)
+    assert "train.sh" in up.read_text() and "exec recsys serve --port" in up.read_text()
+    assert "exec recsys train" in train.read_text()
 
 
 @pytest.mark.slow
 def test_trainer_command_really_trains(tmp_path: Path) -> None:
-    argv = command("trainer")
     env = {**os.environ, "RECSYS_HOME": str(tmp_path / "home")}
-    subprocess.run([sys.executable, "-m", "app", *argv[1:]], env=env, check=True, timeout=900)
+    env = {k: v for k, v in env.items() if k not in ("RECSYS_DATASET", "RECSYS_SAMPLER")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # this venv's `recsys`
+    subprocess.run(command("trainer"), cwd=ROOT, env=env, check=True, timeout=900)
     assert (tmp_path / "home" / "models" / "CURRENT").read_text().strip()
 
 
-def _up_calls(tmp_path: Path, home: Path, **env: str) -> list[list[str]]:
-    """The `recsys` command lines scripts/up.sh runs, recorded by a stand-in on PATH."""
+def _recorded_calls(tmp_path: Path, argv: list[str], env: dict[str, str]) -> list[list[str]]:
+    """The `recsys` command lines `argv` (a script) runs, recorded by a stand-in on PATH."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
     bin_dir.mkdir(exist_ok=True)
     stand_in = bin_dir / "recsys"
     stand_in.write_text(f'#!/usr/bin/env bash\necho "recsys $*" >> {calls}\n')
     stand_in.chmod(0o755)
     calls.unlink(missing_ok=True)
-    run_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECSYS_HOME": str(home)}
-    run_env = {k: v for k, v in run_env.items() if not k.startswith("RECSYS_DATASET")}
-    subprocess.run(["bash", str(ROOT / "scripts" / "up.sh")], env={**run_env, **env}, check=True)
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("RECSYS_")}
+    run_env = {**run_env, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
+    subprocess.run(argv, cwd=ROOT, env=run_env, check=True)
     return [line.split() for line in calls.read_text().splitlines()]
+
+
+def _trainer_calls(tmp_path: Path, home: Path, shell: dict[str, str]) -> list[list[str]]:
+    """What the compose trainer runs, its environment interpolated from the `shell`'s."""
+    environment = compose()["services"]["trainer"]["environment"]
+    env = {k: interpolate(str(v), shell) for k, v in environment.items()}
+    return _recorded_calls(tmp_path, command("trainer"), {**env, "RECSYS_HOME": str(home)})
+
+
+def _up_calls(tmp_path: Path, home: Path, **env: str) -> list[list[str]]:
+    """The `recsys` command lines scripts/up.sh runs."""
+    argv = ["bash", str(ROOT / "scripts" / "up.sh")]
+    return _recorded_calls(tmp_path, argv, {"RECSYS_HOME": str(home), **env})
 
 
 def test_up_script_asks_for_the_synthetic_demo_only_in_a_home_without_events(
@@ -148,7 +193,7 @@ def test_up_script_asks_for_the_synthetic_demo_only_in_a_home_without_events(
 
 
 def test_trainer_and_up_keep_a_published_model_unless_retrain_is_asked(tmp_path: Path) -> None:
-    name, params = resolve(command("trainer"))
+    name, params = resolve(_trainer_calls(tmp_path, tmp_path / "home", {})[0])
     assert name == "train" and params["reuse_published"]
     trainer = compose()["services"]["trainer"]
     assert interpolate(trainer["environment"]["RECSYS_RETRAIN"], {}) == "0"
