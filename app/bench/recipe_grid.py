@@ -26,7 +26,9 @@ temperature, with the default sampler too (uniform at m = 256, against `tau-0.1-
 Stage 7 pairs the chosen temperature with each other stage-1 recipe that beat the defaults on
 both datasets and that stage 5 did not pair (`TEMPERATURE_PAIRS`: history length 20, lr 1e-3,
 one head, best stage-1 mean first): stage 2 added all of them at once, which cannot say
-whether one adds to the temperature; each pair against `tau-0.1`, on both datasets.
+whether one adds to the temperature; each pair against `tau-0.1`, on both datasets. A pair
+that beats `tau-0.1` on both runs again with the second seed, against `tau-0.1-seed43`, as
+stage 4 checked the temperature: is its lead beyond the seed-to-seed spread?
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -151,14 +153,26 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
         specs += [_spec(d, "combined", sets) for d in DATASETS]
     specs += [_sampled_spec(d, name) for name in SAMPLED_CHECK for d in DATASETS]
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
-    return specs + budget + logit_forms() + temperature_pairs(), planned
+    pairs = temperature_pairs(out)
+    planned += len(pairs) - len(DATASETS) * len(TEMPERATURE_PAIRS)  # the second seeds' runs
+    return specs + budget + logit_forms() + pairs, planned
 
 
-def temperature_pairs() -> list[RunSpec]:
-    """Stage 7: `tau-0.1-<recipe>`, the temperature with each pair, on both datasets."""
+def temperature_pairs(out: Path) -> list[RunSpec]:
+    """Stage 7: `tau-0.1-<recipe>` on both datasets.
+
+    With the second seed too where it beat `tau-0.1` on both.
+    """
     tau = RECIPES["tau-0.1"]
     pairs = [(f"tau-0.1-{name}", (*tau, *RECIPES[name])) for name in TEMPERATURE_PAIRS]
-    return [_spec(d, label, sets) for label, sets in pairs for d in DATASETS]
+    specs = [_spec(d, label, sets) for label, sets in pairs for d in DATASETS]
+    reference = val_scores(out, "tau-0.1")
+    for label, sets in pairs:
+        scores = val_scores(out, label)
+        if scores and reference and all(v > r for v, r in zip(scores, reference, strict=True)):
+            seed = f"train.seed={SECOND_SEED}"
+            specs += [_spec(d, f"{label}-seed{SECOND_SEED}", (*sets, seed)) for d in DATASETS]
+    return specs
 
 
 def logit_forms() -> list[RunSpec]:
