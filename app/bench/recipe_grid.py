@@ -28,7 +28,8 @@ both datasets and that stage 5 did not pair (`TEMPERATURE_PAIRS`: history length
 one head, best stage-1 mean first): stage 2 added all of them at once, which cannot say
 whether one adds to the temperature; each pair against `tau-0.1`, on both datasets. A pair
 that beats `tau-0.1` on both runs again with the second seed, against `tau-0.1-seed43`, as
-stage 4 checked the temperature: is its lead beyond the seed-to-seed spread?
+stage 4 checked the temperature: is its lead beyond the seed-to-seed spread? It becomes the
+default only if it leads with both seeds on both datasets.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
