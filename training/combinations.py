@@ -6,12 +6,13 @@ Each rule says which settings clash and why; `build_module` calls `refuse_clashe
 from __future__ import annotations
 
 from data.errors import RecsysInputError
-from training.config import RecsysConfig
+from training.config import RecsysConfig, SamplerConfig
 
 FULL = "full"
 UNIT_KERNELS = ("quadratic", "rff")  # kernels built on L2-normalised towers (feature_maps.py)
 POSITIVES_AS_NEGATIVES = ("in-batch", "mixed")  # each row's own positive sits in its own slot
-INCLUSION_PROBABILITY = ("bernoulli",)  # draws a set and reports log_q = log b, its inclusion
+# draw a set and report log_q = log b, its inclusion probability (tapas: of its first pass)
+INCLUSION_PROBABILITY = ("bernoulli", "tapas")
 
 
 def refuse_clashes(cfg: RecsysConfig) -> None:
@@ -31,11 +32,11 @@ def refuse_clashes(cfg: RecsysConfig) -> None:
             f"the {sampler} sampler's kernel follows the softmax on unit vectors only: "
             "use model.normalize=true, or another sampler"
         )
-    if cfg.loss.name == "bernoulli" and sampler not in INCLUSION_PROBABILITY:
+    if cfg.loss.name == "bernoulli" and sampler not in (*INCLUSION_PROBABILITY, FULL):
         raise RecsysInputError(
             "loss bernoulli weighs each drawn item once by 1 / b, its probability of being in "
-            f"the draw; the {sampler} sampler reports expected counts instead: use "
-            "sampler.name=bernoulli, or loss.name=sampled_softmax"
+            f"the draw; the {sampler} sampler draws with repeats and reports expected counts: "
+            "use sampler.name=bernoulli, or loss.name=sampled_softmax"
         )
     _refuse_a_learned_temperature_a_sampler_fixes(cfg)
 
@@ -45,17 +46,19 @@ def _refuse_a_learned_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
 
     The sampler would keep the starting value and drift from the model it claims to follow.
     """
-    if not cfg.model.learn_temperature:
-        return
-    s = cfg.sampler
-    fixed = {
-        "exact": s.exact_nu is None,  # nu = 1 / tau
-        "quadratic": True,  # alpha / tau^2
-        "tapas": s.tapas_temperature is None,  # its annealing starts from tau
-    }
-    if fixed.get(s.name, False):
+    if cfg.model.learn_temperature and sampler_fixes_the_temperature(cfg.sampler):
         raise RecsysInputError(
-            f"the {s.name} sampler is built on the model's starting temperature, which "
-            "model.learn_temperature=true moves: fix the temperature, or give the sampler "
-            "its own (sampler.exact_nu, sampler.tapas_temperature; quadratic has none)"
+            f"the {cfg.sampler.name} sampler is built on the model's starting temperature, "
+            "which model.learn_temperature=true moves: fix the temperature, or give the "
+            "sampler its own (sampler.exact_nu, sampler.tapas_temperature; quadratic has none)"
         )
+
+
+def sampler_fixes_the_temperature(sampler: SamplerConfig) -> bool:
+    """Whether the sampler is built on the model's starting temperature (and keeps it)."""
+    fixed = {
+        "exact": sampler.exact_nu is None,  # nu = 1 / tau
+        "quadratic": True,  # alpha / tau^2
+        "tapas": sampler.tapas_temperature is None,  # its annealing starts from tau
+    }
+    return fixed.get(sampler.name, False)

@@ -4,12 +4,11 @@ Optuna's TPE sampler proposes each trial's settings from `SEARCH_SPACE`; a trial
 `training.trainer.fit` capped at its share of the budget, scored by the best val NDCG@10 of
 the fit (the test split is never evaluated). A Lightning callback reports every validation
 round to Optuna and stops a trial that the median pruner judges hopeless. The study lives in
-`OUT/study.db` (SQLite), so the same command resumes: finished trials are kept, a trial cut
-short by a kill is marked failed and its settings are tried again first, and the budget counts
-the minutes the trials already ran (a killed one's until its last validation report). The
-study keeps its base config and fixed keys: a sitting with others is refused, not mixed in.
-Each trial's config and score go to `OUT/trials.json`; the best trial's settings to
-`OUT/best.yaml`, for `recsys train --config`.
+`OUT/study.db`, so the same command resumes (`training/tune_study.py`: killed trials, the
+budget spent, a sitting with other settings refused). Each trial's config and score go to
+`OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
+A sampler built on the model's starting temperature (`training/combinations.py`) leaves
+`model.learn_temperature` out of the search.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import logging
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +25,16 @@ import optuna
 import yaml
 from pytorch_lightning.callbacks import Callback
 
-from data.errors import RecsysInputError
 from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
 from training import distributed
+from training.combinations import sampler_fixes_the_temperature
 from training.config import RecsysConfig
 from training.divergence import TrainingDivergedError
 from training.trainer import MONITOR
+from training.tune_study import minutes_spent, record_minutes_run, trial_minutes
+from training.tune_study import open_study as open_study_at
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,6 @@ SEARCH_SPACE: dict[str, Callable[[optuna.Trial, str], Any]] = {
     "train.lr_schedule": lambda t, k: t.suggest_categorical(k, ["constant", "cosine", "wsd"]),
     "train.batch_size": lambda t, k: t.suggest_categorical(k, [64, 128, 256]),
 }
-STUDY = "recsys-tune"
-MINUTES_RUN = "minutes_run"  # trial attribute: minutes from its start to its last report or end
-SEARCH = "search"  # study attribute: the base config and fixed keys every sitting shares
 
 
 @dataclass
@@ -68,8 +65,11 @@ class TuneRequest:
     fixed: frozenset[str] = frozenset()  # `section.key`s the user set: left out of the search
 
     def space(self) -> dict[str, Callable[[optuna.Trial, str], Any]]:
-        """The search space less the fixed keys."""
-        return {key: how for key, how in SEARCH_SPACE.items() if key not in self.fixed}
+        """The search space less the fixed keys (and a learned temperature the sampler refuses)."""
+        left_out = set(self.fixed)
+        if sampler_fixes_the_temperature(self.base.sampler):
+            left_out.add("model.learn_temperature")
+        return {key: how for key, how in SEARCH_SPACE.items() if key not in left_out}
 
 
 class PruneOnValidation(Callback):
@@ -93,6 +93,10 @@ class PruneOnValidation(Callback):
                 f"(epoch {trainer.current_epoch})"
             )
 
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Keep the minutes run (a kill between validation rounds counts them)."""
+        record_minutes_run(self.trial)
+
 
 class _Callbacks:
     """A `fit` start hook that only adds callbacks (no warm start)."""
@@ -113,35 +117,9 @@ def trial_config(base: RecsysConfig, params: dict[str, Any], minutes: float) -> 
     return RecsysConfig.model_validate(dump)
 
 
-def record_minutes_run(trial: optuna.Trial) -> None:
-    """Keep on `trial` the minutes it has run so far: what counts of it if a kill ends it."""
-    if trial.datetime_start is not None:
-        minutes = (datetime.now() - trial.datetime_start).total_seconds() / 60.0
-        trial.set_user_attr(MINUTES_RUN, minutes)
-
-
 def open_study(request: TuneRequest) -> optuna.Study:
-    """The study in `request.out/study.db`, created or resumed.
-
-    The caller holds the home's training lock, so a trial still marked running was cut short
-    by a kill: it is marked failed and its settings are queued to run first.
-
-    Raises:
-        RecsysInputError: the study was made with another base config or other fixed keys.
-
-    """
-    request.out.mkdir(parents=True, exist_ok=True)
-    study = optuna.create_study(
-        storage=f"sqlite:///{request.out / 'study.db'}", study_name=STUDY, direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=request.seed), load_if_exists=True,
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
-    )  # fmt: skip
-    check_same_search(study, request)
-    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-        study.enqueue_trial(trial.params)
-        log.info("tune: trial %d was cut short; its settings run again", trial.number)
-    return study
+    """The request's study, created or resumed (`training.tune_study.open_study`)."""
+    return open_study_at(request.out, request.seed, search_settings(request))
 
 
 def search_settings(request: TuneRequest) -> dict[str, Any]:
@@ -150,45 +128,6 @@ def search_settings(request: TuneRequest) -> dict[str, Any]:
     flat = {f"{section}.{k}": v for section, values in dump.items() for k, v in values.items()}
     base = {key: value for key, value in flat.items() if key not in searched}
     return {"base": base, "fixed": sorted(request.fixed)}
-
-
-def check_same_search(study: optuna.Study, request: TuneRequest) -> None:
-    """Keep the request's `search_settings` on a new study; refuse a study made with others."""
-    current, stored = search_settings(request), study.user_attrs.get(SEARCH)
-    if stored is None:  # a new study, or one from before the settings were kept
-        study.set_user_attr(SEARCH, current)
-        return
-    old, new = stored["base"], current["base"]
-    changed = [
-        f"{key}: {old.get(key)!r} in the study, {new.get(key)!r} now"
-        for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)
-    ]  # fmt: skip
-    if stored["fixed"] != current["fixed"]:
-        changed.insert(0, f"--set keys {stored['fixed']} in the study, {current['fixed']} now")
-    if changed:
-        raise RecsysInputError(
-            f"{request.out / 'study.db'} is a study of other settings ({'; '.join(changed)}): "
-            f"resume with the same --config, --set and --sampler, or start fresh with another "
-            f"--out (or remove {request.out})"
-        )
-
-
-def trial_minutes(trial: optuna.trial.FrozenTrial) -> float | None:
-    """Wall minutes a trial ran; None while it runs.
-
-    A failed trial counts the minutes it kept (`MINUTES_RUN`): one cut short by a kill is
-    stamped failed only when a later sitting reopens the study, so its end says nothing.
-    """
-    if trial.datetime_start is None or trial.datetime_complete is None:
-        return None
-    if trial.state == optuna.trial.TrialState.FAIL:
-        return float(trial.user_attrs.get(MINUTES_RUN, 0.0))
-    return (trial.datetime_complete - trial.datetime_start).total_seconds() / 60.0
-
-
-def minutes_spent(study: optuna.Study) -> float:
-    """Wall minutes of the trials that have ended, in earlier sittings or this one."""
-    return sum(trial_minutes(t) or 0.0 for t in study.get_trials(deepcopy=False))
 
 
 def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dict[str, Any]:

@@ -122,10 +122,35 @@ def test_resuming_a_study_with_other_settings_is_refused(
 ) -> None:
     home = tmp_path / "home"
     base = build_config(None, None, None, [], ["model.max_len=10"])
-    open_study(TuneRequest(base, home / "tune", 1.0, 2, fixed=frozenset({"model.max_len"})))
+    first = TuneRequest(base, home / "tune", 1.0, 2, fixed=frozenset({"model.max_len"}))
+    study = open_study(first)
+    study.tell(study.ask(), 0.01)  # a trial of the first settings
     done = run_cli("tune", "--budget-minutes", "1", *sets, "--json", home=home)
     assert done.returncode == 2 and done.stdout == ""
     assert named in done.stderr and "another --out" in done.stderr
+
+
+def test_a_study_without_trials_takes_the_new_settings_and_an_upgrades_new_key_is_no_change(
+    tmp_path: Path,
+) -> None:
+    base = build_config(None, None, None, [], [])
+    other = build_config(None, None, None, [], ["train.max_epochs=3"])
+    open_study(TuneRequest(base, tmp_path, 1.0, 2))  # e.g. a sitting stopped by a bad dataset
+    study = open_study(TuneRequest(other, tmp_path, 1.0, 2))  # no trial ran: taken, not refused
+    assert study.user_attrs["search"]["base"]["train.max_epochs"] == 3
+    stored = study.user_attrs["search"]
+    del stored["base"]["train.max_epochs"]  # as if written before the key existed
+    study.set_user_attr("search", stored)
+    study.tell(study.ask(), 0.01)
+    assert open_study(TuneRequest(other, tmp_path, 1.0, 2)).user_attrs["search"] == stored
+
+
+def test_a_sampler_built_on_the_starting_temperature_leaves_learning_it_out() -> None:
+    for sampler, searched in (("quadratic", False), ("exact", False), ("uniform", True)):
+        base = build_config(sampler, None, None, [], [])
+        space = TuneRequest(base, Path("unused"), 1.0, 2).space()
+        assert ("model.learn_temperature" in space) == searched, sampler
+        assert "model.temperature" in space
 
 
 def test_the_callback_stops_a_real_fit_when_the_pruner_says_so(ws: Workspace, log_file: Path):

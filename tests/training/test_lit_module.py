@@ -103,7 +103,7 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
         (["loss.name=nce", "sampler.name=in-batch"], "negatives are the batch's positives"),
         (["loss.name=nce", "sampler.name=mixed"], "negatives are the batch's positives"),
         (["loss.name=bernoulli", "sampler.name=uniform"], "use sampler.name=bernoulli"),
-        (["loss.name=bernoulli", "sampler.name=tapas"], "reports expected counts"),
+        (["loss.name=bernoulli", "sampler.name=popularity"], "draws with repeats"),
         (["model.learn_temperature=true", "sampler.name=exact"], "starting temperature"),
         (["model.learn_temperature=true", "sampler.name=quadratic"], "starting temperature"),
         (
@@ -128,6 +128,7 @@ def test_settings_that_cannot_train_together_are_refused(
     "sets",
     [
         ["loss.name=bernoulli", "sampler.name=bernoulli"],
+        ["loss.name=bernoulli", "sampler.name=tapas"],
         ["model.learn_temperature=true", "sampler.name=exact", "sampler.exact_nu=10"],
         ["model.learn_temperature=true", "sampler.name=tapas", "sampler.tapas_temperature=1.0"],
         ["model.learn_temperature=true", "sampler.name=rff"],

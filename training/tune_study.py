@@ -1,0 +1,100 @@
+"""The Optuna study of `recsys tune` on disk: opened or resumed, guarded, and its time spent.
+
+The study lives in `OUT/study.db` (SQLite). A sitting resumes it: a trial still marked running
+was cut short by a kill, so it is marked failed and its settings are queued to run first; the
+budget counts the minutes each trial ran (a killed one's until its last record, at each
+validation round and epoch end). The study keeps the settings it searches from (the base
+config less the searched keys, and the fixed keys): a sitting with others is refused, so two
+searches are never mixed in one study.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from data.errors import RecsysInputError
+
+log = logging.getLogger(__name__)
+
+STUDY = "recsys-tune"
+MINUTES_RUN = "minutes_run"  # trial attribute: minutes from its start to its last record
+SEARCH = "search"  # study attribute: the settings every sitting shares (`check_same_search`)
+
+
+def open_study(out: Path, seed: int, settings: dict[str, Any]) -> optuna.Study:
+    """The study in `out/study.db`, created or resumed, searching from `settings`.
+
+    The caller holds the home's training lock, so a trial still marked running was cut short
+    by a kill: it is marked failed and its settings are queued to run first.
+
+    Raises:
+        RecsysInputError: the study has trials of other settings.
+
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    study = optuna.create_study(
+        storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY, direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True,
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
+    )  # fmt: skip
+    check_same_search(study, settings, out)
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(trial.params)
+        log.info("tune: trial %d was cut short; its settings run again", trial.number)
+    return study
+
+
+def check_same_search(study: optuna.Study, settings: dict[str, Any], out: Path) -> None:
+    """Keep `settings` on a study without trials; refuse a study whose trials had others.
+
+    `settings`: `{"base": {section.key: value}, "fixed": [section.key, ...]}`. A key one side
+    lacks (a config key added or removed by an upgrade in between) is not a difference.
+    """
+    stored = study.user_attrs.get(SEARCH)
+    if stored is None or not study.get_trials(deepcopy=False):
+        study.set_user_attr(SEARCH, settings)
+        return
+    old, new = stored["base"], settings["base"]
+    changed = [
+        f"{key}: {old[key]!r} in the study, {new[key]!r} now"
+        for key in sorted(old.keys() & new.keys()) if old[key] != new[key]
+    ]  # fmt: skip
+    if stored["fixed"] != settings["fixed"]:
+        changed.insert(0, f"--set keys {stored['fixed']} in the study, {settings['fixed']} now")
+    if changed:
+        raise RecsysInputError(
+            f"{out / 'study.db'} is a study of other settings ({'; '.join(changed)}): resume "
+            f"with the same --config, --set and --sampler, or start fresh with another --out "
+            f"(or remove {out})"
+        )
+
+
+def record_minutes_run(trial: optuna.Trial) -> None:
+    """Keep on `trial` the minutes it has run so far: what counts of it if a kill ends it."""
+    if trial.datetime_start is not None:
+        minutes = (datetime.now() - trial.datetime_start).total_seconds() / 60.0
+        trial.set_user_attr(MINUTES_RUN, minutes)
+
+
+def trial_minutes(trial: optuna.trial.FrozenTrial) -> float | None:
+    """Wall minutes a trial ran; None while it runs.
+
+    A failed trial counts the minutes it kept (`MINUTES_RUN`): one cut short by a kill is
+    stamped failed only when a later sitting reopens the study, so its end says nothing.
+    """
+    if trial.datetime_start is None or trial.datetime_complete is None:
+        return None
+    if trial.state == optuna.trial.TrialState.FAIL:
+        return float(trial.user_attrs.get(MINUTES_RUN, 0.0))
+    return (trial.datetime_complete - trial.datetime_start).total_seconds() / 60.0
+
+
+def minutes_spent(study: optuna.Study) -> float:
+    """Wall minutes of the trials that have ended, in earlier sittings or this one."""
+    return sum(trial_minutes(t) or 0.0 for t in study.get_trials(deepcopy=False))
