@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import tempfile
 import warnings
@@ -49,6 +50,10 @@ def require_writable(outputs: dict[str, Path | None]) -> None:
     """
     for option, path in outputs.items():
         if path is None:
+            continue
+        if path.exists() and not path.is_file() and not path.is_dir():  # /dev/null, a pipe
+            if not os.access(path, os.W_OK):
+                raise RecsysInputError(f"{option} {path}: cannot be written")
             continue
         if path.is_dir():
             raise RecsysInputError(f"{option} {path}: is a folder; {option} names a file")

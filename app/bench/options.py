@@ -36,11 +36,23 @@ def ints(text: str, option: str, minimum: int = 1) -> list[int]:
     return parsed
 
 
+def write_output(path: Path, write: Callable[[Path], Any]) -> None:
+    """`write(file)` into `path`, atomically where `path` is (to be) a regular file.
+
+    A device, a pipe or a symlink's target (`--json /dev/null`) is written straight, since a
+    rename would replace it.
+    """
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        write(path)
+    else:
+        atomic_write(path, write)
+
+
 def json_result(payload: dict[str, Any], json_path: Path | None) -> str:
     """The payload as indented JSON text, also written to `json_path` when one is given."""
     text = json.dumps(payload, indent=2)
     if json_path:
-        atomic_write(json_path, lambda tmp: tmp.write_text(text + "\n"))
+        write_output(json_path, lambda tmp: tmp.write_text(text + "\n"))
     return text
 
 
@@ -54,7 +66,7 @@ def write_results(
     import typer
 
     text = json.dumps(payload, indent=1) + "\n"
-    atomic_write(json_path, lambda tmp: tmp.write_text(text))
+    write_output(json_path, lambda tmp: tmp.write_text(text))
     plot(payload, plot_path)
     typer.echo(f"wrote {json_path} and {plot_path}")
 
@@ -64,7 +76,7 @@ def save_figure(fig: Any, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    write_output(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 

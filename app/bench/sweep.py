@@ -131,27 +131,38 @@ def is_done(spec: RunSpec, sweep: Sweep) -> bool:
     return same_data and same_settings(record.get("config", {}), current)
 
 
-def require_datasets(specs: list[RunSpec], sweep: Sweep) -> None:
-    """Refuse a sweep whose datasets are not under `sweep.data_root` (RecsysInputError)."""
+def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:
+    """Refuse a sweep that could not run whole, before anything trains (RecsysInputError).
+
+    A dataset missing under `--data-root`, or a run whose settings (with the sweep's `--set`s)
+    are invalid or clash.
+    """
+    from training.combinations import refuse_clashes
+
     missing = sorted(
         {s.dataset for s in specs if not Path(sweep.source(s.dataset)).exists()} - {"synthetic"}
     )
     if missing:
         raise RecsysInputError(f"--data-root {sweep.data_root}: no {', '.join(missing)} in it")
+    for spec in specs:
+        try:
+            refuse_clashes(run_config(spec, sweep))
+        except RecsysInputError as err:
+            raise RecsysInputError(f"run {spec.dataset}/{spec.name}: {err}") from None
 
 
 def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
     """Train pending runs, planning again after each, until none is left to take; their names.
 
     A run another process holds is passed over; a run that fails is logged and not retried
-    by this process, unless it fails on bad input.
+    by this process (the others go on).
 
     Raises:
-        RecsysInputError: a dataset of the grid is missing (checked before anything trains),
-            or a run's settings or data are bad.
+        RecsysInputError: a dataset of the grid is missing, or a run's settings are bad
+            (`require_valid_grid`, before anything trains).
 
     """
-    require_datasets(planner(sweep.out)[0], sweep)
+    require_valid_grid(planner(sweep.out)[0], sweep)
     trained: list[str] = []
     failed: set[str] = set()
     while True:
@@ -164,8 +175,6 @@ def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
                 if train_run(spec, sweep) is not None:
                     trained.append(key)
                     break
-            except RecsysInputError:
-                raise
             except Exception:
                 log.exception("bench quality: %s failed", key)
                 failed.add(key)

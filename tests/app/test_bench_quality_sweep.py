@@ -214,14 +214,18 @@ def test_a_grid_whose_datasets_are_missing_is_refused_before_anything_trains(
     assert not scratch.exists()
 
 
-def test_bad_input_stops_the_sweep_instead_of_being_logged(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sets", "named"), [(["model.nope=1"], "nope"), (["loss.name=bernoulli"], "draws with repeats")]
+)
+def test_a_run_that_could_not_train_stops_the_sweep_before_anything_trains(
+    tmp_path: Path, sets: list[str], named: str
+) -> None:
     (tmp_path / "data" / "tiny").mkdir(parents=True)
     generate_events(50, 30, 400, seed=4).write_csv(tmp_path / "data" / "tiny" / "interactions.csv")
-    settings = sweep.Sweep(
-        tmp_path / "out", tmp_path / "data", tmp_path / "scratch", ["model.nope=1"]
-    )
-    with pytest.raises(RecsysInputError, match="nope"):
+    settings = sweep.Sweep(tmp_path / "out", tmp_path / "data", tmp_path / "scratch", sets)
+    with pytest.raises(RecsysInputError, match=named):
         sweep.run_sweep(planner, settings)
+    assert not (tmp_path / "scratch").exists()  # nothing trained
 
 
 def test_a_missing_result_folder_is_refused_not_reported_empty(

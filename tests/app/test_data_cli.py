@@ -253,3 +253,16 @@ def test_unwritable_outputs_are_refused_before_the_work(
     args = ["bench", "data-pipeline", "--events", "3000", "--json", str(blocker / "x.json")]
     out = run_inproc(capsys, *args)
     assert out.returncode == 2 and "--json" in out.stderr and "synth:" not in out.stderr
+
+
+def test_a_device_or_a_symlink_is_written_in_place_not_replaced(tmp_path: Path) -> None:
+    from app.bench.options import json_result
+    from app.cli_common import require_writable
+
+    require_writable({"--json": Path("/dev/null")})  # a device that takes writes: accepted
+    json_result({"a": 1}, Path("/dev/null"))
+    assert Path("/dev/null").is_char_device()  # still the device, not a file renamed over it
+    target, link = tmp_path / "results.json", tmp_path / "link.json"
+    link.symlink_to(target)
+    json_result({"a": 2}, link)
+    assert link.is_symlink() and json.loads(target.read_text()) == {"a": 2}
