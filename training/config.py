@@ -42,7 +42,7 @@ class ModelConfig(_Section):
 
     tower: Literal["sasrec", "mean"] = "sasrec"
     dim: int = Field(256, ge=2)
-    max_len: int = Field(50, ge=1, description="Query history length L.")
+    max_len: int = Field(20, ge=1, description="Query history length L.")
     num_layers: int = Field(2, ge=1)
     num_heads: int = Field(2, ge=1)
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
