@@ -151,22 +151,27 @@ def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:
             raise RecsysInputError(f"run {spec.dataset}/{spec.name}: {err}") from None
 
 
+class SweepRunsFailedError(RuntimeError):
+    """Some runs of a sweep failed (logged); the others were trained."""
+
+
 def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
     """Train pending runs, planning again after each, until none is left to take; their names.
 
-    A run another process holds is passed over; a run that fails is logged and not retried
-    by this process (the others go on).
+    Each plan is checked whole before any of its runs trains (`require_valid_grid`). A run
+    another process holds is passed over; a run that fails is logged and not retried by this
+    process, and the others go on.
 
     Raises:
-        RecsysInputError: a dataset of the grid is missing, or a run's settings are bad
-            (`require_valid_grid`, before anything trains).
+        RecsysInputError: a dataset of the grid is missing, or a run's settings are bad.
+        SweepRunsFailedError: at the end, when a run failed (its traceback is in the log).
 
     """
-    require_valid_grid(planner(sweep.out)[0], sweep)
     trained: list[str] = []
     failed: set[str] = set()
     while True:
         specs, _ = planner(sweep.out)
+        require_valid_grid(specs, sweep)  # again after each run: a plan may add runs
         for spec in specs:
             key = f"{spec.dataset}/{spec.name}"
             if key in failed or is_done(spec, sweep):
@@ -179,6 +184,11 @@ def run_sweep(planner: Planner, sweep: Sweep) -> list[str]:
                 log.exception("bench quality: %s failed", key)
                 failed.add(key)
         else:
+            if failed:
+                raise SweepRunsFailedError(
+                    f"{len(failed)} run(s) failed: {', '.join(sorted(failed))} (tracebacks "
+                    f"above); {len(trained)} trained"
+                )
             return trained
 
 

@@ -262,3 +262,20 @@ def test_quality_refuses_an_unwritable_result_file_before_training(
         done = run_inproc(capsys, *args, *chosen)
         assert done.returncode == 2 and str(blocker) in done.stderr
         assert not (tmp_path / "home").exists()
+
+
+def test_a_run_that_fails_while_training_is_reported_after_the_others_trained(
+    tmp_path: Path,
+) -> None:
+    for name in ("broken", "tiny"):
+        (tmp_path / "data" / name).mkdir(parents=True)
+    (tmp_path / "data" / "broken" / "interactions.csv").write_text("not,a,log\n1,2,3\n")
+    generate_events(50, 30, 400, seed=4).write_csv(tmp_path / "data" / "tiny" / "interactions.csv")
+    specs = [RunSpec("broken", "full", "full", None), RunSpec("tiny", "full", "full", None)]
+    settings = sweep.Sweep(
+        tmp_path / "out", tmp_path / "data", tmp_path / "scratch", [*TINY, "train.max_epochs=1"],
+        {"enable_progress_bar": False},
+    )  # fmt: skip
+    with pytest.raises(sweep.SweepRunsFailedError, match="1 run.*broken/full.*1 trained"):
+        sweep.run_sweep(lambda out: (specs, 2), settings)
+    assert settings.result_path(specs[1]).is_file() and not settings.result_path(specs[0]).exists()
