@@ -44,7 +44,8 @@ from app.bench.sweep_grid import BEAUTY, TOYS, RunSpec
 DATASETS = (BEAUTY, TOYS)
 BUDGET = ("train.max_minutes=20",)
 # name -> the overrides of that recipe (each one choice away from the defaults the study began
-# with: configs/default.yaml at temperature 0.05, which the sweeps' PROTOCOL pins)
+# with: configs/default.yaml at temperature 0.05 and history length 50, which the sweeps'
+# PROTOCOL pins)
 RECIPES: dict[str, tuple[str, ...]] = {
     "defaults": (),
     "cosine": ("train.lr_schedule=cosine",),

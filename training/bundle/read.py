@@ -32,6 +32,7 @@ from training.bundle.layout import (
     SCORES,
     check_version_name,
 )
+from training.config import ModelConfig
 from training.model import build_query_tower
 
 ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
@@ -99,7 +100,7 @@ class ModelBundle:
     @property
     def max_len(self) -> int:
         """History length L the query tower takes."""
-        return int(self.manifest["model"].get("max_len", 50))
+        return int(self.manifest["model"].get("max_len", ModelConfig().max_len))
 
     @classmethod
     def load(cls, path: Path | str, *, load_tower: bool = True) -> ModelBundle:
