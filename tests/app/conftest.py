@@ -31,3 +31,11 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
         return Done(int(exit_info.value.code or 0), out.out, out.err)
 
     return run
+
+
+@pytest.fixture
+def blocker(tmp_path: Path) -> Path:
+    """A file where a folder is expected: no output under it can be written."""
+    path = tmp_path / "a-file"
+    path.write_text("not a folder")
+    return path

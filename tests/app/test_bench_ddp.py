@@ -59,10 +59,9 @@ def test_bench_ddp_refuses_a_zero_count(
 
 
 def test_bench_ddp_refuses_an_unwritable_result_file_before_the_work(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker, scratch = tmp_path / "a-file", tmp_path / "scratch"
-    blocker.write_text("not a folder")
+    scratch = tmp_path / "scratch"
     done = run_inproc(
         capsys, "bench", "ddp", "--items", "300", "--users", "80", "--events", "3000",
         "--processes", "1", "--scratch", str(scratch), "--out", str(blocker / "ddp.json"),

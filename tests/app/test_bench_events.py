@@ -33,10 +33,8 @@ def test_bench_events_refuses_a_negative_store_size(capsys: pytest.CaptureFixtur
 
 
 def test_bench_events_refuses_an_unwritable_result_file_before_the_work(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
     result = run_inproc(
         capsys, "bench", "events", "--stored", "0", "--items", "300", "--repeats", "1",
         "--json", str(blocker / "events.json"),

@@ -97,9 +97,7 @@ def test_results_are_replaced_whole_or_not_at_all(
 
 
 def test_bench_index_refuses_an_unwritable_result_file_before_the_work(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
     done = run_inproc(capsys, "bench", "index", *SMALL, "--out", str(blocker / "index.json"))
     assert done.returncode == 2 and "--out" in done.stderr and "exact top" not in done.stdout

@@ -57,10 +57,8 @@ def test_too_few_steps_to_profile_is_an_error_about_the_option(
 
 
 def test_an_unwritable_result_file_is_refused_before_the_work(
-    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    log: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
     args = ["bench", "profile", "--dataset", str(log), "--samplers", "full", "--steps", "6"]
     for option in ("--json", "--plot"):
         done = run_inproc(capsys, *args, *TINY, option, str(blocker / "profile.out"))

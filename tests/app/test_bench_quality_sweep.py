@@ -246,11 +246,10 @@ def test_a_missing_result_folder_is_refused_not_reported_empty(
 
 
 def test_quality_refuses_an_unwritable_result_file_before_training(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log, blocker = tmp_path / "log.csv", tmp_path / "a-file"
+    log = tmp_path / "log.csv"
     generate_events(50, 30, 400, seed=4).write_csv(log)
-    blocker.write_text("not a folder")
     args = ["bench", "quality", "--dataset", str(log), "--samplers", "uniform", "--max-epochs", "1"]
     args += ["--num-negatives", "8", "--home", str(tmp_path / "home")]
     args += [f"--set={s}" for s in TINY]

@@ -38,10 +38,8 @@ def test_cli_rejects_a_bad_leaf_size(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_cli_refuses_an_unwritable_result_file_before_the_work(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
     for option in ("--json", "--plot"):
         result = run_inproc(
             capsys, "bench", "samplers", "--items", "300", "--features", "16", "--repeats", "1",

@@ -49,10 +49,9 @@ def test_a_load_that_would_never_end_or_send_nothing_is_refused_before_any_serve
 
 
 def test_an_unwritable_result_file_is_refused_before_any_server(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker, work = tmp_path / "a-file", tmp_path / "work"
-    blocker.write_text("not a folder")
+    work = tmp_path / "work"
     for option in ("--json", "--plot"):
         result = run_inproc(
             capsys, "bench", "serving", "--items", "2000", "--duration", "1",

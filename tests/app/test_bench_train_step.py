@@ -72,10 +72,8 @@ def test_cli_rejects_unknown_sampler(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_cli_refuses_an_unwritable_result_file_before_the_work(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
     for option in ("--json", "--plot"):
         result = run_inproc(
             capsys, "bench", "train-step", "--items", "300", "--samplers", "full",

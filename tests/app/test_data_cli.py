@@ -243,13 +243,11 @@ def unwritable_folder(tmp_path: Path) -> Path:
 
 
 def test_unwritable_outputs_are_refused_before_the_work(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = unwritable_folder(tmp_path)
     out = run_inproc(capsys, "synth", "--events", "100", "--out", str(folder / "x.csv"))
     assert out.returncode == 2 and "--out" in out.stderr and "cannot write" in out.stderr
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
     args = ["bench", "data-pipeline", "--events", "3000", "--json", str(blocker / "x.json")]
     out = run_inproc(capsys, *args)
     assert out.returncode == 2 and "--json" in out.stderr and "synth:" not in out.stderr
