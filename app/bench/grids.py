@@ -27,7 +27,10 @@ RESULT_DIRS = {
 }
 VALIDATION_ONLY = frozenset({"recipe"})  # a study chosen on val: its runs never rank test
 # grid -> its markdown report from (result folder, bootstrap resamples)
-REPORTS: dict[str, Callable[[Path, int], str]] = {"recipe": recipe_report, "final": final_report}
+REPORTS: dict[str, Callable[[Path, int, Path | None], str]] = {
+    "recipe": recipe_report,
+    "final": final_report,
+}
 
 
 def result_dir(grid: str, out: Path | None) -> Path:

@@ -11,7 +11,6 @@ the block between the markers of `--doc` when given.
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +19,6 @@ import typer
 from app.bench import options, sweep
 from app.bench.grids import GRIDS, REPORTS, result_dir
 from app.bench.paired import paired_interval
-from app.bench.recipe_report import recipe_report
 from data.errors import RecsysInputError
 
 DEFAULT_DOC = options.RESULTS.parents[1] / "docs" / "sampler_comparison.md"  # links without a doc
@@ -235,9 +233,7 @@ def report_command(
     if grid not in REPORTS:
         typer.echo(build_report(out, grid, doc, resamples)["markdown"])
         return
-    # the recipe plot's link is relative to where the table goes
-    report = partial(recipe_report, doc=doc) if grid == "recipe" else REPORTS[grid]
-    text = report(out, resamples)
+    text = REPORTS[grid](out, resamples, doc)  # links relative to where the table goes
     if doc is not None:
         replace_block(doc, text)
     typer.echo(text)

@@ -89,8 +89,6 @@ def synth(
         raise RecsysInputError(f"{out}: --out must end in .csv or .parquet")
     if out.parent and not out.parent.is_dir():
         raise RecsysInputError(f"{out}: directory {out.parent} does not exist")
-    if out.is_dir():
-        raise RecsysInputError(f"{out}: is a folder; --out names the file to write")
     require_writable({"--out": out})
     started = time.perf_counter()
     frame = generate_events(users, items, events, seed)

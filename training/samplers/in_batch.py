@@ -24,13 +24,14 @@ from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
-def data_probs(ctx: SamplerContext) -> Tensor:
+def data_probs(ctx: SamplerContext, floor: float = 0.0) -> Tensor:
     """`[n + 1]` float64 p_i of the positives' distribution: 0 at padding and unseen items.
 
     An item with no training count is never a training positive, so it is never an in-batch
-    negative either.
+    negative either. `floor`: counts below it are raised to it first (1: every item drawable).
     """
-    counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1].clone()
+    counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
+    counts = counts.clamp_min(floor)
     counts[0] = 0.0
     total = float(counts.sum())
     if not total > 0.0:
@@ -46,10 +47,7 @@ class InBatchSampler(Stateless):
 
     def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
         self.log_p = torch.log(data_probs(ctx))  # -inf where an item is never a positive
-        floored = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
-        floored = floored.clamp_min(1.0)
-        floored[0] = 0.0
-        self.floored_log_p = torch.log(floored / floored.sum())
+        self.floored_log_p = torch.log(data_probs(ctx, floor=1.0))
 
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """The positives `[N]` (of every rank) as shared negatives; `num` is ignored."""
