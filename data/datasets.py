@@ -158,5 +158,7 @@ def _synthetic_demo(ws: Workspace) -> str:
         spec = DEFAULT_SYNTHETIC
         frame = generate_events(spec["users"], spec["items"], spec["events"], seed=0)
         write_events(frame, str(synth))
+    # recorded before the ingest, so that a run killed in between still knows its demo events
+    record_ingested(ws, {fingerprint(synth): SYNTHETIC_SOURCE})
     ingest_once(ws, [synth], source=SYNTHETIC_SOURCE)
     return "synthetic"

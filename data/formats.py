@@ -151,13 +151,15 @@ def read_item_titles(path: Path, fmt: str, id_col: str, title_col: str) -> pl.Da
 def _id_text(col: str, dtype: pl.DataType) -> pl.Expr:
     """An id column as stripped text; a float column's whole numbers without `.0`.
 
-    pandas writes an int column holding a missing value as floats: 123.0 is the id 123.
+    pandas writes an int column holding a missing value as floats: 123.0 is the id 123. NaN
+    and infinities are missing ids (null), not the ids "NaN" and "inf".
     """
     text = pl.col(col).cast(pl.String)
     if dtype.is_float():
         whole = pl.col(col) == pl.col(col).floor()
         as_int = pl.col(col).cast(pl.Int64, strict=False).cast(pl.String)
         text = pl.when(whole & as_int.is_not_null()).then(as_int).otherwise(text)
+        text = pl.when(pl.col(col).is_finite()).then(text).otherwise(None)
     return text.str.strip_chars()
 
 

@@ -88,13 +88,17 @@ def holds_synthetic_demo(ws: Workspace) -> bool:
     """True when the home's events are the generated demo log of `--dataset synthetic`.
 
     Homes from before the `synthetic` source was recorded name the demo file itself,
-    `<home>/synthetic/events-<users>-<items>-<events>.csv`.
+    `<home>/synthetic/events-<users>-<items>-<events>.csv` (in this home: a user's own
+    `synthetic/events-...csv` elsewhere is not the demo).
     """
-    demo = any(
-        source == SYNTHETIC_SOURCE or Path(source).match("synthetic/events-*-*-*.csv")
-        for source in ingested_sources(ws).values()
-    )
-    return demo and store.has_events(ws)
+    demo_dir = (ws.root / "synthetic").resolve()
+
+    def is_demo(source: str) -> bool:
+        path = Path(source)
+        old_demo = path.match("events-*-*-*.csv") and path.resolve().parent == demo_dir
+        return source == SYNTHETIC_SOURCE or old_demo
+
+    return any(map(is_demo, ingested_sources(ws).values())) and store.has_events(ws)
 
 
 def new_ingest_id() -> str:

@@ -3,8 +3,9 @@
 Each ingest adds one part `events/part-<ingest-id>.parquet` with columns
 `user_id: str, item_id: str, timestamp: int64, event_seq: int64`. `event_seq` is the global
 arrival order across all ingests (0, 1, 2, ... with no gaps), so "the order events arrived in"
-survives any reading order of the parts. A part is written under a temporary name and renamed
-into place, so a reader never sees half a part and a crash leaves the store as it was.
+survives any reading order of the parts. A part is written under a temporary name, fsynced and
+renamed into place (the folder fsynced after), so a reader never sees half a part and a crash,
+even a power loss, leaves the store as it was.
 """
 
 from __future__ import annotations
@@ -64,17 +65,35 @@ def count_events(ws: Workspace) -> int:
     return int(pl.scan_parquet(parts).select(pl.len()).collect().item())
 
 
+def fsync_file(path: Path) -> None:
+    """Force a written file's data to disk (a power loss must not leave it empty)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new entry in folder `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
     """Call `write(tmp)` on a temporary sibling of `path`, then rename it onto `path`.
 
-    The rename is atomic on one filesystem, so readers see either the old file or the new one.
-    The temporary file is removed if `write` fails.
+    The rename is atomic on one filesystem, so readers see either the old file or the new one;
+    the file is fsynced before it and the folder after it, so a power loss cannot leave an empty
+    or truncated file under the final name. The temporary file is removed if `write` fails.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
     try:
         write(tmp)
+        fsync_file(tmp)
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -85,16 +104,18 @@ def write_parquet_atomic(df: pl.DataFrame, path: Path) -> None:
 
 
 def stage_parquet(df: pl.DataFrame, path: Path) -> Path:
-    """Write `df` under a temporary name next to `path` and return it; `commit` renames it."""
+    """Write `df`, fsynced, under a temporary name next to `path`; `commit` renames it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
     df.write_parquet(tmp)
+    fsync_file(tmp)
     return tmp
 
 
 def commit(tmp: Path, path: Path) -> None:
-    """Rename a staged file onto its final name (atomic)."""
+    """Rename a staged file onto its final name (atomic), and make the rename durable."""
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def part_path(ws: Workspace, ingest_id: str) -> Path:

@@ -100,19 +100,28 @@ def _rebuild(ws: Workspace, kind: str) -> pl.DataFrame:
 
 
 def load_vocab(ws: Workspace, kind: str) -> pl.DataFrame:
-    """The `kind` vocabulary, consistent with the event store (rebuilt if it is stale).
+    """The `kind` vocabulary, consistent with the event store (rebuilt if stale or unreadable).
 
     Returns an empty frame with the right schema when nothing was ingested.
     """
     path = _path(ws, kind)
     total = count_events(ws)
-    if path.exists():
-        vocab = pl.read_parquet(path)
-        if int(vocab["count"].sum()) == total:
-            return vocab
+    vocab = _read_if_intact(path)
+    if vocab is not None and int(vocab["count"].sum()) == total:
+        return vocab
     if total == 0:
         return _empty(kind)
     return _rebuild(ws, kind)
+
+
+def _read_if_intact(path: Path) -> pl.DataFrame | None:
+    """The vocabulary file, or None when it is missing or damaged (rebuilt like a stale one)."""
+    if not path.exists():
+        return None
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError):
+        return None
 
 
 def load_item_vocab(ws: Workspace) -> pl.DataFrame:

@@ -12,7 +12,7 @@ import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, require_writable, workspace
 from data.errors import RecsysInputError
-from data.formats import FORMATS, detect_format, read_item_titles
+from data.formats import FORMATS, check_file, detect_format, read_item_titles
 from data.ingest import ingest_files
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.vocab import save_item_titles
@@ -60,6 +60,7 @@ def ingest_items(
 ) -> None:
     """Store item titles (vocab/item_meta.parquet) for display in recommendations."""
     ws = workspace(home)
+    check_file(path)  # "no such file" says more than "cannot tell the format"
     titles = read_item_titles(path, detect_format(path, fmt), id_col, title_col)
     total = save_item_titles(ws, titles)
     if as_json:

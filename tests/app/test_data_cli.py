@@ -204,6 +204,13 @@ def test_ingest_items_titles(
     assert run_inproc(capsys, "ingest-items", str(path)).returncode == 2  # no 'title' column
 
 
+def test_ingest_items_of_a_missing_file_says_so(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_inproc(capsys, "ingest-items", str(tmp_path / "items.xlsx"))
+    assert out.returncode == 2 and "no such file" in out.stderr, out.stderr
+
+
 def test_amazon_beauty_cli_prints_counts(ws: Workspace) -> None:
     out = run_cli("ingest", str(shared_dataset("amazon-beauty")))
     assert out.returncode == 0, out.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -201,6 +202,45 @@ def test_stale_vocab_is_rebuilt_identically(ws: Workspace, tmp_path: Path) -> No
     assert load_item_vocab(ws).equals(expected)
 
 
+def test_an_unreadable_vocabulary_is_rebuilt(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("user_id,item_id,timestamp\nu1,b,20\nu1,a,10\nu2,c,5\n")
+    ingest_files(ws, [path])
+    expected = load_item_vocab(ws)
+    ws.items_vocab_path.write_bytes(b"")  # what a power cut before a data flush can leave
+    assert load_item_vocab(ws).equals(expected)
+
+
+def test_a_part_is_fsynced_before_its_rename_and_its_folder_after(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from data import store
+
+    path = tmp_path / "a.csv"
+    path.write_text("user_id,item_id,timestamp\nu,i,1\n")
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        calls.append(("replace", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(store.os, "fsync", fsync)
+    monkeypatch.setattr(store.os, "replace", replace)
+    ingest_files(ws, [path])
+    (part,) = store.part_paths(ws)
+    rename = calls.index(("replace", str(part)))
+    staged = [p for kind, p in calls[:rename] if kind == "fsync"]
+    assert any(Path(p).name.endswith(part.name) and Path(p).name != part.name for p in staged)
+    assert ("fsync", str(ws.events_dir.resolve())) in calls[rename:]
+    vocab = calls.index(("replace", str(ws.items_vocab_path)))
+    assert ("fsync", str(ws.vocab_dir.resolve())) in calls[vocab:]
+
+
 def test_unreadable_file_stores_nothing(ws: Workspace, tmp_path: Path) -> None:
     good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
     good.write_text("user_id,item_id,timestamp\nu,i,1\n")
@@ -273,6 +313,19 @@ def test_float_id_columns_give_the_integer_ids_pandas_meant(ws: Workspace, tmp_p
     mixed.write_text('{"user_id": 1, "item_id": 2.0, "timestamp": 5}\n')
     ingest_files(ws, [mixed])
     assert "2" in load_item_vocab(ws)["item_id"].to_list()
+
+
+def test_nan_and_infinite_float_ids_are_missing_ids(ws: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "a.parquet"  # polars and numpy write NaN where pandas would write null
+    nan, inf = float("nan"), float("inf")
+    pl.DataFrame(
+        {"user_id": [1.0, nan, 2.0], "item_id": [7.0, 8.0, -inf], "timestamp": [5, 6, 7]}
+    ).write_parquet(path)
+    report = ingest_files(ws, [path])
+    assert (report.accepted, report.rejected) == (1, 2)
+    reasons = pl.read_parquet(report.rejects_path).sort("row")["reason"].to_list()
+    assert reasons == ["null user_id", "null item_id"]
+    assert load_user_vocab(ws)["user_id"].to_list() == ["1"]
 
 
 def test_reasons_come_in_the_documented_order(ws: Workspace) -> None:

@@ -11,6 +11,7 @@ import pytest
 from data import store
 from data.datasets import dataset_files, ingest_once, prepare_dataset
 from data.errors import RecsysInputError
+from data.ingest import holds_synthetic_demo, ingest_files
 from data.vocab import load_item_titles
 from data.workspace import Workspace
 
@@ -71,3 +72,38 @@ def test_an_unreadable_items_csv_is_refused_before_any_event_is_stored(tmp_path:
     (folder / "items.csv").write_text("item_id,name\na,Shoes\n")
     with pytest.raises(RecsysInputError, match="items.csv: no column 'title'"):
         prepare_dataset(ws, str(folder))
+
+
+def test_a_demo_ingest_killed_before_its_record_still_holds_the_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from data import datasets
+
+    ws = Workspace(tmp_path / "home")
+    real_ingest = datasets.ingest_files
+
+    def killed_after_commit(*args: object, **kwargs: object) -> None:
+        real_ingest(*args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt  # before ingest_once records the source
+
+    monkeypatch.setattr(datasets, "ingest_files", killed_after_commit)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_dataset(ws, "synthetic")
+    monkeypatch.undo()
+    events = store.count_events(ws)
+    assert events > 0 and holds_synthetic_demo(ws)
+    assert prepare_dataset(ws, "synthetic") == "synthetic"
+    real = write_log(tmp_path / "real.csv", [("u1", "a", 1)])
+    with pytest.raises(RecsysInputError, match="synthetic demo"):
+        ingest_files(ws, [real])
+    assert store.count_events(ws) == events
+
+
+def test_a_users_own_synthetic_folder_elsewhere_is_not_the_demo(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    (tmp_path / "synthetic").mkdir()
+    own = write_log(tmp_path / "synthetic" / "events-2024-01-15.csv", [("u1", "a", 1)])
+    assert prepare_dataset(ws, str(own)) == "events-2024-01-15"
+    assert not holds_synthetic_demo(ws)
+    more = write_log(tmp_path / "more.csv", [("u2", "b", 2)])
+    assert ingest_files(ws, [more]).accepted == 1
