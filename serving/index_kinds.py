@@ -9,6 +9,7 @@ memory. `serving.index.build_index` chooses, caches and checks them.
 from __future__ import annotations
 
 import os
+import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,10 +85,14 @@ class ItemIndex(ABC):
             self._faiss = self._build(np.ascontiguousarray(embeddings[1:], dtype=np.float32))
 
     def save(self, path: Path) -> None:
-        """Write the faiss index to `path` atomically (temp file, then rename)."""
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        faiss.write_index(self._faiss, str(tmp))
-        os.replace(tmp, path)
+        """Write the faiss index to `path` atomically (a unique temp file, removed on failure)."""
+        # not the pid: replicas sharing a bundle folder are all PID 1 in their containers
+        tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+        try:
+            faiss.write_index(self._faiss, str(tmp))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @abstractmethod
     def _build(self, vectors: np.ndarray) -> Any:
@@ -111,7 +116,7 @@ class ItemIndex(ABC):
 
         """
         k = max(1, min(int(k), self.size))
-        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
+        q = self._queries(queries)
         params = self._prepare_search(k)
         if params is None:
             scores, pos = self._faiss.search(q, k)
@@ -138,7 +143,7 @@ class ItemIndex(ABC):
             As `search`, with scores |q . c|.
 
         """
-        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
+        q = self._queries(queries)
         both_ids, both_scores = self.search(np.concatenate([q, -q]), k)  # one call, [2Q, k]
         ids = np.concatenate([both_ids[: len(q)], both_ids[len(q) :]], axis=1)  # [Q, 2k]
         scores = np.concatenate([both_scores[: len(q)], both_scores[len(q) :]], axis=1)
@@ -154,6 +159,13 @@ class ItemIndex(ABC):
             out_ids[row, : len(keep)] = ids[row, keep]
             out_scores[row, : len(keep)] = scores[row, keep]
         return out_ids, out_scores
+
+    def _queries(self, queries: np.ndarray) -> np.ndarray:
+        """`queries` float32 [Q, d], contiguous; ValueError for any other shape (no reshape)."""
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        if q.ndim != 2 or q.shape[1] != self.dim:
+            raise ValueError(f"queries must be [Q, {self.dim}], got shape {q.shape}")
+        return q
 
     def _widen(self, params: Any) -> bool:
         """Make `params` visit more of the index; False when it visits all it can already."""

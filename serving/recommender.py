@@ -67,6 +67,7 @@ class Result:
 class _Prepared:
     history: list[int]
     warnings: list[str]
+    known_user: bool = False  # the event store has a history for the request's user_id
 
 
 class Recommender:
@@ -97,8 +98,9 @@ class Recommender:
     def recommend_batch(self, queries: Sequence[Query]) -> list[Result]:
         """Top-k for many requests with one query-tower pass and one index search.
 
-        Requests with no usable history (unknown user and no known items) get the most
-        popular items, with a warning saying so.
+        Requests with no usable history (an unknown user, or a known one whose items the
+        model does not know yet, and no known items sent) get the most popular items, with a
+        warning saying which.
         """
         prepared = [self._prepare(q) for q in queries]
         results: list[Result | None] = [None] * len(queries)
@@ -113,7 +115,7 @@ class Recommender:
         for i, (q, p) in enumerate(zip(queries, prepared, strict=True)):
             if results[i] is None:
                 seen = set(p.history) if q.exclude_seen else set()
-                p.warnings.append(_popular_reason(q))
+                p.warnings.append(_popular_reason(q, p.known_user))
                 results[i] = Result(self.popular(q.k, seen), "popular", self.version, p.warnings)
         return [r for r in results if r is not None]
 
@@ -155,19 +157,18 @@ class Recommender:
         """
         warnings: list[str] = []
         stored: list[int] = []
-        if q.user_id is not None:
-            known = self._histories(q.user_id)
-            if known is None:
-                warnings.append(f"unknown user_id {q.user_id!r}: no stored history")
-            else:
-                stored = [self.bundle.id_to_idx.get(i, 0) for i in known]
+        known = None if q.user_id is None else self._histories(q.user_id)
+        if known is not None:
+            stored = [self.bundle.id_to_idx.get(i, 0) for i in known]
+        elif q.user_id is not None:
+            warnings.append(f"unknown user_id {q.user_id!r}: no stored history")
         sent = [self.bundle.id_to_idx.get(i, 0) for i in q.items]
         unknown = [i for i, idx in zip(q.items, sent, strict=True) if idx == 0]
         if unknown:
             shown = ", ".join(repr(u) for u in unknown[:10])
             more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
             warnings.append(f"unknown item_id(s) dropped: {shown}{more}")
-        return _Prepared([i for i in stored + sent if i > 0], warnings)
+        return _Prepared([i for i in stored + sent if i > 0], warnings, known is not None)
 
     def _model_topk(
         self, histories: list[list[int]], queries: list[Query]
@@ -228,7 +229,9 @@ def user_queries(bundle: ModelBundle, histories: Sequence[Sequence[str]]) -> np.
     return encode_histories(bundle, known) if known else None
 
 
-def _popular_reason(q: Query) -> str:
+def _popular_reason(q: Query, known_user: bool) -> str:
     if q.user_id is None and not q.items:
         return "no user_id and no items given: popular items"
+    if known_user:  # e.g. right after POST /events with items newer than the model
+        return "no usable history (the model knows none of the user's items): popular items"
     return "no usable history (unknown user and no known items): popular items"

@@ -70,11 +70,15 @@ def _as_input_error(err: Exception) -> RecsysInputError:
 
 
 def _bundle_signature(path: Path) -> tuple[tuple[str, int, int], ...]:
-    """Names, sizes and mtimes of a bundle's files: it changes when a file is rewritten."""
+    """Names, sizes and mtimes of a bundle's files: it changes when a file is rewritten.
+
+    () when they cannot be listed: no folder, or a CURRENT naming no path (a NUL byte raises
+    ValueError); the load then refuses that version inside `reload`.
+    """
     try:
         files = sorted(p for p in path.iterdir() if p.is_file())
         return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    except OSError:
+    except (OSError, ValueError):
         return ()
 
 
@@ -171,7 +175,8 @@ class ModelService:
             problem = (
                 key[1][0]
                 if key[1]
-                else f"{current_path(self.ws.models_dir)}: no model is published"
+                else f"{current_path(self.ws.models_dir)}: no model is published; "
+                "train one with `recsys train`"
             )
             raise RecsysInputError(str(problem))
         self._current = self._build(self.ws.models_dir / version)  # the atomic swap

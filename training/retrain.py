@@ -9,8 +9,10 @@ One retrain, top to bottom (`retrain()`):
 4. split those events (or those since `--since`), warm-start from the served model
    (`training.warm_start`) unless `--full`, fit, write the candidate bundle;
 5. gate: the candidate's and the served model's val NDCG@10 on the same rows (each user's
-   latest events; a target the served model cannot know counts as its miss), publish when the
-   candidate is not worse by more than `retrain.tolerance` (or with `--force`).
+   latest events, ranked with the retrain's eval settings; a target the served model cannot
+   know counts as its miss), publish when the candidate is not worse by more than
+   `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
+   against (a rollback during the retrain wins).
 A SIGKILL anywhere leaves the served model as it was: `CURRENT` changes only in step 5, by an
 atomic rename.
 """
@@ -34,7 +36,7 @@ from data.split import Splits
 from data.workspace import Workspace
 from training import bundle, distributed, warm_start
 from training import journal as journal_file
-from training.config import RecsysConfig
+from training.config import EvalConfig, RecsysConfig
 from training.pipeline import load_splits, train_on
 from training.scoring import bundle_metrics
 from training.warm_start import WarmStart
@@ -225,11 +227,19 @@ def _gate_and_publish(
     """Compare the candidate with the served model on the same val rows; publish or keep."""
     version = journal["version"]
     candidate = bundle.ModelBundle.load(ws.models_dir / version)
-    ours = _val_metrics(candidate, splits)
-    theirs = _val_metrics(served, splits) if served is not None else None
+    gate = cfg.eval.model_copy(update={"ks": sorted({*cfg.eval.ks, 10})})  # one ruler for both
+    ours = _val_metrics(candidate, splits, gate)
+    theirs = _val_metrics(served, splits, gate) if served is not None else None
     published, reason = _decide(ours, theirs, cfg.retrain.tolerance, force)
-    if bundle.current_version(ws.models_dir) == version:
+    now = bundle.current_version(ws.models_dir)
+    if now == version:
         published, reason = True, "published already (by the run this one resumed)"
+    elif published and now != journal["previous_version"]:
+        published = False
+        reason = (
+            f"not published: the served model changed to {now} during the retrain (a rollback "
+            f"or another publish); the candidate was gated against {journal['previous_version']}"
+        )
     elif published:
         bundle.publish(ws.models_dir, version)
     counts = {k: journal[k] for k in ("new_items", "new_users", "new_events", "rejected")}
@@ -239,14 +249,14 @@ def _gate_and_publish(
     )  # fmt: skip
 
 
-def _val_metrics(model: bundle.ModelBundle, splits: Splits) -> dict[str, float]:
+def _val_metrics(model: bundle.ModelBundle, splits: Splits, gate: EvalConfig) -> dict[str, float]:
     """Val metrics over every val row; rows whose target the model does not know are misses.
 
     Recall, NDCG and MRR at K score a miss 0, so the metrics on the known rows scale by the
     known share. The full cross-entropy has no value for an unknown target: it covers the
     known rows only.
     """
-    metrics, known = bundle_metrics(model, splits.val)
+    metrics, known = bundle_metrics(model, splits.val, gate)
     share = known / max(splits.val.height, 1)
     return {k: (v if k == "full_ce" else v * share) for k, v in metrics.items()}
 

@@ -19,7 +19,7 @@ from data.errors import RecsysInputError
 from data.split import TRAIN_SCHEMA, Splits, build_splits
 from data.workspace import Workspace
 from training import bundle
-from training.config import RecsysConfig
+from training.config import EvalConfig, RecsysConfig
 from training.datamodule import SequenceDataModule, SplitsLike, eval_batches
 from training.evaluation import evaluate_loader
 from training.lit_module import RetrievalModule
@@ -104,8 +104,16 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
     return {"version": model.version, "split": split, "examples": examples, "metrics": metrics}
 
 
-def bundle_metrics(model: bundle.ModelBundle, frame: pl.DataFrame) -> tuple[dict[str, Any], int]:
+def bundle_metrics(
+    model: bundle.ModelBundle, frame: pl.DataFrame, evaluation: EvalConfig | None = None
+) -> tuple[dict[str, Any], int]:
     """A bundle's full-ranking metrics on the rows of an eval `frame` whose target it knows.
+
+    Args:
+        model: The bundle.
+        frame: Eval rows (`Splits.val` or `Splits.test`).
+        evaluation: How to rank (ks, seen items); default: the bundle's own training config's.
+            Two models compared on the same rows are measured with the same one.
 
     Returns:
         (metrics, number of rows measured); with no such row, zero ranking metrics
@@ -113,6 +121,8 @@ def bundle_metrics(model: bundle.ModelBundle, frame: pl.DataFrame) -> tuple[dict
 
     """
     cfg = RecsysConfig.model_validate(model.manifest["config"])
+    if evaluation is not None:
+        cfg = cfg.model_copy(update={"eval": evaluation})
     known = _within_catalogue(frame, model.num_items)
     if not known.height:
         return all_missed(cfg.eval.ks), 0

@@ -10,7 +10,7 @@ from fastapi import Depends, HTTPException, Request
 from app.api.schemas import Item, RecommendResponse
 from serving.batcher import RequestBatcher
 from serving.recommender import Recommender, Result, ScoredItem
-from serving.service import ModelService
+from serving.service import ModelService, ServiceStatus
 
 
 def service(request: Request) -> ModelService:
@@ -31,10 +31,20 @@ async def batcher(request: Request) -> RequestBatcher:
 
 async def recommender(request: Request) -> Recommender:
     """The Recommender serving now, read once so a request never straddles a reload."""
-    current = service(request).current
+    svc = service(request)
+    current = svc.current
     if current is None:
-        raise HTTPException(503, "no model loaded yet; train one with `recsys train`")
+        raise HTTPException(503, _not_ready_detail(svc.status()))
     return current
+
+
+def _not_ready_detail(state: ServiceStatus) -> str:
+    """Why no model answers yet, as /ready knows it: the last load's error, or what loads."""
+    if state.last_error:  # a refused bundle, an unreadable CURRENT, or nothing published
+        return f"no model loaded: {state.last_error}"
+    if state.published:
+        return f"no model loaded yet: loading {state.published}"
+    return "no model loaded yet; train one with `recsys train`"
 
 
 def check_token(request: Request, authorization: str | None, what: str) -> None:

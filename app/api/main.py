@@ -68,11 +68,13 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     for module in (recommend, items, health, admin, events):
         app.include_router(module.router)
     install_error_handlers(app)
+    # add_middleware puts each one outside those added before it: metrics, then CORS, then the
+    # body limit, so that the limit's own 413 answers still carry the CORS headers
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"]
         )
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(
         MetricsMiddleware, metrics=app.state.metrics, log_requests=settings.access_log
     )

@@ -97,7 +97,7 @@ def test_user_with_only_unknown_items_and_empty_body(api: httpx.Client) -> None:
     assert body["strategy"] == "popular" and ids(body) == POPULAR[:2]
     # u2's stored items came after the model: dropped silently, the caller never sent them
     assert body["warnings"] == [
-        "no usable history (unknown user and no known items): popular items"
+        "no usable history (the model knows none of the user's items): popular items"
     ]
     anon = api.post("/recommend", json={}).json()
     assert anon["strategy"] == "popular" and len(anon["items"]) == 10

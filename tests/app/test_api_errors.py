@@ -9,8 +9,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from app.api.main import create_app
+from app.api.settings import Settings
 from data.workspace import Workspace
+from serving.service import ModelService
 from tests.serving.bundles import make_bundle
 from tests.serving.server import running_server
 
@@ -166,6 +170,22 @@ def test_cors_preflight_is_still_answered_by_the_cors_middleware(tmp_path: Path)
     assert preflight.headers["access-control-allow-origin"] == origin
     assert "POST" in preflight.headers["access-control-allow-methods"]
     assert plain.status_code == 204 and plain.headers["allow"] == "OPTIONS, GET, POST"
+
+
+def test_a_413_by_content_length_carries_the_cors_headers(tmp_path: Path) -> None:
+    origin = "https://shop.example"
+    home = tmp_path / "home"
+    settings = Settings(home=home, cors_origins=[origin], max_body_bytes=LIMIT)
+    big = json.dumps({"items": ["i1"] * 5000}).encode()
+    with TestClient(create_app(settings, ModelService(Workspace(home)))) as client:
+        resp = client.post(
+            "/recommend",
+            content=big,
+            headers={"Origin": origin, "content-type": "application/json"},
+        )
+    assert resp.status_code == 413 and int(resp.request.headers["content-length"]) > LIMIT
+    # before: the body limit sat outside CORS, so a browser saw a CORS error, not the 413
+    assert resp.headers["access-control-allow-origin"] == origin
 
 
 def test_integral_float_for_an_integer_field_is_refused(api: httpx.Client) -> None:

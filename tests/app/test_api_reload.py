@@ -7,8 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+from fastapi.testclient import TestClient
 
+from app.api.main import create_app
+from app.api.settings import Settings
 from data.workspace import Workspace
+from serving.service import ModelService
 from tests.serving.bundles import PLANTED_HISTORY, make_bundle
 from tests.serving.server import running_server
 
@@ -37,6 +41,25 @@ def test_not_ready_until_a_model_is_published(tmp_path: Path) -> None:
         make_bundle(Workspace(home).models_dir, "v1")  # the poller finds it
         wait_for(lambda: api.get("/ready").status_code == 200)
         assert api.get("/ready").json()["model_version"] == "v1"
+
+
+def test_503_says_which_model_loads_or_why_it_was_refused(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    svc = ModelService(ws)  # given to the app: it never loads or polls on its own
+    with TestClient(create_app(Settings(home=ws.root), svc)) as api:
+
+        def detail() -> str:
+            resp = api.get("/recommend", params={"user_id": "u"})
+            assert resp.status_code == 503
+            return str(resp.json()["detail"])
+
+        assert detail() == "no model loaded yet; train one with `recsys train`"
+        bundle = make_bundle(ws.models_dir, "v1")  # published; its index is not built yet
+        assert detail() == "no model loaded yet: loading v1"  # before: "train one" again
+        (bundle / "item_embeddings.npy").write_bytes(b"")
+        svc.poll_once()  # refused
+        refused = detail()
+        assert refused.startswith("no model loaded: ") and "item_embeddings.npy" in refused
 
 
 class Load:

@@ -7,12 +7,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pytest
 from typer.testing import CliRunner
 
+import training.bundle.read as bundle_read
 from app.cli import app
 from data.workspace import Workspace
 from tests.serving.bundles import make_bundle
+from training.bundle import ModelBundle, describe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,3 +75,28 @@ def test_rollback_refuses_a_truncated_query_tower(ws: Workspace) -> None:
     assert done.returncode == 2, done.stderr
     assert "query_tower.pt" in done.stderr and done.stderr.count("\n") == 1
     assert (ws.models_dir / "CURRENT").read_text().strip() == "good"
+
+
+def test_list_maps_the_embeddings_and_checks_them_in_chunks(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = make_bundle(ws.models_dir, "good")
+    late_nan = make_bundle(ws.models_dir, "late-nan", publish_it=False)
+    emb = np.load(late_nan / "item_embeddings.npy")
+    emb[-1, -1] = np.nan  # in the last of the 4-row chunks of the 61 rows
+    np.save(late_nan / "item_embeddings.npy", emb)
+    monkeypatch.setattr(bundle_read, "FINITE_CHUNK_ROWS", 4)
+    modes: list[str | None] = []
+    real_load = np.load
+
+    def recording_load(*args: Any, **kwargs: Any) -> Any:
+        modes.append(kwargs.get("mmap_mode"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(np, "load", recording_load)
+    rows = [describe(ws.models_dir, v, "good") for v in ("good", "late-nan")]
+    assert rows[0]["broken"] is None
+    assert "item_embeddings.npy: contains NaN" in rows[1]["broken"]
+    assert modes == ["r", "r"]  # before: each table read whole into memory (mmap_mode None)
+    served = ModelBundle.load(good)  # the server still reads the table into memory
+    assert modes[-1] is None and not isinstance(served.item_embeddings, np.memmap)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import faiss
 import numpy as np
 import polars as pl
 import pytest
@@ -214,3 +215,48 @@ def test_pq_codes_fit_the_table() -> None:
         build_index(table(300, 16), IndexParams(kind="ivfpq", pq_m=5))
     tiny = build_index(table(50, 16), IndexParams(kind="ivfpq")).describe()
     assert tiny["pq_bits"] == 5 and tiny["size"] == 50  # 2^8 codes need more than 50 items
+
+
+def test_a_query_of_another_width_is_refused_not_reshaped() -> None:
+    index = FlatIndex(table(50, 4), IndexParams())
+    wide = np.ones((2, 16), np.float32)  # before: searched as 8 queries of width 4
+    with pytest.raises(ValueError, match=r"queries must be \[Q, 4\], got shape \(2, 16\)"):
+        index.search(wide, 5)
+    with pytest.raises(ValueError, match=r"got shape \(2, 16\)"):
+        index.search_by_magnitude(wide, 5)
+
+
+def test_a_failed_cache_write_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def partial_then_fail(_index: object, name: str) -> None:
+        Path(name).write_bytes(b"half an index")  # what a full disk leaves
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(faiss, "write_index", partial_then_fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        FlatIndex(table(50, 4), IndexParams()).save(tmp_path / "index-flat.faiss")
+    assert list(tmp_path.iterdir()) == []  # before: .index-flat.faiss.tmp-<pid> stayed
+
+
+def test_saves_of_one_pid_into_one_folder_do_not_collide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas in containers are all PID 1: one saves while the other's temp is written."""
+    path = tmp_path / "index-flat.faiss"
+    first = FlatIndex(table(50, 4), IndexParams())
+    other = FlatIndex(table(50, 4, seed=1), IndexParams())
+    real_write = faiss.write_index
+    temps: list[str] = []
+
+    def interleaved(index: object, name: str) -> None:
+        temps.append(name)
+        real_write(index, name)
+        if len(temps) == 1:
+            other.save(path)  # before: same temp name, its os.replace took first's temp
+
+    monkeypatch.setattr(faiss, "write_index", interleaved)
+    first.save(path)  # before: FileNotFoundError
+    assert len(set(temps)) == 2
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert faiss.read_index(str(path)).ntotal == 50

@@ -82,10 +82,30 @@ def test_popular_fallbacks(rec: Recommender) -> None:
     only_unknown_items = rec.recommend(Query(user_id="u2", k=2))  # stored: newer than the model
     assert top(only_unknown_items) == POPULAR[:2]
     assert only_unknown_items.warnings == [
-        "no usable history (unknown user and no known items): popular items"
+        "no usable history (the model knows none of the user's items): popular items"
     ]
     assert top(rec.recommend(Query(k=2))) == POPULAR[:2]
     assert rec.popular(2, exclude={7}) == rec.popular(3)[1:]
+
+
+def test_popular_fallback_says_whether_the_user_is_known(rec: Recommender) -> None:
+    # u2 is known, but its stored items came after the model (as right after POST /events):
+    # before, it was told it was an unknown user
+    known = rec.recommend(Query(user_id="u2", k=2))
+    unknown = rec.recommend(Query(user_id="nobody", k=2))
+    assert known.strategy == unknown.strategy == "popular"
+    assert known.warnings == [
+        "no usable history (the model knows none of the user's items): popular items"
+    ]
+    assert unknown.warnings == [
+        "unknown user_id 'nobody': no stored history",
+        "no usable history (unknown user and no known items): popular items",
+    ]
+    sent = rec.recommend(Query(user_id="u2", items=["zzz"], k=2))
+    assert sent.warnings == [
+        "unknown item_id(s) dropped: 'zzz'",
+        "no usable history (the model knows none of the user's items): popular items",
+    ]
 
 
 def test_batch_equals_single_and_similar(rec: Recommender) -> None:

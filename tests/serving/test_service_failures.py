@@ -14,12 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from data.errors import RecsysInputError
 from data.ingest import ingest_rows
 from data.workspace import Workspace
 from serving.service import ModelService
 from tests.serving.bundles import make_bundle
+from training.bundle import BundleError, ModelBundle
+from training.model import build_query_tower
 
 
 def truncate(path: Path, keep: int = 0) -> None:
@@ -38,6 +41,15 @@ def bad_tower_kwargs(bundle: Path) -> None:
     (bundle / "manifest.json").write_text(json.dumps(manifest))
 
 
+def wider_tower(bundle: Path) -> None:
+    """A tower of width 32 beside 16-wide embeddings: it loads, but its queries do not fit."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["model"]["dim"] = 32
+    tower = build_query_tower(manifest["model"], manifest["num_items"])
+    torch.save(tower.state_dict(), bundle / "query_tower.pt")
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
 BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
     "empty embeddings": (lambda b: truncate(b / "item_embeddings.npy"), "item_embeddings.npy"),
     "truncated embeddings": (
@@ -52,6 +64,7 @@ BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
     "empty tower": (lambda b: truncate(b / "query_tower.pt"), "query_tower.pt"),
     "truncated tower": (lambda b: truncate(b / "query_tower.pt", 300), "query_tower.pt"),
     "tower kwargs": (bad_tower_kwargs, "query_tower.pt"),
+    "tower width": (wider_tower, "query_tower.pt: the query tower's output width 32"),
     "empty items": (lambda b: truncate(b / "items.parquet"), "items.parquet"),
     "empty manifest": (lambda b: truncate(b / "manifest.json"), "manifest.json"),
     "file is a folder": (
@@ -161,3 +174,36 @@ def test_a_copied_bundle_is_served_under_its_folder_name_and_loaded_once(tmp_pat
     state = svc.status()
     assert (state.served, state.published) == ("v1-restore", "v1-restore")
     assert svc.current is not None and svc.current.bundle.trained_as == "v1"
+
+
+def test_a_tower_wider_than_the_embeddings_is_refused_at_load(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path, "v1", num_items=30, target=20, publish_it=False)
+    wider_tower(bundle)
+    # before: loaded, and search reshaped each [1, 32] query into two [1, 16] queries
+    with pytest.raises(BundleError, match="output width 32 does not match the manifest's dim 16"):
+        ModelBundle.load(bundle)
+
+
+def test_a_hand_edited_dot_slash_current_is_the_served_version(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    svc = ModelService(ws)
+    assert svc.reload().changed
+    (ws.models_dir / "CURRENT").write_text("./v1\n")
+    assert not svc.reload().changed  # before: "./v1" != "v1", the bundle loaded at every poll
+    assert not svc.reload().changed
+    assert svc.status().published == "v1" and svc.status().last_error is None
+
+
+def test_a_current_with_a_nul_byte_is_a_refused_reload(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    svc = ModelService(ws)
+    svc.reload()
+    (ws.models_dir / "CURRENT").write_text("v1\x00\n")
+    with pytest.raises(RecsysInputError):  # before: ValueError (embedded null byte), a 500
+        svc.reload()
+    state = svc.status()
+    assert (state.served, state.failed_reloads) == ("v1", 1) and state.last_error
+    svc.poll_once()  # the same CURRENT is not tried again, and nothing escapes
+    assert svc.status().failed_reloads == 1

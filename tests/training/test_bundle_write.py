@@ -140,6 +140,22 @@ def test_existing_version_and_failed_write_leave_nothing_visible(tmp_path: Path)
     assert sorted(p.name for p in models.iterdir()) == ["v1"]
 
 
+def test_nan_embeddings_or_tower_weights_are_never_written(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    model = build_model(ModelConfig(dim=8, max_len=6), N_ITEMS)
+    emb = model.item_tower.all_embeddings().detach().numpy().copy()
+    write = dict(model_cfg={}, num_items=N_ITEMS, items=_items(), manifest={})
+    emb[5, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        write_bundle(models, "v1", query_tower=model.query_tower, item_embeddings=emb, **write)
+    emb[5, 2] = 0.0
+    with torch.no_grad():
+        next(model.query_tower.parameters()).view(-1)[0] = float("inf")
+    with pytest.raises(ValueError, match="query tower weights"):
+        write_bundle(models, "v2", query_tower=model.query_tower, item_embeddings=emb, **write)
+    assert not models.exists() or not any(models.iterdir())
+
+
 def test_unknown_format_and_missing_bundle(tmp_path: Path) -> None:
     models = tmp_path / "models"
     _, _, path = _write(models, "v1")

@@ -132,6 +132,40 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     assert current_version(ws.models_dir) == forced.version
 
 
+def test_the_gate_ranks_both_models_with_the_retrains_eval_settings(
+    ws: Workspace, logs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    old, new = logs
+    _served(ws, old)  # ranked with seen items excluded (the default)
+    known = pl.read_csv(new).filter(pl.col("item_id").is_in(pl.read_csv(old)["item_id"]))
+    known.write_csv(tmp_path / "known.csv")
+    res = _retrain(ws, tmp_path / "known.csv", "eval.exclude_seen=false", max_epochs=0)
+    assert res.new_items == 0  # so the untrained candidate is the served model's weights
+    cand, cur = res.metrics["candidate"], res.metrics["current"]
+    assert cur is not None and cand == pytest.approx(cur)
+
+
+def test_a_rollback_during_the_retrain_is_not_undone(
+    ws: Workspace, logs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from training import retrain as retrain_module
+    from training.bundle import publish
+
+    old, new = logs
+    train(ws, load_config(overrides=TINY), dataset=str(old), version="v0")
+    _served(ws, old)
+    fit = retrain_module._train_candidate
+
+    def operator_rolls_back(*args: object, **kwargs: object) -> None:
+        fit(*args, **kwargs)  # type: ignore[arg-type]
+        publish(ws.models_dir, "v0")  # `recsys models rollback v0` while the retrain runs
+
+    monkeypatch.setattr(retrain_module, "_train_candidate", operator_rolls_back)
+    res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=1)
+    assert not res.published and "changed to v0" in res.reason
+    assert current_version(ws.models_dir) == "v0"
+
+
 def test_zero_epochs_with_nothing_served_is_refused_before_any_ingest(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from data.errors import RecsysInputError
+from data.store import fsync_dir
 from training.bundle.layout import MANIFEST, QUERY_TOWER, TMP_CURRENT_PREFIX, current_path
 from training.bundle.read import ModelBundle, read_manifest
-from training.bundle.write import fsync_dir
 
 
 def publish(models_dir: Path, version: str) -> None:
@@ -55,7 +55,8 @@ def rollback(models_dir: Path, version: str) -> str | None:
 def current_version(models_dir: Path) -> str | None:
     """The version named by `models/CURRENT`, or None when nothing is published.
 
-    A hand-edited `v1/` names the folder `v1`, as the shell's completion writes it.
+    A hand-edited `v1/` or `./v1` names the folder `v1` (the shell's completion writes those),
+    so that it equals the served bundle's version and is not loaded again at every poll.
 
     Raises:
         OSError, ValueError: CURRENT exists but cannot be read (a folder, not UTF-8...).
@@ -65,7 +66,8 @@ def current_version(models_dir: Path) -> str | None:
         name = current_path(models_dir).read_text().strip().rstrip("/")
     except FileNotFoundError:
         return None
-    return name or None
+    parts = Path(name).parts
+    return (parts[0] if len(parts) == 1 else name) or None
 
 
 def list_versions(models_dir: Path) -> list[str]:
@@ -125,14 +127,16 @@ def _published_at(path: Path, manifest: dict[str, Any]) -> float:
 def broken_reason(path: Path) -> str | None:
     """Why the bundle at `path` would be refused (no folder, manifest, embeddings, items, tower).
 
-    The tower is checked cheaply: `torch.save` writes a zip archive, whose directory sits at
-    the end of the file, so a truncated or empty `query_tower.pt` is not a zip file.
+    Cheap enough to run on every version (`recsys models list`): the embeddings are
+    memory-mapped and checked in chunks, never read into memory whole, and the tower is
+    checked as a file: `torch.save` writes a zip archive, whose directory sits at the end of
+    the file, so a truncated or empty `query_tower.pt` is not a zip file.
     """
     tower = path / QUERY_TOWER
     if not path.is_dir():
         return f"{path}: no such bundle folder"
     try:
-        ModelBundle.load(path, load_tower=False)
+        ModelBundle.load(path, load_tower=False, map_embeddings=True)
         if not zipfile.is_zipfile(tower):
             raise RecsysInputError(f"{tower}: truncated or not a saved query tower")
     except RecsysInputError as err:

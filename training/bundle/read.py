@@ -36,6 +36,7 @@ from training.config import ModelConfig
 from training.model import build_query_tower
 
 ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
+FINITE_CHUNK_ROWS = 65_536  # rows of the embeddings checked for NaN at once ([chunk, d] bools)
 
 
 class BundleError(RecsysInputError):
@@ -103,12 +104,16 @@ class ModelBundle:
         return int(self.manifest["model"].get("max_len", ModelConfig().max_len))
 
     @classmethod
-    def load(cls, path: Path | str, *, load_tower: bool = True) -> ModelBundle:
+    def load(
+        cls, path: Path | str, *, load_tower: bool = True, map_embeddings: bool = False
+    ) -> ModelBundle:
         """Load and validate a bundle directory.
 
         Args:
             path: `models/<version>/`.
             load_tower: Load `query_tower.pt` (False for metadata-only tools).
+            map_embeddings: Memory-map `item_embeddings` read-only instead of reading it into
+                memory (checks and listings, which never search it).
 
         Raises:
             BundleError: a file is missing or unreadable, or the files disagree.
@@ -121,7 +126,7 @@ class ModelBundle:
             if not (path / name).is_file():
                 raise BundleError(f"{path}: bundle file {name} is missing")
         manifest = read_manifest(path)
-        emb = _load_embeddings(path / ITEM_EMBEDDINGS, manifest)
+        emb = _load_embeddings(path / ITEM_EMBEDDINGS, manifest, map_embeddings)
         ids, titles, pop = _load_items(path / ITEMS, int(manifest["num_items"]))
         tower = load_query_tower(path, manifest) if load_tower else None
         return cls(
@@ -175,9 +180,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _load_embeddings(where: Path, manifest: dict[str, Any]) -> np.ndarray:
+def _load_embeddings(where: Path, manifest: dict[str, Any], mapped: bool) -> np.ndarray:
+    """The checked table float32 [n + 1, d]: in memory, or memory-mapped read-only if `mapped`."""
     try:
-        emb = np.load(where, allow_pickle=False)
+        emb = np.load(where, mmap_mode="r" if mapped else None, allow_pickle=False)
     except Exception as err:  # numpy raises EOFError, ValueError, OSError... for a bad file
         raise BundleError(f"{where}: unreadable ({type(err).__name__}: {err})") from None
     want = (manifest["num_items"] + 1, manifest["dim"])
@@ -185,9 +191,17 @@ def _load_embeddings(where: Path, manifest: dict[str, Any]) -> np.ndarray:
         raise BundleError(f"{where}: shape {emb.shape} does not match the manifest {want}")
     if emb.dtype != np.float32:
         raise BundleError(f"{where}: dtype {emb.dtype}, expected float32")
-    if not np.isfinite(emb).all():
+    if not _all_finite(emb):
         raise BundleError(f"{where}: contains NaN or infinite values")
-    return np.ascontiguousarray(emb)
+    return emb if mapped else np.ascontiguousarray(emb)
+
+
+def _all_finite(emb: np.ndarray) -> bool:
+    """No NaN or infinity in `emb` [rows, d], checked FINITE_CHUNK_ROWS rows at a time."""
+    return all(
+        bool(np.isfinite(emb[start : start + FINITE_CHUNK_ROWS]).all())
+        for start in range(0, len(emb), FINITE_CHUNK_ROWS)
+    )
 
 
 def _load_items(where: Path, num_items: int) -> tuple[list[str], list[str | None], np.ndarray]:
@@ -229,4 +243,24 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
     for name, weight in tower.state_dict().items():  # a NaN tower ranks nothing at all
         if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
             raise BundleError(f"{where}: {name} holds NaN or infinite weights")
-    return tower.eval()
+    _check_width(tower.eval(), where, int(manifest["dim"]))
+    return tower
+
+
+def _check_width(tower: Any, where: Path, dim: int) -> None:
+    """Refuse a tower whose queries [B, w] cannot be searched among item embeddings [n + 1, dim].
+
+    Raises:
+        BundleError: w != dim, or the tower cannot encode a one-item history [1, 1].
+
+    """
+    try:
+        with torch.inference_mode():
+            width = int(tower.encode(torch.ones((1, 1), dtype=torch.int64)).shape[-1])
+    except Exception as err:  # a tower that loads but cannot run serves nothing either
+        raise BundleError(f"{where}: the query tower cannot encode a history ({err})") from None
+    if width != dim:
+        raise BundleError(
+            f"{where}: the query tower's output width {width} does not match the "
+            f"manifest's dim {dim} (the item embeddings' width)"
+        )

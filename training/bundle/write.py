@@ -23,6 +23,7 @@ from torch import nn
 
 from data import owner
 from data.errors import RecsysInputError
+from data.store import fsync_dir, fsync_file
 from training.bundle.layout import (
     FORMAT_VERSION,
     ITEM_EMBEDDINGS,
@@ -44,7 +45,15 @@ def _check_embeddings(item_embeddings: np.ndarray, num_items: int) -> np.ndarray
         raise ValueError(f"item_embeddings must be [{num_items + 1}, d], got {emb.shape}")
     if np.any(emb[0] != 0):
         raise ValueError("item_embeddings row 0 (padding) must be zeros")
+    if not np.isfinite(emb).all():  # every reader refuses such a bundle: never write one
+        raise ValueError("item_embeddings hold NaN or infinite values (training diverged?)")
     return emb
+
+
+def _check_tower(query_tower: nn.Module) -> None:
+    bad = [n for n, w in query_tower.state_dict().items() if not torch.isfinite(w).all()]
+    if bad:
+        raise ValueError(f"query tower weights {bad[:3]} hold NaN or infinite values")
 
 
 def _items_frame(items: pl.DataFrame) -> pl.DataFrame:
@@ -54,21 +63,6 @@ def _items_frame(items: pl.DataFrame) -> pl.DataFrame:
     if missing:
         raise ValueError(f"items frame lacks columns {sorted(missing)}")
     return items.select([pl.col(c).cast(t) for c, t in ITEMS_SCHEMA.items()]).sort("item_idx")
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or a new entry in folder `path` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(path: Path) -> None:
-    """Force a written file's data to disk (a power loss must not leave it empty)."""
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
 
 
 def stale_temps(models_dir: Path, now: float | None = None) -> list[tuple[Path, str]]:
@@ -135,6 +129,8 @@ def write_bundle(
 
     Raises:
         RecsysInputError: the version already exists or the name is not a plain folder name.
+        ValueError: embeddings of the wrong shape, a non-zero padding row, or a NaN or infinite
+            value in the embeddings or the tower (readers refuse those).
 
     """
     check_version_name(version)
@@ -142,6 +138,7 @@ def write_bundle(
     if target.exists():
         raise RecsysInputError(f"model version {version!r} already exists in {models_dir}")
     emb = _check_embeddings(item_embeddings, num_items)
+    _check_tower(query_tower)
     full_manifest = {
         **manifest,
         "format_version": FORMAT_VERSION,
@@ -178,4 +175,4 @@ def _write_files(
     items.write_parquet(folder / ITEMS)
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     for name in (ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS, MANIFEST):
-        _fsync_file(folder / name)
+        fsync_file(folder / name)
