@@ -1,13 +1,15 @@
 """The loaders of a training, from one `data.split.Splits` (or one shard of its users).
 
-Training windows (`training.examples`) in batches for each rank; evaluation examples batched
-by history length.
+Training windows (`training.examples`) in batches for each rank, from a loader that a fit
+resumed part-way through an epoch continues (`TrainLoader`); evaluation examples batched by
+history length.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,14 +17,16 @@ import polars as pl
 import pytorch_lightning as pl_lightning
 import torch
 from torch import Tensor
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    RandomSampler,
-)
+from torch.utils.data import DataLoader
 
 from training import distributed
-from training.batching import EqualCount, LengthBucketBatches, RankSlices
+from training.batching import (
+    EqualCount,
+    LengthBucketBatches,
+    RankSlices,
+    ResumableBatches,
+    ShuffledBatches,
+)
 from training.examples import EvalExamples, TrainWindows, flatten, make_windows
 
 log = logging.getLogger(__name__)
@@ -85,6 +89,41 @@ def item_counts(splits: SplitsLike) -> Tensor:
     return torch.from_numpy(counts.astype(np.float32))
 
 
+class TrainLoader(DataLoader):
+    """The training loader, resumable part-way through an epoch (Lightning's stateful loader).
+
+    A checkpoint keeps `state_dict()`: the epoch under way and the batches given in it. A fit
+    resumed from a checkpoint taken inside an epoch loads it before its first pass, which then
+    continues that epoch's order after those batches: none trained twice, none left out.
+    Batches are counted as they leave the loader (workers fetch ahead of training).
+    """
+
+    def __init__(self, dataset: Any, batches: ResumableBatches, num_workers: int = 0) -> None:
+        super().__init__(
+            dataset, sampler=batches, batch_size=None, num_workers=num_workers,
+            persistent_workers=num_workers > 0,
+        )  # fmt: skip
+        self.batches = batches
+        self.given = 0
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # noqa: D105
+        self.given = self.batches.skip  # a resumed pass's skipped batches count as given
+        return self._counted(super().__iter__())
+
+    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            self.given += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        """The epoch under way and the batches given in it."""
+        return {"epoch": self.batches.current, "batches": self.given}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue the checkpoint's epoch after the batches it had given."""
+        self.batches.resume(int(state["epoch"]), int(state["batches"]))
+
+
 def _user_sample(total: int, size: int | None, seed: int) -> np.ndarray | None:
     """A fixed random `size` of `total` example rows (sorted), or None for all of them."""
     if size is None or size >= total:
@@ -134,7 +173,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         trainer = self.trainer
         return (0, 1) if trainer is None else (trainer.global_rank, trainer.world_size)
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> TrainLoader:
         """Shuffled training windows: (inputs `[B, L']`, targets `[B, L']`), L' <= L.
 
         One dataset call per batch (batch_size=None + a batch sampler): no per-row collation.
@@ -150,13 +189,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
             batches = RankSlices(global_batches, rank, world)
         else:
             batches = self._own_shard_batches(rank, world)
-        return DataLoader(
-            self.train_set,
-            sampler=batches,
-            batch_size=None,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+        return TrainLoader(self.train_set, ResumableBatches(batches), self.num_workers)
 
     def _batches(self, seed: int, size: int) -> Any:
         """A batch sampler of the windows, ordered by its own seed (not the global RNG).
@@ -165,9 +198,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         """
         if self.bucket_by_length:
             return LengthBucketBatches(self.train_set.lengths, size, seed)
-        gen = torch.Generator().manual_seed(seed)
-        order = RandomSampler(self.train_set, generator=gen)  # type: ignore[arg-type]
-        return BatchSampler(order, size, drop_last=False)
+        return ShuffledBatches(len(self.train_set), size, seed)
 
     def _own_shard_batches(self, rank: int, world: int) -> EqualCount:
         """Batches of B / ranks of this rank's own windows, as many as the rank with the most.

@@ -4,6 +4,10 @@
 the 2.5 min cap`. Epochs count from 1, up to `max_epochs`, as the user set them. With
 validation every N steps (`train.val_every_steps`) each round adds a line of its own, `step
 30: train loss ..., val ndcg@10 ..., 412.0 s, ...`, since an epoch may outlast the budget.
+`EpochTimer` keeps the seconds of each epoch and of the fit (a resumed fit's include the run it
+resumes). A resumed fit's lines count the seconds before the resume against the cap (the
+module's `TrainingClock`, as the cap's timer does), and pace the rest by the epochs (steps) run
+since it resumed.
 """
 
 from __future__ import annotations
@@ -31,12 +35,15 @@ class EpochProgress(pl_lightning.Callback):
         self.max_minutes = max_minutes
         self.every_steps = every_steps
         self._fit_start = self._epoch_start = self._round_start = 0.0
+        self._first_epoch = self._first_step = 0  # where this fit (or its resumed part) began
         self._losses: list[float] = []
         self._round_losses: list[float] = []
         self._validated = False
 
-    def on_train_start(self, *args: Any) -> None:  # noqa: D102
-        self._fit_start = self._round_start = time.perf_counter()
+    def on_train_start(self, trainer: Any, module: Any) -> None:  # noqa: D102
+        # a fit resumed part-way through an epoch has no epoch start: its epoch starts here
+        self._fit_start = self._round_start = self._epoch_start = time.perf_counter()
+        self._first_epoch, self._first_step = trainer.current_epoch, module.clock.steps
 
     def on_train_epoch_start(self, *args: Any) -> None:  # noqa: D102
         self._epoch_start = time.perf_counter()
@@ -59,7 +66,8 @@ class EpochProgress(pl_lightning.Callback):
         now, steps = time.perf_counter(), module.clock.steps  # one a batch, resumed with the fit
         parts = [f"step {steps}", *_loss_and_metrics(self._round_losses, trainer)]
         parts.append(f"{now - self._round_start:.1f} s")
-        parts.append(self._time_left(now, steps / trainer.estimated_stepping_batches))
+        left = trainer.estimated_stepping_batches - steps
+        parts.append(self._time_left(module, now, steps - self._first_step, left))
         log.info(", ".join(parts))
         self._round_start, self._round_losses = now, []
 
@@ -71,16 +79,71 @@ class EpochProgress(pl_lightning.Callback):
         parts = [f"epoch {trainer.current_epoch + 1}/{self.max_epochs}"]
         parts += _loss_and_metrics(self._losses, trainer if self._validated else None)
         parts.append(f"{now - self._epoch_start:.1f} s")
-        parts.append(self._time_left(now, (trainer.current_epoch + 1) / self.max_epochs))
+        epochs = trainer.current_epoch + 1
+        run = epochs - self._first_epoch
+        parts.append(self._time_left(module, now, run, self.max_epochs - epochs))
         log.info(", ".join(parts))
 
-    def _time_left(self, now: float, done: float) -> str:
-        """Time left of the cap; without one, the rest at this pace (`done`: the share done)."""
-        elapsed = now - self._fit_start
+    def _time_left(self, module: Any, now: float, run: float, left: float) -> str:
+        """Time left of the cap; without one, the rest at this pace.
+
+        Args:
+            module: The module: its clock holds the fit's seconds, a resumed run's included.
+            now: `time.perf_counter()`.
+            run: Epochs (or steps) done since `on_train_start`.
+            left: Epochs (or steps) still to go.
+
+        """
         if self.max_minutes:
-            left = max(self.max_minutes - elapsed / 60, 0.0)
-            return f"{left:.1f} min left of the {self.max_minutes:g} min cap"
-        return f"at most {elapsed * (1 - done) / done / 60:.1f} min to go"
+            rest = max(self.max_minutes - module.clock.seconds() / 60, 0.0)
+            return f"{rest:.1f} min left of the {self.max_minutes:g} min cap"
+        pace = (now - self._fit_start) / max(run, 1)  # seconds an epoch (step) since the start
+        return f"at most {pace * max(left, 0) / 60:.1f} min to go"
+
+
+class EpochTimer(pl_lightning.Callback):
+    """Wall seconds of each training epoch, its validation round included.
+
+    Lightning runs an epoch's validation before `on_train_epoch_end`. Each validation round
+    also logs `time/fit_seconds`, the wall time since the fit started (quality against time).
+    The timings ride in the checkpoints (callback state): a resumed fit counts the epochs and
+    seconds of the run it resumes too (an epoch it resumes part-way: from the resume).
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.resumed_seconds = 0.0  # fit seconds before a resume
+        self._start = self._fit_start = 0.0
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the fit's clock (and the epoch's: one resumed part-way has no epoch start)."""
+        self._fit_start = self._start = time.perf_counter()
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the clock."""
+        self._start = time.perf_counter()
+
+    def fit_seconds(self) -> float:
+        """Wall seconds since the fit started, those before a resume included."""
+        return self.resumed_seconds + time.perf_counter() - self._fit_start
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Log the wall time of this validation round's end since the fit started."""
+        if not trainer.sanity_checking:
+            pl_module.log("time/fit_seconds", self.fit_seconds())
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Stop the clock."""
+        self.seconds.append(time.perf_counter() - self._start)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epochs' seconds so far and the fit's."""
+        return {"epoch_seconds": list(self.seconds), "fit_seconds": self.fit_seconds()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue the timings of the checkpoint's run."""
+        self.seconds = [float(s) for s in state_dict.get("epoch_seconds", [])]
+        self.resumed_seconds = float(state_dict.get("fit_seconds", 0.0))
 
 
 def _loss_and_metrics(losses: list[float], trainer: Any | None) -> list[str]:

@@ -21,6 +21,7 @@ import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
+from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
 from training import finished_fit, memory
@@ -34,42 +35,13 @@ from training.lit_module import RetrievalModule
 from training.losses import binary_loss_caveat, get_loss
 from training.model import build_model
 from training.plateau import DecayBeforeStopping
-from training.progress import EpochBar, EpochProgress
+from training.progress import EpochBar, EpochProgress, EpochTimer
 from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
 
 MONITOR = "val/ndcg@10"
 LAST_CHECKPOINT = "last.ckpt"
-
-
-class EpochTimer(Callback):
-    """Wall seconds of each training epoch, its validation round included.
-
-    Lightning runs an epoch's validation before `on_train_epoch_end`. Each validation round
-    also logs `time/fit_seconds`, the wall time since the fit started (quality against time).
-    """
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-        self._start = self._fit_start = 0.0
-
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        """Start the fit's clock."""
-        self._fit_start = time.perf_counter()
-
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        """Start the clock."""
-        self._start = time.perf_counter()
-
-    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        """Log the wall time of this validation round's end since the fit started."""
-        if not trainer.sanity_checking:
-            pl_module.log("time/fit_seconds", time.perf_counter() - self._fit_start)
-
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        """Stop the clock."""
-        self.seconds.append(time.perf_counter() - self._start)
 
 
 def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalModule:
@@ -146,7 +118,8 @@ def _checkpoints(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[Mode
     # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
     # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one; with
     # rounds every N steps it keeps the latest round instead (an epoch may outlast the budget;
-    # Lightning resumes such a checkpoint mid-epoch, its loader restarting the epoch's order)
+    # Lightning resumes such a checkpoint mid-epoch, its loader going on after the batches the
+    # checkpoint had trained: `datamodule.TrainLoader`)
     last = ModelCheckpoint(
         dirpath=run_dir / "checkpoints", filename=Path(LAST_CHECKPOINT).stem, monitor=None,
         save_top_k=1, enable_version_counter=False,
@@ -254,6 +227,9 @@ def fit(
         patience: Early-stopping patience in validation rounds (default `cfg.train.patience`).
         **overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
 
+    Raises:
+        RecsysInputError: the splits hold no training window.
+
     """
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
@@ -263,6 +239,7 @@ def fit(
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, cfg.train.val_users,
         cfg.train.targets,
     )  # fmt: skip
+    _require_windows(dm, cfg)
     module = build_module(cfg, splits.num_items, item_counts(splits))
     done = finished_fit.read(run_dir / "checkpoints", cfg) if resumable else None
     if done is not None:
@@ -280,12 +257,31 @@ def fit(
     return _finish(trainer, Fitted(module, dm, seconds, []), cfg, run_dir if resumable else None)
 
 
+def _require_windows(dm: SequenceDataModule, cfg: RecsysConfig) -> None:
+    """Refuse splits without a training window (nothing would train; a random model would ship).
+
+    A shard's ranks agree on this in the data module instead (one rank cannot stop alone).
+
+    Raises:
+        RecsysInputError: no training sequence has two events.
+
+    """
+    if len(dm.train_set) > 0 or dm.splits.shard[1] > 1:
+        return
+    needed = "4 events (leave-one-out)" if cfg.data.split == "loo" else "3 events before the cutoff"
+    raise RecsysInputError(
+        "no training windows: every user's training sequence has fewer than 2 events, so "
+        f"there is no next item to learn; users need at least {needed}"
+    )
+
+
 def _finish(
     trainer: pl_lightning.Trainer, fitted: Fitted, cfg: RecsysConfig, record_in: Path | None
 ) -> Fitted:
-    """Timings in, best checkpoint restored, a resumable fit recorded in `record_in`."""
+    """Timings in (with the resumed run's), best checkpoint restored, the fit recorded."""
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
     fitted.epoch_seconds, fitted.primary = timer.seconds, trainer.is_global_zero
+    fitted.seconds += timer.resumed_seconds
     if fitted.primary:
         fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
         best = _restore_best(trainer, fitted.module)

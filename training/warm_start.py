@@ -192,6 +192,12 @@ class _OptimizerState(Callback):
             return
         tables = {id(p) for p in pl_module.model.embedding_parameters()}
         for optimizer, state in zip(trainer.optimizers, self.states, strict=True):
+            if not _same_parameters(optimizer, state, tables):  # e.g. a learned temperature
+                log.warning(
+                    "the %s's parameters differ from the served run's (a --set changed them): "
+                    "its moments start fresh", type(optimizer).__name__,
+                )  # fmt: skip
+                continue
             params = [p for group in optimizer.param_groups for p in group["params"]]
             padded = {
                 index: {
@@ -208,6 +214,32 @@ class _OptimizerState(Callback):
 
 
 _OWN_SETTINGS = ("lr", "initial_lr", "weight_decay")  # a retrain's --set, not the served run's
+
+
+def _same_parameters(optimizer: Any, state: dict[str, Any], tables: set[int]) -> bool:
+    """The saved optimiser state has this optimiser's groups, parameter counts and shapes.
+
+    `tables`: the ids of the item tables, whose moments may have fewer rows.
+    """
+    saved = state["param_groups"]
+    if len(saved) != len(optimizer.param_groups):
+        return False
+    for group, old in zip(optimizer.param_groups, saved, strict=True):
+        if len(group["params"]) != len(old["params"]):
+            return False
+        for param, index in zip(group["params"], old["params"], strict=True):
+            moments = [v for k, v in state["state"].get(index, {}).items() if k != "step"]
+            if not all(_moment_fits(value, param, id(param) in tables) for value in moments):
+                return False
+    return True
+
+
+def _moment_fits(value: Any, param: Tensor, table: bool) -> bool:
+    """A moment has its parameter's shape; an item table's `[n_old + 1, d]` of `[n + 1, d]`."""
+    if not isinstance(value, Tensor) or value.shape == param.shape:
+        return True
+    same_rows = value.dim() == 2 and value.shape[1:] == param.shape[1:]
+    return table and same_rows and value.shape[0] <= param.shape[0]
 
 
 def _pad_rows(value: Any, param: Tensor) -> Any:

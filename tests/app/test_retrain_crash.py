@@ -138,9 +138,13 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
     assert json.loads(cleaner.communicate(timeout=60)[0])["leftovers"] == []
     ckpt = _checkpoint(ws)
     assert ckpt is not None
-    done = torch.load(ckpt, map_location="cpu", weights_only=False)["epoch"] + 1
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    timed = next(v for k, v in state["callbacks"].items() if k.startswith("EpochTimer"))
+    before = timed["epoch_seconds"]
     version = _finish(ws, logs[1])
-    assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS - done  # not started over
+    assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS  # the killed run's count
+    record = json.loads((ws.runs_dir / version / "checkpoints" / "fit.json").read_text())
+    assert before and record["epoch_seconds"][: len(before)] == before  # continued, not redone
     # 3. between the end of training and the publish (evaluation, bundle writing, the gate)
     _kill_when(_retrain(ws.root, logs[2]), lambda: _trained(ws) or _exporting(ws))
     _assert_consistent(ws, version, total)

@@ -1,12 +1,20 @@
 """Windows, padding and batches of the DataModule on hand-worked sequences."""
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import polars as pl
+import pytest
+import pytorch_lightning as pl_lightning
 import torch
 
 from data.split import Splits
+from tests.training.tiny import TINY, tiny_home
+from training.config import load_config
 from training.datamodule import SequenceDataModule, item_counts
-from training.examples import make_windows
+from training.examples import TrainWindows, make_windows
+from training.trainer import fit
 
 
 def _lists(rows: list[list[int]]) -> pl.Series:
@@ -143,3 +151,90 @@ def test_a_resumed_fit_orders_its_epoch_as_the_uninterrupted_one_did() -> None:
     ranks = RankSlices(LengthBucketBatches(lengths, 16, seed=7), rank=0, world=2)
     ranks.set_epoch(2)
     assert list(ranks) == [np.array_split(np.asarray(b), 2)[0].tolist() for b in orders[2]]
+
+
+def test_shuffled_batches_order_each_epoch_by_the_seed_and_the_epoch_alone() -> None:
+    from training.batching import ShuffledBatches
+
+    straight = ShuffledBatches(50, 8, seed=3)
+    orders = [list(straight) for _ in range(3)]
+    assert orders[0] != orders[2] and sorted(sum(orders[2], [])) == list(range(50))
+    resumed = ShuffledBatches(50, 8, seed=3)
+    resumed.set_epoch(2)  # a fit resumed in epoch 2 orders it as the uninterrupted fit did
+    assert list(resumed) == orders[2]
+
+
+def test_a_loader_restored_from_its_state_gives_the_rest_of_that_epoch() -> None:
+    rng = np.random.default_rng(0)
+    rows = [list(rng.integers(1, 50, size=int(k))) for k in rng.integers(2, 30, size=100)]
+    train = pl.DataFrame(
+        {"user_idx": range(100), "items": rows},
+        schema={"user_idx": pl.Int64, "items": pl.List(pl.Int64)},
+    )
+    splits = Splits(train=train, val=_splits().val, test=_splits().test, num_items=50)
+    for bucketed in (True, False):
+        dm = SequenceDataModule(splits, max_len=5, batch_size=16, bucket_by_length=bucketed)
+        loader = dm.train_dataloader()
+        loader.sampler.set_epoch(1)
+        whole = [targets.tolist() for _, targets in loader]
+        loader.sampler.set_epoch(1)
+        batches = iter(loader)
+        head = [next(batches)[1].tolist() for _ in range(3)]
+        state = loader.state_dict()
+        assert state == {"epoch": 1, "batches": 3} and head == whole[:3]
+        again = dm.train_dataloader()  # a new process: the checkpoint's state, then one pass
+        again.load_state_dict(state)
+        assert [targets.tolist() for _, targets in again] == whole[3:]
+        assert again.state_dict() == {"epoch": 1, "batches": len(whole)} == {
+            "epoch": 1, "batches": len(again)
+        }  # fmt: skip
+        # a checkpoint at the epoch's last batch: Lightning creates a pass it never starts,
+        # then the next epoch's, which is whole
+        ended = dm.train_dataloader()
+        ended.load_state_dict({"epoch": 1, "batches": len(whole)})
+        iter(ended)
+        ended.sampler.set_epoch(2)
+        assert len(list(ended)) == len(whole)
+
+
+class _KillAfter(pl_lightning.Callback):
+    """Raises after `steps` training steps: a run killed where it stands."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.lightning_module.clock.steps >= self.steps:
+            raise RuntimeError("killed")
+
+
+@pytest.mark.parametrize("bucketed", [True, False])
+def test_a_fit_resumed_inside_an_epoch_trains_each_window_of_that_epoch_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucketed: bool
+) -> None:
+    """Killed after a round inside epoch 1 and resumed: the epoch's batches already trained
+    are not trained again, and the rest are (its order is epoch 1's, not epoch 0's)."""
+    given: list[list[int]] = []  # the rows of every training batch, in order
+    getitem = TrainWindows.__getitem__
+
+    def recorded(self: TrainWindows, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        given.append(list(rows))
+        return getitem(self, rows)
+
+    monkeypatch.setattr(TrainWindows, "__getitem__", recorded)
+    splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
+    cfg = load_config(overrides=[
+        *TINY, "train.val_every_steps=2", "train.max_epochs=2", "train.patience=50",
+        f"train.bucket_by_length={bucketed}",
+    ])  # fmt: skip
+    data = SequenceDataModule(splits, 10, 32, bucket_by_length=bucketed)
+    per_epoch, windows = len(data.train_dataloader()), len(data.train_set)
+    kill = SimpleNamespace(apply=lambda module: [_KillAfter(per_epoch + 3)])  # inside epoch 1
+    with pytest.raises(RuntimeError, match="killed"):
+        fit(cfg, splits, run, start=kill, resumable=True)
+    saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["clock"]["steps"]
+    assert per_epoch < saved < per_epoch + 3  # the last round before the kill, in epoch 1
+    trained, given[:] = given[per_epoch:saved], []  # epoch 1's batches the checkpoint holds
+    fit(cfg, splits, run, resumable=True)
+    assert len(given) == per_epoch - len(trained)  # the rest of epoch 1, then the fit ends
+    assert sorted(row for batch in trained + given for row in batch) == list(range(windows))

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training import distributed
-from training.batching import EqualCount, RankSlices
+from training.batching import EqualCount, RankSlices, ShuffledBatches
 from training.config import SamplerConfig
 from training.samplers import SamplerContext, build_sampler
 
@@ -68,6 +68,15 @@ def test_rank_slices_make_up_each_batch_and_skip_batches_smaller_than_the_ranks(
     parts = [list(RankSlices(batches, rank, 2)) for rank in range(2)]
     assert [a + b for a, b in zip(*parts, strict=True)] == batches[:2]
     assert len(parts[0]) == len(parts[1]) == 2
+
+
+def test_rank_slices_count_only_the_batches_they_give() -> None:
+    """Lightning ends an epoch (and validates) at the loader's length: it must be exact."""
+    slices = RankSlices([[0, 1, 2, 3, 4], [5, 6, 7], [8]], 0, 2)
+    assert len(slices) == 2 == len(list(slices))
+    shuffled = RankSlices(ShuffledBatches(33, 16, seed=1), 1, 2)  # batches of 16, 16 and 1
+    want = [b[8:] for b in ShuffledBatches(33, 16, seed=1) if len(b) >= 2]  # epoch 0's order
+    assert len(shuffled) == 2 and list(shuffled) == want  # counting did not move the epoch on
 
 
 def test_equal_count_cuts_short_or_tops_up_from_another_pass() -> None:

@@ -43,3 +43,23 @@ def test_a_fit_started_afresh_over_a_killed_one_replaces_its_best_checkpoint(
     fit(load_config(overrides=[*TINY, "train.max_epochs=1"]), splits, run)
     assert sorted(p.name for p in checkpoints.iterdir()) == ["best.ckpt"]  # no best-v1.ckpt
     assert (checkpoints / "best.ckpt").read_bytes() != b"the killed attempt's epoch 0"
+
+
+def test_a_resumed_fit_counts_the_epochs_and_seconds_of_the_run_it_resumed(
+    tmp_path: Path,
+) -> None:
+    ws, splits = tiny_home(tmp_path)
+    run = ws.root / "runs" / "r"
+    sets = [*TINY, "train.patience=50"]
+    first = fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run,
+                resumable=True, limit_train_batches=3)  # fmt: skip
+    assert len(first.epoch_seconds) == 2
+    # the same run asked for 4 epochs (another config): it resumes last.ckpt after epoch 2
+    cfg = load_config(overrides=[*sets, "train.max_epochs=4"])
+    again = fit(cfg, splits, run, resumable=True, limit_train_batches=3)
+    assert again.module.clock.steps == 12  # resumed, not trained afresh
+    assert len(again.epoch_seconds) == 4 and again.epoch_seconds[:2] == first.epoch_seconds
+    assert again.seconds > first.seconds
+    done = finished_fit.read(run / "checkpoints", cfg)
+    assert done is not None and done.epoch_seconds == again.epoch_seconds
+    assert done.seconds == again.seconds

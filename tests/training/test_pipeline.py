@@ -128,6 +128,18 @@ def test_bad_inputs(ws: Workspace, tmp_path: Path) -> None:
         evaluate(ws, None, "train")
 
 
+def test_no_training_window_is_bad_input_and_nothing_is_published(tmp_path: Path) -> None:
+    """Every user has 3 events: leave-one-out leaves each a 1-item training sequence."""
+    log = tmp_path / "three.csv"
+    rows = [f"u{user},i{(user + k) % 7},{k}" for user in range(20) for k in range(3)]
+    log.write_text("user_id,item_id,timestamp\n" + "\n".join(rows) + "\n")
+    ws = Workspace(tmp_path / "home")
+    with pytest.raises(RecsysInputError, match="no training windows.*at least 4 events"):
+        _train(ws, str(log), version="v1")
+    assert current_version(ws.models_dir) is None
+    assert not (ws.models_dir / "v1").exists()
+
+
 def test_same_seed_same_model(tmp_path: Path, log_file: Path) -> None:
     runs = [
         _train(Workspace(tmp_path / name), str(log_file), "train.max_epochs=1", version="v")

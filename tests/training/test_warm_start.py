@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 from types import SimpleNamespace
 
 import polars as pl
@@ -126,3 +128,29 @@ def test_shrink_and_perturb_mixes_the_served_weights_with_a_fresh_initialisation
             torch.testing.assert_close(module.state_dict()[name], 0.6 * value + 0.1 * fresh[name])
             mixed += 1
     assert mixed > 10  # the query tower's blocks, norms and positions, not only the tables
+
+
+def test_adam_moments_start_fresh_when_the_parameters_differ_from_the_served_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`--set model.learn_temperature=true` adds a parameter; a moment of another shape."""
+    state, opt_state = _trained_state()
+    learned = load_config(
+        overrides=["model.dim=8", "model.max_len=4", "model.num_layers=1",
+                   "model.learn_temperature=true"]
+    )  # fmt: skip
+    torch.manual_seed(1)
+    module = build_module(learned, NEW, torch.ones(NEW + 1))
+    (callback,) = WarmStart(state, [opt_state], OLD, "random", _contexts()).apply(module)
+    optimizer = module.configure_optimizers()
+    with caplog.at_level(logging.WARNING, logger="training.warm_start"):
+        callback.on_train_start(SimpleNamespace(optimizers=[optimizer]), module)
+    assert len(optimizer.state) == 0 and "start fresh" in caplog.text
+    reshaped = copy.deepcopy(opt_state)
+    for moments in reshaped["state"].values():
+        moments["exp_avg"] = torch.zeros(OLD + 1, 3)  # not the table's [n + 1, 8]
+    module = _module(NEW, 1)
+    (callback,) = WarmStart(state, [reshaped], OLD, "random", _contexts()).apply(module)
+    optimizer = module.configure_optimizers()
+    callback.on_train_start(SimpleNamespace(optimizers=[optimizer]), module)
+    assert len(optimizer.state) == 0
