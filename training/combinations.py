@@ -13,6 +13,7 @@ UNIT_KERNELS = ("quadratic", "rff")  # kernels built on L2-normalised towers (fe
 POSITIVES_AS_NEGATIVES = ("in-batch", "mixed")  # each row's own positive sits in its own slot
 # draw a set and report log_q = log b, its inclusion probability (tapas: of its first pass)
 INCLUSION_PROBABILITY = ("bernoulli", "tapas")
+NEEDS_LOG_Q = ("nce", "blackout", "bernoulli")  # losses whose terms are built on the noise's q
 
 
 def refuse_clashes(cfg: RecsysConfig) -> None:
@@ -38,7 +39,19 @@ def refuse_clashes(cfg: RecsysConfig) -> None:
             f"the draw; the {sampler} sampler draws with repeats and reports expected counts: "
             "use sampler.name=bernoulli, or loss.name=sampled_softmax"
         )
+    _refuse_a_loss_without_its_log_q(cfg)
     _refuse_a_learned_temperature_a_sampler_fixes(cfg)
+
+
+def _refuse_a_loss_without_its_log_q(cfg: RecsysConfig) -> None:
+    """Refuse nce, blackout and bernoulli with negatives that report no log q (tapas, none)."""
+    no_log_q = cfg.sampler.name == "tapas" and cfg.sampler.tapas_correction == "none"
+    if cfg.loss.name in NEEDS_LOG_Q and no_log_q:
+        raise RecsysInputError(
+            f"loss {cfg.loss.name} weighs each negative by its proposal's log q, and tapas with "
+            "sampler.tapas_correction=none reports none: use tapas_correction=presample, or "
+            "loss.name=sampled_softmax"
+        )
 
 
 def _refuse_a_learned_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:

@@ -214,6 +214,12 @@ class EvalConfig(_Section):
     exclude_seen: bool = Field(True, description="Mask the user's history items when ranking.")
     item_chunk: int = Field(65536, ge=1, description="Items scored at once (memory bound).")
 
+    @model_validator(mode="after")
+    def _ks_include_10(self) -> EvalConfig:
+        if 10 not in self.ks:
+            raise ValueError("eval.ks must include 10: checkpoints are chosen on val/ndcg@10")
+        return self
+
 
 class RetrainConfig(_Section):
     """`recsys retrain`: the warm start and the quality gate."""

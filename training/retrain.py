@@ -74,12 +74,22 @@ class RetrainRequest:
     max_epochs: int | None = None
 
 
+HARDWARE = ("accelerator", "devices", "num_nodes", "strategy")  # of the machine, not the model
+
+
 def served_config(models_dir: Path) -> dict[str, Any] | None:
-    """The served model's config (a retrain's base), or None when nothing is published."""
+    """The served model's config (a retrain's base), or None when nothing is published.
+
+    The served run's `train.accelerator`, `devices`, `num_nodes` and `strategy` are left out:
+    they describe the machine it ran on (a retrain runs in one process, perhaps elsewhere).
+    """
     version = bundle.current_version(models_dir)
     if version is None:
         return None
-    return dict(bundle.read_manifest(models_dir / version).get("config") or {})
+    config = dict(bundle.read_manifest(models_dir / version).get("config") or {})
+    if isinstance(config.get("train"), dict):
+        config["train"] = {k: v for k, v in config["train"].items() if k not in HARDWARE}
+    return config
 
 
 def retrain(
@@ -227,9 +237,8 @@ def _gate_and_publish(
     """Compare the candidate with the served model on the same val rows; publish or keep."""
     version = journal["version"]
     candidate = bundle.ModelBundle.load(ws.models_dir / version)
-    gate = cfg.eval.model_copy(update={"ks": sorted({*cfg.eval.ks, 10})})  # one ruler for both
-    ours = _val_metrics(candidate, splits, gate)
-    theirs = _val_metrics(served, splits, gate) if served is not None else None
+    ours = _val_metrics(candidate, splits, cfg.eval)  # one ruler for both
+    theirs = _val_metrics(served, splits, cfg.eval) if served is not None else None
     published, reason = _decide(ours, theirs, cfg.retrain.tolerance, force)
     now = bundle.current_version(ws.models_dir)
     if now == version:

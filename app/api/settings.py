@@ -18,7 +18,8 @@ class Settings(BaseSettings):
     Example: `RECSYS_PORT=9000 RECSYS_INDEX=hnsw RECSYS_HNSW_EF_SEARCH=128 recsys serve`.
     """
 
-    model_config = SettingsConfigDict(env_prefix="RECSYS_", extra="ignore")
+    # an empty variable is an unset one, as for the CLI (RECSYS_HOME= is ./workspace, not .)
+    model_config = SettingsConfigDict(env_prefix="RECSYS_", extra="ignore", env_ignore_empty=True)
 
     home: Path | None = Field(None, description="Workspace; default ./workspace.")
     host: str = "127.0.0.1"

@@ -18,6 +18,7 @@ import typer
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
 from data.workspace import Workspace
+from training.combinations import refuse_clashes
 from training.config import RecsysConfig, load_config
 
 log = logging.getLogger("recsys.train")
@@ -49,10 +50,7 @@ def build_config(
     base: dict[str, Any] | None = None,
 ) -> RecsysConfig:
     """The run config from `base`, files, `--set` overrides and flags (module docstring)."""
-    files: list[Path] = []
-    if sampler is not None and (CONFIGS_DIR / "samplers" / f"{sampler}.yaml").is_file():
-        files.append(CONFIGS_DIR / "samplers" / f"{sampler}.yaml")
-    files += config_files
+    files = [*_sampler_settings(sampler), *config_files]
     flags = list(overrides)
     if sampler is not None:
         flags.append(f"sampler.name={sampler}")
@@ -66,7 +64,30 @@ def build_config(
         flags.append(f"train.max_epochs={max_epochs}")
     cfg = load_config(files, flags, base)
     _check_names(cfg)
+    refuse_clashes(cfg)  # before any lock, ingest or study: a fixed command then starts clean
     return cfg
+
+
+def _sampler_settings(sampler: str | None) -> list[Path]:
+    """`configs/samplers/<sampler>.yaml`: the pairing `--sampler` brings (none for a bad name).
+
+    Raises:
+        RecsysInputError: a known sampler's file is missing (configs/ is not beside the code,
+            as after a non-editable install): training without it would silently change the
+            sampler's loss and settings.
+
+    """
+    from training.samplers import SAMPLERS
+
+    path = CONFIGS_DIR / "samplers" / f"{sampler}.yaml"
+    if sampler is None or path.is_file():
+        return [] if sampler is None else [path]
+    if sampler == "full" or sampler in SAMPLERS:
+        raise RecsysInputError(
+            f"{path}: the {sampler} sampler's settings are missing; recsys reads configs/ "
+            "beside its code (install the project with `pip install -e .`)"
+        )
+    return []  # an unknown name: _check_names says so
 
 
 def _check_names(cfg: RecsysConfig) -> None:

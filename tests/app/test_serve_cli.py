@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -117,3 +118,14 @@ def test_serve_on_port_0_logs_the_port_it_got(ws: Workspace) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_an_empty_recsys_home_is_the_default_home_as_for_every_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from app.api.settings import Settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECSYS_HOME", "")
+    assert Settings().home is None
+    assert Settings().workspace().root == Workspace.resolve(None).root

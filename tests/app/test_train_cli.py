@@ -173,3 +173,29 @@ def test_a_diverging_training_fails_naming_the_lr_and_publishes_nothing(
     assert code == 1 and out == ""
     assert "training diverged: the loss is nan" in err and "lower train.lr (now 1e+30)" in err
     assert not (tmp_path / "home" / "models" / "CURRENT").exists()
+
+
+def test_settings_that_clash_are_refused_before_any_ingest_or_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    log = tmp_path / "log.csv"
+    generate_events(30, 20, 300, seed=0).write_csv(log)
+    clash = ["--sampler", "in-batch", "--set", "loss.name=nce", "--home", str(home)]
+    for command in (["train", "--dataset", str(log)], ["tune", "--budget-minutes", "1"]):
+        code, out, err = _main(monkeypatch, capsys, *command, *clash)
+        assert code == 2 and "negatives are the batch's positives" in err, err
+    assert not home.exists() or not any(home.rglob("*.parquet"))  # nothing ingested
+    assert not (home / "tune").exists()  # no study that would refuse the fixed command
+
+
+def test_a_sampler_whose_settings_file_is_missing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.commands import train_cmds
+
+    monkeypatch.setattr(train_cmds, "CONFIGS_DIR", tmp_path)  # configs/ not beside the code
+    with pytest.raises(RecsysInputError, match="quadratic sampler's settings are missing"):
+        train_cmds.build_config("quadratic", None, None, [], [])
+    with pytest.raises(RecsysInputError, match="unknown sampler 'nope'"):
+        train_cmds.build_config("nope", None, None, [], [])

@@ -106,6 +106,10 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
         (["loss.name=bernoulli", "sampler.name=popularity"], "draws with repeats"),
         (["model.learn_temperature=true", "sampler.name=exact"], "starting temperature"),
         (["model.learn_temperature=true", "sampler.name=quadratic"], "starting temperature"),
+        *(
+            ([f"loss.name={loss}", "sampler.name=tapas", "sampler.tapas_correction=none"], "log q")
+            for loss in ("nce", "blackout", "bernoulli")
+        ),
         (
             [
                 "model.learn_temperature=true",

@@ -166,6 +166,22 @@ def test_a_rollback_during_the_retrain_is_not_undone(
     assert current_version(ws.models_dir) == "v0"
 
 
+def test_a_retrain_does_not_inherit_the_served_runs_machine(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    path = ws.models_dir / "v1" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["config"]["train"].update(devices=2, accelerator="gpu", strategy="ddp")
+    path.write_text(json.dumps(manifest))  # as a model trained with `--devices 2` on a GPU
+    base = served_config(ws.models_dir)
+    assert base is not None and not {"devices", "accelerator", "strategy"} & set(base["train"])
+    assert base["train"]["lr"] == manifest["config"]["train"]["lr"]  # the model's own settings
+    res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=1)
+    assert res.published
+
+
 def test_zero_epochs_with_nothing_served_is_refused_before_any_ingest(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
