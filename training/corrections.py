@@ -123,11 +123,17 @@ def accidental_hits(logits: Logits, batch: Batch) -> Logits:
 
 
 def user_items(logits: Logits, batch: Batch) -> Logits:
-    """Mask negatives that are one of the row's window items."""
+    """Mask negatives that are one of the row's window items other than its positive.
+
+    Draws of the positive are `accidental_hits`' to mask, or, for the losses that leave them
+    (nce: the noise covers every item), to keep.
+    """
     if batch.user_items is None:
         return logits
     ids = batch.negatives.ids.to(logits.neg.device)
-    return _mask(logits, in_rows(ids, batch.user_items.to(ids.device)))
+    items = batch.user_items.to(ids.device)
+    others = items.masked_fill(items == batch.positives.to(ids.device).unsqueeze(1), 0)
+    return _mask(logits, in_rows(ids, others))
 
 
 def in_rows(ids: Tensor, items: Tensor) -> Tensor:

@@ -73,10 +73,12 @@ def _every_shard(
 
 
 def _within_catalogue(frame: pl.DataFrame, n: int) -> pl.DataFrame:
-    """Drop rows whose target the bundle does not know; blank unknown history items."""
-    history = pl.col("history").list.eval(
-        pl.when(pl.element() <= n).then(pl.element()).otherwise(0)
-    )
+    """Drop rows whose target the bundle does not know, and the history items it does not know.
+
+    As serving does: the query encodes the known items. (Blanked to padding in place, a newest
+    unknown item left the query all zeros, a certain miss, and held a slot of the window.)
+    """
+    history = pl.col("history").list.eval(pl.element().filter(pl.element() <= n))
     return frame.filter(pl.col("target") <= n).with_columns(history)
 
 

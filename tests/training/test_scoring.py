@@ -35,3 +35,14 @@ def test_evaluate_with_no_row_to_measure_is_an_input_error(tmp_path: Path) -> No
     make_bundle(ws.models_dir, "v1")
     with pytest.raises(RecsysInputError, match="no test rows to measure v1 on: the split has 0"):
         evaluate(ws, None, "test")
+
+
+def test_history_items_the_model_does_not_know_are_left_out_as_serving_does(
+    tmp_path: Path,
+) -> None:
+    model = ModelBundle.load(make_bundle(tmp_path / "models", "v1", num_items=60))
+    schema = {"user_idx": pl.Int64, "history": pl.List(pl.Int64), "target": pl.Int64}
+    known = pl.DataFrame({"user_idx": [1], "history": [[4, 9]], "target": [7]}, schema=schema)
+    newest_unknown = known.with_columns(pl.lit([4, 61, 9, 70], pl.List(pl.Int64)).alias("history"))
+    # an unknown newest item once left the query all zeros: every item tied, a certain miss
+    assert bundle_metrics(model, newest_unknown) == bundle_metrics(model, known)

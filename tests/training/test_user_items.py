@@ -40,6 +40,16 @@ def test_the_step_masks_the_rows_own_window_items_and_nothing_else() -> None:
     assert rows.keep.tolist() == [[False, True], [True, False]]
 
 
+def test_draws_of_the_rows_own_positive_are_left_to_the_accidental_hits_step() -> None:
+    draw = Negatives(torch.tensor([3, 2, 7]), None, None)
+    windows = torch.tensor([[1, 2, 3], [1, 2, 3]])  # each window holds its own positive
+    batch = Batch(draw, torch.tensor([2, 3]), 1.0, windows)
+    nce = correct(torch.zeros(2), torch.zeros(2, 3), batch, get_loss("nce").steps)
+    assert nce.keep.tolist() == [[False, True, True], [True, False, True]]  # positives kept
+    every = correct(torch.zeros(2), torch.zeros(2, 3), batch, frozenset(STEP_ORDER))
+    assert every.keep.tolist() == [[False, False, True], [False, False, True]]
+
+
 def test_in_rows_is_membership_of_each_id_in_its_rows_items_with_repeats() -> None:
     gen = torch.Generator().manual_seed(0)
     for _ in range(200):
