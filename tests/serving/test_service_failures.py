@@ -50,6 +50,11 @@ def wider_tower(bundle: Path) -> None:
     (bundle / "manifest.json").write_text(json.dumps(manifest))
 
 
+def npz_under_the_npy_name(bundle: Path) -> None:
+    with open(bundle / "item_embeddings.npy", "wb") as handle:
+        np.savez(handle, np.zeros((31, 16), np.float32))
+
+
 BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
     "empty embeddings": (lambda b: truncate(b / "item_embeddings.npy"), "item_embeddings.npy"),
     "truncated embeddings": (
@@ -61,6 +66,7 @@ BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
         "item_embeddings.npy",
     ),
     "NaN embeddings": (nan_rows, "item_embeddings.npy: contains NaN"),
+    "npz archive": (npz_under_the_npy_name, "item_embeddings.npy: not a single array"),
     "empty tower": (lambda b: truncate(b / "query_tower.pt"), "query_tower.pt"),
     "truncated tower": (lambda b: truncate(b / "query_tower.pt", 300), "query_tower.pt"),
     "tower kwargs": (bad_tower_kwargs, "query_tower.pt"),

@@ -186,6 +186,8 @@ def _load_embeddings(where: Path, manifest: dict[str, Any], mapped: bool) -> np.
         emb = np.load(where, mmap_mode="r" if mapped else None, allow_pickle=False)
     except Exception as err:  # numpy raises EOFError, ValueError, OSError... for a bad file
         raise BundleError(f"{where}: unreadable ({type(err).__name__}: {err})") from None
+    if not isinstance(emb, np.ndarray):  # an .npz archive saved under the .npy name
+        raise BundleError(f"{where}: not a single array (.npy) but {type(emb).__name__}")
     want = (manifest["num_items"] + 1, manifest["dim"])
     if emb.ndim != 2 or emb.shape != want:
         raise BundleError(f"{where}: shape {emb.shape} does not match the manifest {want}")
