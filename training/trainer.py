@@ -60,6 +60,11 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
         return RetrievalModule(model, cfg, None, full_loss=full_loss)
     ctx = SamplerContext(n, counts, cfg.model.temperature, cfg.train.seed)
     sampler = build_sampler(cfg.sampler, ctx)
+    if cfg.sampler.per_query and not sampler.per_query:
+        log.warning(
+            "sampler.per_query=true is ignored: the %s sampler draws one set shared by the batch",
+            cfg.sampler.name,
+        )
     caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)
     if caveat is not None:
         log.warning(caveat)

@@ -146,6 +146,17 @@ def test_the_combinations_beside_the_refused_ones_still_build(
     assert isinstance(module.sampler, SAMPLERS[cfg.sampler.name])
 
 
+@pytest.mark.parametrize("name", ["tapas", "bernoulli", "in-batch"])
+def test_per_query_with_a_sampler_that_only_shares_its_draw_is_a_warning(
+    splits: Splits, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = load_config(overrides=[*TINY, f"sampler.name={name}", "sampler.per_query=true"])
+    with caplog.at_level("WARNING", logger="training.trainer"):
+        module = build_module(cfg, splits.num_items, item_counts(splits))
+    assert module.sampler is not None and not module.sampler.per_query
+    assert f"per_query=true is ignored: the {name} sampler" in caplog.text
+
+
 class RecordingSampler:
     """Delegates to a real sampler and records what the module tells it."""
 
