@@ -144,21 +144,33 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
 
 def _synthetic_demo(ws: Workspace) -> str:
     """Generate and ingest the demo log into a home with no events (once); "synthetic"."""
+    name = "events-{users}-{items}-{events}.csv".format(**DEFAULT_SYNTHETIC)
+    synth = ws.root / "synthetic" / name
     if holds_synthetic_demo(ws):
+        return "synthetic"
+    if _demo_ingest_was_cut_short(ws, synth):  # killed between the commit and its record
+        record_ingested(ws, {fingerprint(synth): SYNTHETIC_SOURCE})
         return "synthetic"
     if store.has_events(ws):
         raise RecsysInputError(
             f"{ws.root} holds real events: synthetic demo events would mix with them; "
             "use a separate --home for the demo"
         )
-    name = "events-{users}-{items}-{events}.csv".format(**DEFAULT_SYNTHETIC)
-    synth = ws.root / "synthetic" / name
     if not synth.exists():
         synth.parent.mkdir(parents=True, exist_ok=True)
         spec = DEFAULT_SYNTHETIC
         frame = generate_events(spec["users"], spec["items"], spec["events"], seed=0)
         write_events(frame, str(synth))
-    # recorded before the ingest, so that a run killed in between still knows its demo events
-    record_ingested(ws, {fingerprint(synth): SYNTHETIC_SOURCE})
     ingest_once(ws, [synth], source=SYNTHETIC_SOURCE)
     return "synthetic"
+
+
+def _demo_ingest_was_cut_short(ws: Workspace, synth: Path) -> bool:
+    """The store holds exactly the home's demo log, and no file's ingest was recorded."""
+    if not synth.is_file() or not store.has_events(ws) or ingested_sources(ws):
+        return False
+    columns = ["user_id", "item_id", "timestamp"]
+    stored = store.read_events(ws).select(columns).collect()
+    types = {"user_id": pl.String, "item_id": pl.String, "timestamp": pl.Int64}
+    demo = pl.read_csv(synth, schema_overrides=types).select(columns)
+    return stored.height == demo.height and stored.sort(columns).equals(demo.sort(columns))

@@ -91,12 +91,12 @@ def holds_synthetic_demo(ws: Workspace) -> bool:
     `<home>/synthetic/events-<users>-<items>-<events>.csv` (in this home: a user's own
     `synthetic/events-...csv` elsewhere is not the demo).
     """
-    demo_dir = (ws.root / "synthetic").resolve()
 
     def is_demo(source: str) -> bool:
-        path = Path(source)
-        old_demo = path.match("events-*-*-*.csv") and path.resolve().parent == demo_dir
-        return source == SYNTHETIC_SOURCE or old_demo
+        path = Path(source)  # relative to the directory it was recorded from: match the name
+        named = path.parent.name == "synthetic" and path.match("events-*-*-*.csv")
+        here = (ws.root / "synthetic" / path.name).is_file()
+        return source == SYNTHETIC_SOURCE or (named and here)
 
     return any(map(is_demo, ingested_sources(ws).values())) and store.has_events(ws)
 

@@ -31,6 +31,7 @@ from serving.index_recall import RECALL_K, load_quality, measure, save_quality
 log = logging.getLogger(__name__)
 
 INDEX_KINDS = ("auto", "flat", "hnsw", "ivf", "ivfpq")
+DEAD_TEMP_S = 3600  # a cache temp older than this is a killed writer's (a save takes seconds)
 QuerySample = Callable[[], "np.ndarray | None"]  # real query vectors [Q, d] for the recall check
 
 
@@ -117,9 +118,17 @@ def _write_cache(index: ItemIndex, path: Path | None) -> None:
     if path is None:
         return
     try:
+        _remove_dead_temps(path)
         index.save(path)
     except (OSError, RuntimeError) as err:
         log.info("index cache not written (%s): %s", path, err)
+
+
+def _remove_dead_temps(path: Path) -> None:
+    """Delete the temps of `path` that killed writers left (older than DEAD_TEMP_S)."""
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        if time.time() - tmp.stat().st_mtime > DEAD_TEMP_S:
+            tmp.unlink(missing_ok=True)
 
 
 def _at_this_setting(index: ItemIndex, quality: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -127,6 +127,11 @@ class EqualCount:
     def __len__(self) -> int:
         return self.count
 
+    def set_epoch(self, epoch: int) -> None:
+        """Pass the epoch on to the batches drawn from (their order is (seed, epoch)'s)."""
+        if callable(set_epoch := getattr(self.batches, "set_epoch", None)):
+            set_epoch(epoch)
+
     def __iter__(self) -> Iterator[list[int]]:  # noqa: D105
         made = 0
         while made < self.count:

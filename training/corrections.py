@@ -12,7 +12,8 @@ The order is `STEP_ORDER`; a loss names the subset it takes (`training/losses.py
   exactly, not sampled. Skipped when the sampler reports no correction (`log_q` None).
 - `accidental_hits`: a negative equal to the row's positive is masked out.
 - `user_items`: a negative that is any item of the query's own training window (its history,
-  and the user's later items in the window) is masked out, when the batch carries them
+  and the user's later items in the window) other than its positive (a draw of the positive is
+  `accidental_hits`' to mask, and nce keeps it) is masked out, when the batch carries them
   (`loss.mask_user_items`): the evaluation never ranks a user's seen items, and the later ones
   are the user's own next items. SASRec draws its negatives outside the user's sequence the
   same way. Skipped when `Batch.user_items` is None.

@@ -244,7 +244,8 @@ def fit(
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, cfg.train.val_users,
         cfg.train.targets,
     )  # fmt: skip
-    _require_windows(dm, cfg)
+    if overrides.get("max_epochs", cfg.train.max_epochs) > 0:  # 0: a warm start kept untrained
+        _require_windows(dm, cfg)
     module = build_module(cfg, splits.num_items, item_counts(splits))
     done = finished_fit.read(run_dir / "checkpoints", cfg) if resumable else None
     if done is not None:

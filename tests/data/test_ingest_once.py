@@ -91,8 +91,9 @@ def test_a_demo_ingest_killed_before_its_record_still_holds_the_demo(
         prepare_dataset(ws, "synthetic")
     monkeypatch.undo()
     events = store.count_events(ws)
-    assert events > 0 and holds_synthetic_demo(ws)
-    assert prepare_dataset(ws, "synthetic") == "synthetic"
+    assert events > 0 and not holds_synthetic_demo(ws)  # the record never came
+    assert prepare_dataset(ws, "synthetic") == "synthetic"  # its events are the demo's
+    assert holds_synthetic_demo(ws) and store.count_events(ws) == events
     real = write_log(tmp_path / "real.csv", [("u1", "a", 1)])
     with pytest.raises(RecsysInputError, match="synthetic demo"):
         ingest_files(ws, [real])
@@ -107,3 +108,24 @@ def test_a_users_own_synthetic_folder_elsewhere_is_not_the_demo(tmp_path: Path) 
     assert not holds_synthetic_demo(ws)
     more = write_log(tmp_path / "more.csv", [("u2", "b", 2)])
     assert ingest_files(ws, [more]).accepted == 1
+
+
+def test_real_events_after_a_demo_ingest_killed_before_its_commit_are_not_the_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from data import datasets
+
+    ws = Workspace(tmp_path / "home")
+
+    def killed_before_commit(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(datasets, "ingest_files", killed_before_commit)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_dataset(ws, "synthetic")  # the demo file is written, nothing stored
+    monkeypatch.undo()
+    real = write_log(tmp_path / "real.csv", [("u1", "a", 1), ("u1", "b", 2)])
+    assert ingest_files(ws, [real]).accepted == 2
+    assert not holds_synthetic_demo(ws)
+    with pytest.raises(RecsysInputError, match="holds real events"):
+        prepare_dataset(ws, "synthetic")

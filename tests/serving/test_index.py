@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from scipy.sparse.linalg import svds
 
 from app.bench.indexes import catalogue
 from data.errors import RecsysInputError
-from serving.index import build_index
+from serving.index import build_index, cache_name
 from serving.index_kinds import (
     FlatIndex,
     HNSWIndex,
@@ -260,3 +261,16 @@ def test_saves_of_one_pid_into_one_folder_do_not_collide(
     assert len(set(temps)) == 2
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     assert faiss.read_index(str(path)).ntotal == 50
+
+
+def test_a_killed_writers_cache_temp_is_removed_by_the_next_build(tmp_path: Path) -> None:
+    params = IndexParams(kind="hnsw")
+    name = cache_name(200, params)
+    assert name is not None
+    dead, live = tmp_path / f".{name}.tmp-dead", tmp_path / f".{name}.tmp-live"
+    dead.write_bytes(b"a SIGKILLed save")
+    live.write_bytes(b"a save under way")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(dead, (hours_ago, hours_ago))
+    assert build_index(table(200, 8), params, cache_dir=tmp_path).kind == "hnsw"
+    assert not dead.exists() and live.exists() and (tmp_path / name).is_file()

@@ -85,6 +85,11 @@ def test_equal_count_cuts_short_or_tops_up_from_another_pass() -> None:
     topped = EqualCount(batches, 5)
     assert len(topped) == 5 and list(topped) == [*batches, *batches[:2]]
     assert list(EqualCount([], 0)) == []
+    drawn = EqualCount(ShuffledBatches(20, 4, seed=1), 3)
+    drawn.set_epoch(2)  # passed on: the batches are epoch 2's, as a resumed fit needs
+    epoch_2 = ShuffledBatches(20, 4, seed=1)
+    epoch_2.set_epoch(2)
+    assert list(drawn) == list(epoch_2)[:3]
     with pytest.raises(ValueError, match="no batches"):
         EqualCount([], 1)
 

@@ -138,6 +138,10 @@ def test_no_training_window_is_bad_input_and_nothing_is_published(tmp_path: Path
         _train(ws, str(log), version="v1")
     assert current_version(ws.models_dir) is None
     assert not (ws.models_dir / "v1").exists()
+    # no epochs asked (a retrain's `--max-epochs 0`, a warm start kept as it is): no refusal
+    kept = train(Workspace(tmp_path / "kept"), load_config(overrides=TINY), dataset=str(log),
+                 enable_progress_bar=False, max_epochs=0)  # fmt: skip
+    assert kept.epochs == 0
 
 
 def test_same_seed_same_model(tmp_path: Path, log_file: Path) -> None:
