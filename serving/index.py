@@ -7,6 +7,7 @@ when it is built and kept beside its cached file (`serving.index_recall`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -127,8 +128,9 @@ def _write_cache(index: ItemIndex, path: Path | None) -> None:
 def _remove_dead_temps(path: Path) -> None:
     """Delete the temps of `path` that killed writers left (older than DEAD_TEMP_S)."""
     for tmp in path.parent.glob(f".{path.name}.tmp-*"):
-        if time.time() - tmp.stat().st_mtime > DEAD_TEMP_S:
-            tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):  # another writer's, renamed meanwhile
+            if time.time() - tmp.stat().st_mtime > DEAD_TEMP_S:
+                tmp.unlink(missing_ok=True)
 
 
 def _at_this_setting(index: ItemIndex, quality: dict[str, Any] | None) -> dict[str, Any] | None:
