@@ -193,12 +193,12 @@ def _load_embeddings(where: Path, manifest: dict[str, Any], mapped: bool) -> np.
         raise BundleError(f"{where}: shape {emb.shape} does not match the manifest {want}")
     if emb.dtype != np.float32:
         raise BundleError(f"{where}: dtype {emb.dtype}, expected float32")
-    if not _all_finite(emb):
+    if not all_finite(emb):
         raise BundleError(f"{where}: contains NaN or infinite values")
     return emb if mapped else np.ascontiguousarray(emb)
 
 
-def _all_finite(emb: np.ndarray) -> bool:
+def all_finite(emb: np.ndarray) -> bool:
     """No NaN or infinity in `emb` [rows, d], checked FINITE_CHUNK_ROWS rows at a time."""
     return all(
         bool(np.isfinite(emb[start : start + FINITE_CHUNK_ROWS]).all())
@@ -242,11 +242,20 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
         tower.load_state_dict(torch.load(where, map_location="cpu", weights_only=True))
     except Exception as err:  # torch/pickle raise many types for a corrupt or mismatched file
         raise BundleError(f"{where}: cannot load the query tower ({err})") from None
-    for name, weight in tower.state_dict().items():  # a NaN tower ranks nothing at all
-        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
-            raise BundleError(f"{where}: {name} holds NaN or infinite weights")
+    bad = nonfinite_weights(tower)  # a NaN tower ranks nothing at all
+    if bad:
+        raise BundleError(f"{where}: {bad[0]} holds NaN or infinite weights")
     _check_width(tower.eval(), where, int(manifest["dim"]))
     return tower
+
+
+def nonfinite_weights(tower: nn.Module) -> list[str]:
+    """Names of the tower's floating-point weights holding a NaN or an infinity."""
+    return [
+        name
+        for name, weight in tower.state_dict().items()
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all())
+    ]
 
 
 def _check_width(tower: Any, where: Path, dim: int) -> None:

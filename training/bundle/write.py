@@ -35,6 +35,7 @@ from training.bundle.layout import (
     TMP_CURRENT_PREFIX,
     check_version_name,
 )
+from training.bundle.read import all_finite, nonfinite_weights
 
 TEMP_MAX_AGE_S = 3600  # a temp with no owner record this old is a crashed writer's
 
@@ -45,13 +46,13 @@ def _check_embeddings(item_embeddings: np.ndarray, num_items: int) -> np.ndarray
         raise ValueError(f"item_embeddings must be [{num_items + 1}, d], got {emb.shape}")
     if np.any(emb[0] != 0):
         raise ValueError("item_embeddings row 0 (padding) must be zeros")
-    if not np.isfinite(emb).all():  # every reader refuses such a bundle: never write one
+    if not all_finite(emb):  # every reader refuses such a bundle: never write one
         raise ValueError("item_embeddings hold NaN or infinite values (training diverged?)")
     return emb
 
 
 def _check_tower(query_tower: nn.Module) -> None:
-    bad = [n for n, w in query_tower.state_dict().items() if not torch.isfinite(w).all()]
+    bad = nonfinite_weights(query_tower)
     if bad:
         raise ValueError(f"query tower weights {bad[:3]} hold NaN or infinite values")
 
