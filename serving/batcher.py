@@ -5,7 +5,8 @@ call and one index search each, on the event loop, which then cannot parse the n
 request meanwhile. `RequestBatcher` queues every request and a single worker answers all
 the queued ones with one `Recommender.recommend_batch` call on a model thread. Batching is
 opportunistic: a request that finds the worker idle starts it at once (no added wait), and
-the requests that arrive while a batch runs form the next one.
+the requests that arrive while a batch runs form the next one. No pass holds more than
+`max_batch` queries: a larger request is answered in slices.
 
 A request is answered by the Recommender it read when it arrived (entries with different
 Recommenders, around a reload, never share a batch), so a swap never fails or mixes one.
@@ -56,13 +57,27 @@ class RequestBatcher:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="recsys-model", initializer=cap)
 
     async def recommend(self, rec: Recommender, queries: Sequence[Query]) -> list[Result]:
-        """Results for `queries` (in order) from `rec`, batched with concurrent calls."""
+        """Results for `queries` (in order) from `rec`, batched with concurrent calls.
+
+        More than max_batch queries (one /recommend/batch) are queued as consecutive slices
+        of at most max_batch, so that no model pass is larger; their results are joined in
+        order, and a failed slice fails the call.
+        """
         loop = asyncio.get_running_loop()
-        entry = _Entry(rec, queries, loop.create_future())
-        self._pending.append(entry)
+        entries = [
+            _Entry(rec, queries[start : start + self.max_batch], loop.create_future())
+            for start in range(0, len(queries), self.max_batch)
+        ]
+        self._pending.extend(entries)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._drain())
-        return await entry.future
+        results: list[Result] = []
+        futures = (entry.future for entry in entries)
+        for part in await asyncio.gather(*futures, return_exceptions=True):
+            if isinstance(part, BaseException):  # every slice waited for: no error unread
+                raise part
+            results.extend(part)
+        return results
 
     async def run_on_model_thread(self, fn: Callable[..., T], *args: object) -> T:
         """`fn(*args)` on the model thread (its thread cap; it queues behind running batches)."""
@@ -96,7 +111,7 @@ class RequestBatcher:
     def _take(self) -> list[_Entry]:
         """The next batch: the longest queue prefix with one Recommender.
 
-        At most max_batch queries, but always at least one entry, however many it holds.
+        At most max_batch queries: `recommend` queues no entry larger than that.
         """
         first = self._pending.popleft()
         batch, size = [first], len(first.queries)

@@ -7,7 +7,8 @@ whose new events reach back in time has their history re-read from the parts. A 
 vanished or changed size rebuilds everything, off to the side, swapped in by one assignment.
 
 `record` ingests rows (`data.ingest.ingest_rows`: validation, one atomic part) and then
-refreshes, so a known user's next request sees the events `POST /events` just stored.
+refreshes, so a known user's next request to this process sees the events `POST /events` just
+stored (another process merges them at its next refresh: a poll, a reload or its own record).
 
 Writers (the poller, `record`) take one lock; readers (`get`, on the model thread) never do:
 each user's history is one immutable tuple, replaced by a single dict assignment.

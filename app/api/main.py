@@ -71,9 +71,12 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     # add_middleware puts each one outside those added before it: metrics, then CORS, then the
     # body limit, so that the limit's own 413 answers still carry the CORS headers
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    if settings.cors_origins:
+    if settings.cors_origins:  # Authorization: a browser may send the token (/events, /admin)
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"]
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
         )
     app.add_middleware(
         MetricsMiddleware, metrics=app.state.metrics, log_requests=settings.access_log

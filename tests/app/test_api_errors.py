@@ -172,6 +172,22 @@ def test_cors_preflight_is_still_answered_by_the_cors_middleware(tmp_path: Path)
     assert plain.status_code == 204 and plain.headers["allow"] == "OPTIONS, GET, POST"
 
 
+def test_a_cors_preflight_for_the_bearer_token_is_allowed(tmp_path: Path) -> None:
+    origin = "https://shop.example"
+    home = tmp_path / "home"
+    settings = Settings(home=home, cors_origins=[origin], admin_token="tok")
+    asking = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+    with TestClient(create_app(settings, ModelService(Workspace(home)))) as client:
+        for path in ("/events", "/admin/reload", "/recommend"):
+            headers = {**asking, "Access-Control-Request-Headers": "authorization, content-type"}
+            preflight = client.options(path, headers=headers)
+            assert preflight.status_code == 200, preflight.text  # before: 400, disallowed
+            allowed = preflight.headers["access-control-allow-headers"].lower()
+            assert "authorization" in allowed and "content-type" in allowed
+        other = {**asking, "Access-Control-Request-Headers": "x-other"}
+        assert client.options("/events", headers=other).status_code == 400  # not every header
+
+
 def test_a_413_by_content_length_carries_the_cors_headers(tmp_path: Path) -> None:
     origin = "https://shop.example"
     home = tmp_path / "home"

@@ -62,6 +62,24 @@ def test_503_says_which_model_loads_or_why_it_was_refused(tmp_path: Path) -> Non
         assert refused.startswith("no model loaded: ") and "item_embeddings.npy" in refused
 
 
+def test_a_failed_admin_reload_says_whether_a_model_still_serves(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "home")
+    svc = ModelService(ws)  # given to the app: it never loads or polls on its own
+    auth = {"Authorization": "Bearer tok"}
+    with TestClient(create_app(Settings(home=ws.root, admin_token="tok"), svc)) as api:
+        first = api.post("/admin/reload", headers=auth)  # nothing published
+        assert first.status_code == 409
+        # before: "the old model keeps serving", with no model at all
+        assert first.json()["detail"].startswith("reload failed, no model is served: ")
+        make_bundle(ws.models_dir, "v1")
+        assert api.post("/admin/reload", headers=auth).json()["model_version"] == "v1"
+        broken = make_bundle(ws.models_dir, "v2", target=41, seed=1)
+        (broken / "item_embeddings.npy").write_bytes(b"")
+        refused = api.post("/admin/reload", headers=auth)
+        assert refused.status_code == 409 and "item_embeddings.npy" in refused.json()["detail"]
+        assert refused.json()["detail"].startswith("reload failed, the old model keeps serving: ")
+
+
 class Load:
     """Client threads sending the planted query until stopped (bounded to `max_requests`)."""
 

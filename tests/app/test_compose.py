@@ -234,3 +234,25 @@ def test_replicas_example_balances_the_api_and_publishes_no_replica_port() -> No
     conf = (ROOT / mount.split(":")[0]).read_text()
     assert mount.endswith(":/etc/nginx/nginx.conf:ro") and "listen 8000;" in conf
     assert re.search(r"server api:8000 resolve;", conf) and "proxy_pass http://recsys_api;" in conf
+
+
+def _next_upstream(block: str) -> set[str]:
+    """The conditions of a block's `proxy_next_upstream` directive (empty set without one)."""
+    found = re.search(r"^\s*proxy_next_upstream ([^;]+);", block, re.M)
+    return set(found.group(1).split()) if found else set()
+
+
+def test_the_balancer_retries_posts_of_recommend_only() -> None:
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    locations = dict(re.findall(r"location (.+?) \{([^}]*)\}", conf))
+    assert set(locations) == {"/", "~ ^/recommend(/batch)?$"}
+    recommend = re.compile(r"^/recommend(/batch)?$")  # nginx's PCRE, the same in Python's re
+    assert recommend.match("/recommend") and recommend.match("/recommend/batch")
+    for path in ("/events", "/admin/reload", "/recommendations", "/recommend/batch/x"):
+        assert not recommend.match(path)  # these go to `location /`
+    assert {"http_503", "non_idempotent"} <= _next_upstream(locations["~ ^/recommend(/batch)?$"])
+    server = re.sub(r"location (.+?) \{([^}]*)\}", "", conf)  # what `location /` inherits
+    assert not _next_upstream(locations["/"])
+    assert "http_503" in _next_upstream(server) and "non_idempotent" not in _next_upstream(server)
+    for block in locations.values():
+        assert "proxy_pass http://recsys_api;" in block

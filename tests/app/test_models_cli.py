@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,16 @@ def test_rollback_refuses_a_truncated_query_tower(ws: Workspace) -> None:
     assert done.returncode == 2, done.stderr
     assert "query_tower.pt" in done.stderr and done.stderr.count("\n") == 1
     assert (ws.models_dir / "CURRENT").read_text().strip() == "good"
+
+
+def test_a_current_naming_a_path_outside_models_is_one_line_and_exit_2(
+    ws: Workspace, run_cli: Callable[..., Any]
+) -> None:
+    make_bundle(ws.models_dir, "good")
+    (ws.models_dir / "CURRENT").write_text("/elsewhere/good\n")
+    done = run_cli("models", "list", home=ws.root)
+    assert done.returncode == 2, done.stderr  # before: exit 0, the path taken for a version
+    assert "not a folder in" in done.stderr and done.stderr.count("\n") == 1
 
 
 def test_list_maps_the_embeddings_and_checks_them_in_chunks(

@@ -66,7 +66,7 @@ def test_concurrent_requests_share_one_pass_and_get_their_own_answers(
     assert [len(a[0].items) for a in answers] == [q.k for q in queries]
 
 
-def test_batches_respect_max_batch_but_never_split_one_request(
+def test_batches_respect_max_batch_and_a_larger_request_is_answered_in_slices(
     rec: CountingRecommender,
 ) -> None:
     big = [session(i) for i in range(10)]
@@ -80,8 +80,25 @@ def test_batches_respect_max_batch_but_never_split_one_request(
             batcher.close()
 
     answers = asyncio.run(run())
-    assert rec.batch_sizes == [4, 4, 1, 10]
+    assert rec.batch_sizes == [4, 4, 1, 4, 4, 2]  # before: [4, 4, 1, 10], one pass of 10
     assert [ids(r) for r in answers[-1]] == [ids(rec.recommend(q)) for q in big]
+    assert [r.model_version for r in answers[-1]] == ["v1"] * 10
+    assert [ids(a[0]) for a in answers[:-1]] == [ids(rec.recommend(session(i))) for i in range(9)]
+
+
+def test_a_failing_slice_fails_the_whole_request(tmp_path: Path) -> None:
+    broken = BrokenRecommender(make_bundle(tmp_path, "broken", publish_it=False))
+
+    async def run() -> list[object]:
+        batcher = RequestBatcher(max_batch=2)
+        try:
+            big = [session(i) for i in range(5)]
+            return await asyncio.gather(batcher.recommend(broken, big), return_exceptions=True)
+        finally:
+            batcher.close()
+
+    (failed,) = asyncio.run(run())
+    assert isinstance(failed, RuntimeError) and "exploded" in str(failed)
 
 
 def test_requests_of_different_models_never_share_a_batch(tmp_path: Path) -> None:

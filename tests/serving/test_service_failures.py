@@ -201,6 +201,22 @@ def test_a_hand_edited_dot_slash_current_is_the_served_version(tmp_path: Path) -
     assert svc.status().published == "v1" and svc.status().last_error is None
 
 
+def test_a_current_holding_a_path_is_the_served_version_or_a_refused_reload(
+    tmp_path: Path,
+) -> None:
+    ws = Workspace(tmp_path / "home")
+    make_bundle(ws.models_dir, "v1", num_items=30, target=20)
+    svc = ModelService(ws)
+    assert svc.reload().changed
+    (ws.models_dir / "CURRENT").write_text(f"{ws.models_dir / 'v1'}\n")
+    assert not svc.reload().changed  # before: the path != "v1", the bundle loaded at every poll
+    assert svc.status().published == "v1" and svc.status().last_error is None
+    (ws.models_dir / "CURRENT").write_text(f"{tmp_path / 'v1'}\n")  # outside models/
+    with pytest.raises(RecsysInputError, match="not a folder in"):
+        svc.reload()
+    assert svc.status().served == "v1" and svc.status().failed_reloads == 1
+
+
 def test_a_current_with_a_nul_byte_is_a_refused_reload(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "home")
     make_bundle(ws.models_dir, "v1", num_items=30, target=20)

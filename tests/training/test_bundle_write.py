@@ -17,6 +17,7 @@ from training.bundle import (
     publish,
     read_manifest,
     resolve_bundle,
+    rollback,
     write_bundle,
 )
 from training.config import ModelConfig
@@ -106,6 +107,32 @@ def test_a_hand_edited_current_with_a_trailing_slash_names_the_folder(tmp_path: 
     (models / "CURRENT").write_text("v1/\n")  # `echo v1/ > CURRENT` after tab completion
     assert current_version(models) == "v1"
     assert resolve_bundle(models, None) == models / "v1"
+
+
+@pytest.mark.parametrize("written", ["{models}/v1", "../models/v1", "models/v1/", "x/../v1"])
+def test_a_hand_edited_current_holding_a_path_names_the_folder(
+    tmp_path: Path, written: str
+) -> None:
+    models = tmp_path / "models"
+    _write(models, "v1")
+    (models / "CURRENT").write_text(written.format(models=models) + "\n")
+    assert current_version(models) == "v1"  # before: the whole path, reloaded at every poll
+    assert resolve_bundle(models, None) == models / "v1"
+
+
+@pytest.mark.parametrize("written", ["/elsewhere/v1", "../v1", "..", "."])
+def test_a_current_naming_a_path_outside_models_is_refused_in_one_line(
+    tmp_path: Path, written: str
+) -> None:
+    models = tmp_path / "models"
+    _write(models, "v1")
+    (models / "CURRENT").write_text(written + "\n")
+    with pytest.raises(RecsysInputError, match="not a folder in") as raised:
+        current_version(models)
+    assert isinstance(raised.value, ValueError)  # what serving treats as CURRENT unreadable
+    assert "\n" not in str(raised.value)
+    assert rollback(models, "v1") is None  # the fix is not blocked by what it fixes
+    assert current_version(models) == "v1"
 
 
 def test_existing_version_and_failed_write_leave_nothing_visible(tmp_path: Path) -> None:

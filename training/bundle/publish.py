@@ -40,6 +40,9 @@ def publish(models_dir: Path, version: str) -> None:
 def rollback(models_dir: Path, version: str) -> str | None:
     """Serve `version` again after the full validation a server does; the previous version.
 
+    A CURRENT that cannot be read or names no bundle folder does not block the rollback
+    (it is the fix); the previous version is then None.
+
     Raises:
         RecsysInputError: no such version, or its bundle would be refused (named in the error).
 
@@ -47,18 +50,28 @@ def rollback(models_dir: Path, version: str) -> str | None:
     if version not in list_versions(models_dir):
         raise RecsysInputError(f"no model version {version!r} in {models_dir}")
     ModelBundle.load(models_dir / version)  # the tower too: what a server would load
-    previous = current_version(models_dir)
+    try:
+        previous = current_version(models_dir)
+    except ValueError:  # CurrentError, or not UTF-8
+        previous = None
     publish(models_dir, version)
     return previous
+
+
+class CurrentError(RecsysInputError, ValueError):
+    """`models/CURRENT` names a path outside models/: bad input (exit 2), and a ValueError."""
 
 
 def current_version(models_dir: Path) -> str | None:
     """The version named by `models/CURRENT`, or None when nothing is published.
 
-    A hand-edited `v1/` or `./v1` names the folder `v1` (the shell's completion writes those),
-    so that it equals the served bundle's version and is not loaded again at every poll.
+    A hand-edited path names its folder, so that it equals the served bundle's version and
+    is not loaded again at every poll: `v1/` or `./v1` (the shell's completion writes those),
+    and `/abs/home/models/v1`, `../models/v1` (relative to models/) or `models/v1` (relative
+    to the home above it) all name `v1`.
 
     Raises:
+        CurrentError: CURRENT names a path that is not a folder directly in `models_dir`.
         OSError, ValueError: CURRENT exists but cannot be read (a folder, not UTF-8...).
 
     """
@@ -67,7 +80,16 @@ def current_version(models_dir: Path) -> str | None:
     except FileNotFoundError:
         return None
     parts = Path(name).parts
-    return (parts[0] if len(parts) == 1 else name) or None
+    if not name or (len(parts) == 1 and name != ".."):
+        return parts[0] if parts else None
+    for base in (models_dir, models_dir.parent):
+        candidate = Path(os.path.abspath(base / name))
+        if candidate.name and candidate.parent.resolve() == models_dir.resolve():
+            return candidate.name
+    raise CurrentError(
+        f"{current_path(models_dir)} names {name!r}, which is not a folder in {models_dir}; "
+        "write a version's name there, or run `recsys models rollback VERSION`"
+    )
 
 
 def list_versions(models_dir: Path) -> list[str]:

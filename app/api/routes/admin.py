@@ -24,11 +24,13 @@ async def reload(
 ) -> ReloadResponse:
     """Load the version in models/CURRENT; the old model serves until the new one is built."""
     check_token(request, authorization, "admin routes are")
+    svc = service(request)
     try:
         # built on a worker thread: the event loop keeps answering on the old model
-        result = await run_in_threadpool(service(request).reload)
+        result = await run_in_threadpool(svc.reload)
     except RecsysInputError as err:
-        raise HTTPException(409, f"reload failed, the old model keeps serving: {err}") from None
+        serving = "the old model keeps serving" if svc.current is not None else "no model is served"
+        raise HTTPException(409, f"reload failed, {serving}: {err}") from None
     return ReloadResponse(
         changed=result.changed,
         model_version=result.version,

@@ -1,8 +1,8 @@
 """`POST /events`: append a batch of events to the store (Bearer $RECSYS_ADMIN_TOKEN; off without).
 
 The rows go through the file ingest's validation and become one atomic part
-(`serving.history.HistoryStore.record`), merged into the served histories before the answer, so
-a known user's next /recommend already encodes them.
+(`serving.history.HistoryStore.record`), merged into this process's histories before the answer,
+so a known user's next /recommend here already encodes them (other replicas: at their next poll).
 """
 
 from __future__ import annotations
