@@ -1,13 +1,16 @@
 """The `recsys` command-line entry point: wires the command modules and maps errors to exit codes.
 
-Exit codes: 0 ok, 1 failure, 2 bad input (unreadable file, bad option, bad config).
+Exit codes: 0 ok, 1 failure, 2 bad input (unreadable file, bad option, bad config), 130
+interrupted, 141 stdout's reader gone (`recsys models list | head -1`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError
@@ -64,36 +67,57 @@ def main() -> None:
     """Run the CLI; bad input exits 2 with one line on stderr, other failures exit 1.
 
     Usage errors are shown as the CLI library words them (exit 2), `--help` exits 0, an
-    interrupt exits 130.
+    interrupt exits 130. A reader that closed the pipe before the output was written ends the
+    command quietly with 141, the status of a process SIGPIPE killed (what `head` leaves
+    `cat` with, and what `set -o pipefail` scripts expect): not 0, since output was lost, and
+    not 1, which is a failure of the command itself.
     """
     try:
-        code = _run(sys.argv[1:])
+        code = _exit_code(sys.argv[1:])
+        sys.stdout.flush()  # a reader gone shows here, not at the interpreter's exit
+    except (BrokenPipeError, SystemExit) as err:
+        if not _reader_gone(err):
+            raise  # a command's own exit
+        # as Python's docs advise: stdout to devnull, so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
+    sys.exit(code)
+
+
+def _reader_gone(err: BaseException) -> bool:
+    """A closed stdout pipe: a BrokenPipeError, or rich's exit in its handler of one (help)."""
+    return isinstance(err, BrokenPipeError) or isinstance(err.__context__, BrokenPipeError)
+
+
+def _exit_code(args: list[str]) -> int:
+    """Run one command line; its exit code, after one line on stderr for an error."""
+    try:
+        return _run(args)
+    except BrokenPipeError:
+        raise  # stdout's reader is gone: `main` ends quietly
     except NoArgsIsHelpError as err:  # bare `recsys`: the help (rich has printed it already)
         if text := err.format_message().strip():
             sys.stdout.write(f"{text}\n")
-        sys.exit(err.exit_code)
+        return err.exit_code
     except TyperException as err:  # usage errors: the library's own message
         show = getattr(err, "show", None)
         if callable(show):
             show()
         else:
             sys.stderr.write(f"error: {err.format_message()}\n")
-        sys.exit(err.exit_code)
-    except Exception as err:
-        _fail(err)
-    except KeyboardInterrupt as err:
-        _fail(err)
-    sys.exit(code)
+        return err.exit_code
+    except (Exception, KeyboardInterrupt) as err:
+        return _failure(err)
 
 
-def _fail(err: BaseException) -> NoReturn:
-    """One line on stderr and the exit code of the error's kind."""
+def _failure(err: BaseException) -> int:
+    """One line on stderr; the exit code of the error's kind."""
     if isinstance(err, KeyboardInterrupt):
         sys.stderr.write("interrupted\n")
-        sys.exit(130)
+        return 130
     if isinstance(err, RecsysInputError):
         sys.stderr.write(f"error: {_first_line(err)}\n")
-        sys.exit(2)
+        return 2
     log.debug("unhandled error", exc_info=err)  # the one place that turns a crash into exit 1
     sys.stderr.write(f"error: {type(err).__name__}: {_first_line(err)} (-v for details)\n")
-    sys.exit(1)
+    return 1

@@ -31,6 +31,7 @@ from training.datamodule import SequenceDataModule, item_counts
 from training.divergence import StopOnDivergence
 from training.final_round import capped_final_round
 from training.full_softmax import full_softmax_loss
+from training.interrupt import interruptible_fit
 from training.lit_module import RetrievalModule
 from training.losses import binary_loss_caveat, get_loss
 from training.model import build_model
@@ -234,6 +235,7 @@ def fit(
 
     Raises:
         RecsysInputError: the splits hold no training window.
+        KeyboardInterrupt: Ctrl-C during the fit (`training.interrupt`).
 
     """
     if cfg.train.threads is not None:
@@ -258,7 +260,7 @@ def fit(
     for logger in trainer.loggers:
         logger.log_hyperparams(cfg.model_dump())
     began = time.perf_counter()
-    trainer.fit(module, datamodule=dm, ckpt_path=resume_from)
+    interruptible_fit(trainer, module, datamodule=dm, ckpt_path=resume_from)
     seconds = time.perf_counter() - began
     return _finish(trainer, Fitted(module, dm, seconds, []), cfg, run_dir if resumable else None)
 

@@ -185,6 +185,9 @@ class _Objective:
         except TrainingDivergedError as err:  # hopeless settings: pruned, the search goes on
             log.info("tune: trial %d pruned: %s", trial.number, err)
             raise optuna.TrialPruned(str(err)) from None
+        except KeyboardInterrupt:  # Optuna marks it failed: its settings run first next sitting,
+            self.study.enqueue_trial(trial.params)  # as a killed trial's do (`tune_study`)
+            raise
         finally:
             record_minutes_run(trial)  # a trial that fails counts these (`trial_minutes`)
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -165,14 +165,22 @@ def run_quality(
     overrides: list[str] | None = None,
     **trainer_overrides: Any,
 ) -> dict[str, Any]:
-    """Run the missing combinations, saving after each; returns the results document."""
+    """Run the missing combinations, saving after each; returns the results document.
+
+    Raises:
+        RecsysInputError: a bad config, or one of several processes: before any run.
+
+    """
     from app.commands.train_cmds import build_config
+    from training import distributed
     from training.pipeline import train
 
     configs = {
         c: build_config(c[0], c[1], max_epochs, [], overrides or [])
         for c in combos(samplers, negatives)
     }
+    for cfg in configs.values():  # the runs train in this process: ranks would hang or crash
+        distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "bench quality")
     settings = {"dataset": dataset, "max_epochs": max_epochs, "overrides": overrides or []}
     data = _load(json_path, settings)
     done = {(r["sampler"], r["num_negatives"]) for r in data["results"]}

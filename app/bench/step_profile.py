@@ -32,7 +32,9 @@ from data.datasets import prepare_dataset
 from data.errors import RecsysInputError
 from data.split import build_splits
 from data.workspace import Workspace
+from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
+from training.interrupt import interruptible_fit
 from training.lit_module import PHASES, RetrievalModule
 from training.trainer import build_module
 
@@ -98,10 +100,10 @@ def _phase_ms(prof: profile, steps: int) -> dict[str, float]:
     return {name: totals.get(label, 0.0) / 1000 / steps for name, label in PHASES.items()}
 
 
-def profile_sampler(ws: Workspace, dataset: str, sampler: str, args: dict[str, Any]) -> dict:
+def profile_sampler(ws: Workspace, dataset: str, cfg: RecsysConfig, args: dict[str, Any]) -> dict:
     """Profile one sampler's training steps and validation round (see the module docstring)."""
     torch.set_num_threads(args["threads"])
-    cfg = build_config(sampler, None, None, [], args["overrides"])
+    sampler = cfg.sampler.name
     prepare_dataset(ws, dataset)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     dm = SequenceDataModule(
@@ -122,7 +124,7 @@ def profile_sampler(ws: Workspace, dataset: str, sampler: str, args: dict[str, A
             logger=False, enable_checkpointing=False, enable_progress_bar=False,
             enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu",
         )  # fmt: skip
-        trainer.fit(module, datamodule=dm)
+        interruptible_fit(trainer, module, datamodule=dm)
     return _summary(cfg.sampler.num_negatives, sampler, dm, module, clock, prof, steps)
 
 
@@ -167,9 +169,15 @@ def machine(threads: int) -> dict[str, Any]:
 
 
 def run_profiles(home: Path, dataset: str, samplers: list[str], args: dict[str, Any]) -> dict:
-    """Every sampler's profile: the JSON payload of `recsys bench profile`."""
+    """Every sampler's profile: the JSON payload of `recsys bench profile`.
+
+    Raises:
+        RecsysInputError: a sampler's config is bad (an unknown name): before anything runs.
+
+    """
+    configs = [build_config(s, None, None, [], args["overrides"]) for s in samplers]
     ws = Workspace(home)
-    rows = [profile_sampler(ws, dataset, s, args) for s in samplers]
+    rows = [profile_sampler(ws, dataset, cfg, args) for cfg in configs]
     return {"dataset": dataset, "results": rows, "setup": args, "machine": machine(args["threads"])}
 
 

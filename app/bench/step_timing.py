@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from app.bench import options
+from data.errors import RecsysInputError
 from training.config import RecsysConfig, load_config
 from training.trainer import build_module
 
@@ -62,18 +63,39 @@ def _config(
     )
 
 
+def cell_configs(
+    samplers: list[str], towers: list[str], args: dict[str, Any]
+) -> list[tuple[RecsysConfig, int | None]]:
+    """Each (tower, sampler, tapas r) cell's config and r, in run order, built before any runs.
+
+    Raises:
+        RecsysInputError: a cell's config is bad (an unknown tower), naming the cell.
+
+    """
+    keys = [
+        (tower, sampler, ratio) for tower in towers for sampler in samplers
+        for ratio in (args["tapas_ratios"] if sampler == "tapas" else [None])
+    ]  # fmt: skip
+    cells: list[tuple[RecsysConfig, int | None]] = []
+    for tower, sampler, ratio in keys:
+        try:
+            cells.append((_config(sampler, tower, args, ratio), ratio))
+        except RecsysInputError as err:
+            raise RecsysInputError(f"tower {tower!r}, sampler {sampler!r}: {err}") from None
+    return cells
+
+
 def bench_one(
-    sampler: str,
-    tower: str,
+    cfg: RecsysConfig,
     n: int,
     counts: torch.Tensor,
     args: dict[str, Any],
     tapas_ratio: int | None = None,
 ) -> dict[str, Any]:
     """Median and minimum ms per step of one sampler (tapas: at one r) and tower on n items."""
+    sampler, tower = cfg.sampler.name, cfg.model.tower
     gen = torch.Generator().manual_seed(n)
     torch.manual_seed(n)
-    cfg = _config(sampler, tower, args, tapas_ratio)
     module = build_module(cfg, n, counts)
     module.on_train_start()  # the sampler's initial state, as in training
     opts = module.standalone_optimizers()
@@ -102,20 +124,22 @@ def bench_one(
 def run_benchmark(
     items: list[int], samplers: list[str], towers: list[str], args: dict[str, Any]
 ) -> dict[str, Any]:
-    """Every sampler (and `full`) with every tower at every catalogue size: the JSON payload."""
+    """Every sampler (and `full`) with every tower at every catalogue size: the JSON payload.
+
+    Raises:
+        RecsysInputError: a cell's config is bad (`cell_configs`): before any cell runs.
+
+    """
+    cells = cell_configs(samplers, towers, args)
     torch.set_num_threads(args["threads"])
     load_at_start = _loadavg()
     results = []
-    variants = [
-        (s, r) for s in samplers for r in (args["tapas_ratios"] if s == "tapas" else [None])
-    ]
     for n in items:
         counts = _counts(n, torch.Generator().manual_seed(0))
-        for tower in towers:
-            for sampler, ratio in variants:
-                row = bench_one(sampler, tower, n, counts, args, ratio)
-                sys.stderr.write(json.dumps(row) + "\n")
-                results.append(row)
+        for cfg, ratio in cells:
+            row = bench_one(cfg, n, counts, args, ratio)
+            sys.stderr.write(json.dumps(row) + "\n")
+            results.append(row)
     machine = {
         "cpus": os.cpu_count(),
         "threads": args["threads"],

@@ -135,8 +135,9 @@ def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:
     """Refuse a sweep that could not run whole, before anything trains (RecsysInputError).
 
     A dataset missing under `--data-root`, or a run whose settings (with the sweep's `--set`s)
-    are invalid or clash.
+    are invalid, clash, or ask for several processes (a run trains in this one).
     """
+    from training import distributed
     from training.combinations import refuse_clashes
 
     missing = sorted(
@@ -146,7 +147,9 @@ def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:
         raise RecsysInputError(f"--data-root {sweep.data_root}: no {', '.join(missing)} in it")
     for spec in specs:
         try:
-            refuse_clashes(run_config(spec, sweep))
+            cfg = run_config(spec, sweep)
+            refuse_clashes(cfg)
+            distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "bench quality")
         except RecsysInputError as err:
             raise RecsysInputError(f"run {spec.dataset}/{spec.name}: {err}") from None
 
@@ -212,7 +215,7 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
     from app.bench.paired import per_user_ndcg
     from app.bench.quality import best_epoch_kl, validation_curve
     from data.datasets import prepare_dataset
-    from training import bundle, distributed
+    from training import bundle
     from training.pipeline import load_splits, train_on
 
     cfg = run_config(spec, sweep)
@@ -220,12 +223,11 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
     before, clock = options.load_avg(), SamplerClock()
     label = prepare_dataset(ws, sweep.source(spec.dataset))
     splits = load_splits(ws, cfg)
-    distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "bench quality")
     result = train_on(
         ws, cfg, splits, bundle.new_version_name(), label, export=False, start=clock,
         measured=("val", "test") if sweep.test else ("val",), **sweep.trainer_overrides,
     )  # fmt: skip
-    assert result is not None  # one process: it is rank 0
+    assert result is not None  # one process (`require_valid_grid`): it is rank 0
     folder = sweep.result_path(spec).parent
     folder.mkdir(parents=True, exist_ok=True)
     ndcg = np.zeros(0)

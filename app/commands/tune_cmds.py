@@ -38,14 +38,18 @@ def tune_command(
         Path | None,
         typer.Option(help="Study, trials.json and best.yaml (default: <home>/tune)."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the search's sampler.")] = 0,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**32 - 1, help="Seed of the search's sampler.")
+    ] = 0,
     json_out: JsonOption = False,
 ) -> None:
     """Search model and training settings on the validation split; write the best config.
 
     A key given with --set keeps its value in every trial instead of being searched.
-    Resumable: the same command continues the study in --out. Then train with the result:
-    `recsys train --config <out>/best.yaml`.
+
+    Resumable: the same command continues the study in --out.
+
+    Then train with the result: `recsys train --config <out>/best.yaml`.
     """
     from training.tune import TuneRequest, tune
 
@@ -55,12 +59,20 @@ def tune_command(
     ws = workspace(home)
     fixed = frozenset(text.split("=", 1)[0].strip() for text in set_ or [])
     request = TuneRequest(base, out or ws.tune_dir, budget_minutes, trials, seed, fixed)
+    _require_folder(request.out)  # before the lock and the study
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the table or the JSON only
         summary = tune(ws, request, dataset)
     if json_out:
         emit_json(summary)
         return
     typer.echo(trials_table(summary))
+
+
+def _require_folder(out: Path) -> None:
+    """Refuse an --out that is, or lies under, something other than a folder (RecsysInputError)."""
+    there = next(path for path in (out, *out.parents) if path.exists())
+    if not there.is_dir():
+        raise RecsysInputError(f"--out {out}: {there} is not a folder")
 
 
 def trials_table(summary: dict[str, Any]) -> str:

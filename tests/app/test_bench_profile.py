@@ -63,3 +63,14 @@ def test_an_unwritable_result_file_is_refused_before_the_work(
     for option in ("--json", "--plot"):
         done = run_inproc(capsys, *args, *TINY, option, str(blocker / "profile.out"))
         assert done.returncode == 2 and option in done.stderr
+
+
+def test_a_bad_sampler_is_refused_before_any_is_profiled(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    args = ["bench", "profile", "--dataset", str(log), "--samplers", "full,unifrom"]
+    args += ["--steps", "6", "--home", str(home), "--json", str(tmp_path / "profile.json")]
+    done = run_inproc(capsys, *args, *TINY)
+    assert done.returncode == 2 and "unknown sampler 'unifrom'" in done.stderr
+    assert not home.exists()  # `full`'s dataset was not even ingested

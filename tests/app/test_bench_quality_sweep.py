@@ -215,7 +215,12 @@ def test_a_grid_whose_datasets_are_missing_is_refused_before_anything_trains(
 
 
 @pytest.mark.parametrize(
-    ("sets", "named"), [(["model.nope=1"], "nope"), (["loss.name=bernoulli"], "draws with repeats")]
+    ("sets", "named"),
+    [
+        (["model.nope=1"], "nope"),
+        (["loss.name=bernoulli"], "draws with repeats"),
+        (["train.devices=2"], "runs in one process"),  # refused per run once ingested, before
+    ],
 )
 def test_a_run_that_could_not_train_stops_the_sweep_before_anything_trains(
     tmp_path: Path, sets: list[str], named: str
@@ -278,3 +283,19 @@ def test_a_run_that_fails_while_training_is_reported_after_the_others_trained(
     with pytest.raises(sweep.SweepRunsFailedError, match="1 run.*broken/full.*1 trained"):
         sweep.run_sweep(lambda out: (specs, 2), settings)
     assert settings.result_path(specs[1]).is_file() and not settings.result_path(specs[0]).exists()
+
+
+def test_quality_refuses_several_processes_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def train(*args: object, **kwargs: object) -> None:
+        raise AssertionError("trained: several processes hang or crash here")
+
+    monkeypatch.setattr("training.pipeline.train", train)
+    log = tmp_path / "log.csv"
+    generate_events(50, 30, 400, seed=4).write_csv(log)
+    args = ["bench", "quality", "--dataset", str(log), "--samplers", "uniform,full"]
+    args += ["--num-negatives", "8", "--json", str(tmp_path / "q.json"), "--set=train.devices=2"]
+    done = run_inproc(capsys, *args)
+    assert done.returncode == 2 and "runs in one process" in done.stderr
+    assert not (tmp_path / "q.json").exists()

@@ -71,6 +71,20 @@ def test_cli_rejects_unknown_sampler(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "nope" in result.stderr and "uniform" in result.stderr
 
 
+def test_cli_refuses_a_bad_tower_before_timing_any_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "steps.json"
+    result = run_inproc(
+        capsys, "bench", "train-step", "--items", "300", "--samplers", "full",
+        "--towers", "mean,sasrc", "--repeats", "1", "--batch", "8", "--history", "5",
+        "--threads", "1", "--json", str(out_json), "--plot", str(tmp_path / "steps.png"),
+    )  # fmt: skip
+    assert result.returncode == 2 and "tower 'sasrc'" in result.stderr
+    assert "ms_per_step" not in result.stderr  # no `mean` cell was timed first
+    assert not out_json.exists()
+
+
 def test_cli_refuses_an_unwritable_result_file_before_the_work(
     blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

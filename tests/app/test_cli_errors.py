@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from app.cli import app, main
+from data.synth import generate_events
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -58,3 +64,56 @@ def test_help_usage_errors_and_a_bare_command(capsys: pytest.CaptureFixture[str]
     assert code == 2 and out == "" and "No such command 'trian'" in err
     code, out, err = _main(capsys)  # no arguments: the help, on stdout only
     assert code == 2 and "train" in out and err == ""
+
+
+def test_ctrl_c_while_training_is_exit_130_not_lightnings_silent_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from training.progress import EpochTimer
+
+    def ctrl_c(*args: object) -> None:
+        raise KeyboardInterrupt  # inside the fit: Lightning catches it and calls sys.exit(1)
+
+    monkeypatch.setattr(EpochTimer, "on_train_epoch_start", ctrl_c)
+    log = tmp_path / "log.csv"
+    generate_events(60, 40, 900, seed=3).write_csv(log)
+    tiny = ["--set=model.dim=16", "--set=model.max_len=10", "--set=model.num_layers=1"]
+    args = ["train", "--dataset", str(log), "--home", str(tmp_path / "home"), "--max-epochs", "1"]
+    code, out, err = _main(capsys, *args, *tiny)
+    assert (code, out) == (130, "") and err.endswith("interrupted\n")
+
+
+@pytest.mark.parametrize(
+    "args", [["tune", "--help"], ["--help"], ["models", "list", "--home", "{tmp}/home"]]
+)
+def test_a_reader_that_closed_the_pipe_ends_the_command_quietly_with_141(
+    tmp_path: Path, args: list[str]
+) -> None:
+    # 141 = 128 + SIGPIPE, the status `set -o pipefail` scripts get from `cat big | head -1`;
+    # the help is rich's writing, an empty home's `models list` a plain one
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app", *[a.format(tmp=tmp_path) for a in args]],
+            cwd=REPO, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")  # no "error: BrokenPipeError", no trace
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+@pytest.mark.parametrize(
+    ("args", "made"),
+    [
+        (["tune", "--budget-minutes", "1", "--home", "{tmp}/home"], "home"),
+        (["bench", "data-pipeline", "--events", "10", "--json", "{tmp}/out.json"], "out.json"),
+    ],
+)
+def test_a_seed_outside_numpys_range_is_refused_before_any_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], made: str, seed: str
+) -> None:
+    code, _, err = _main(capsys, *[a.format(tmp=tmp_path) for a in args], "--seed", seed)
+    assert code == 2 and "Invalid value for '--seed'" in err
+    assert not (tmp_path / made).exists()  # no lock, no study, no result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -30,3 +31,14 @@ def test_train_help_points_to_the_default_config_for_set_keys() -> None:
     result = CliRunner().invoke(app, ["train", "--help"], terminal_width=200)
     assert result.exit_code == 0
     assert "configs/default.yaml" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("command", ["retrain", "tune"])
+def test_the_description_wraps_at_the_terminal_width_not_mid_sentence(command: str) -> None:
+    width = 80
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": str(width)})
+    assert result.exit_code == 0
+    description = [line.strip() for line in result.stdout.split("╭")[0].splitlines()]
+    for line, after in zip(description, description[1:], strict=False):
+        if line and after:  # within a paragraph a line ends only where the next word cannot fit
+            assert len(line) + 1 + len(after.split()[0]) > width - 2, (line, after)

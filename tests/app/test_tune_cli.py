@@ -25,6 +25,7 @@ from training.tune import (
     _Callbacks,
     minutes_spent,
     open_study,
+    tune,
 )
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
@@ -198,3 +199,36 @@ def test_a_diverging_trial_is_pruned_and_the_search_goes_on(
     summary = json.loads(done.stdout)
     assert [t["state"] for t in summary["trials"]] == ["pruned", "pruned"]  # both ran
     assert summary["best"] is None and "training diverged" in done.stderr
+
+
+@pytest.mark.parametrize("out", ["a-file", "a-file/study"])
+def test_an_out_that_is_not_a_folder_is_refused_before_the_lock(
+    run_cli, tmp_path: Path, out: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    home = tmp_path / "home"
+    done = run_cli("tune", "--budget-minutes", "1", "--out", str(tmp_path / out), home=home)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"--out {tmp_path / out}: {tmp_path / 'a-file'} is not a folder" in done.stderr
+    assert not home.exists()  # no lock taken
+
+
+def test_a_trial_ended_by_ctrl_c_runs_its_settings_first_next_sitting(
+    ws: Workspace, log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def ctrl_c(*args: object) -> None:
+        raise KeyboardInterrupt  # inside the fit: Lightning catches it and calls sys.exit(1)
+
+    monkeypatch.setattr(PruneOnValidation, "on_train_start", ctrl_c)
+    request = TuneRequest(RecsysConfig(), ws.tune_dir, budget_minutes=1.0, trials=2)
+    with pytest.raises(KeyboardInterrupt):
+        tune(ws, request, str(log_file))
+    study = open_study(request)  # the next sitting
+    interrupted, retry = study.get_trials()
+    assert (interrupted.state, retry.state) == (
+        optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING,
+    )  # fmt: skip
+    asked = study.ask()
+    assert {key: suggest(asked, key) for key, suggest in request.space().items()} == (
+        interrupted.params
+    )
