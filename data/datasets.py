@@ -17,8 +17,10 @@ from data import store, vocab
 from data.errors import RecsysInputError
 from data.formats import read_item_titles
 from data.ingest import (
+    DEFAULT_LAYOUT,
     SYNTHETIC_SOURCE,
     IngestReport,
+    LogLayout,
     holds_synthetic_demo,
     ingest_files,
     ingested_sources,
@@ -43,26 +45,36 @@ def fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def ingest_once(ws: Workspace, files: list[Path], source: str | None = None) -> IngestReport | None:
-    """Ingest those of `files` whose contents were not ingested into this home before.
-
-    `ingested.json` records each file's sha256 with its `source` (default: the file's path),
-    after the part is committed. A process killed between the two re-reads the files on the
-    next run, and the store's duplicate check rejects every row it already holds.
+def ingest_once(
+    ws: Workspace, files: list[Path], source: str | None = None, layout: LogLayout = DEFAULT_LAYOUT
+) -> IngestReport | None:
+    """Ingest those of `files` (laid out as `layout` says) not ingested into this home before.
 
     Returns:
         The ingest's report of the new files, or None when every file was ingested before.
 
     """
-    prints = {str(f): fingerprint(f) for f in files}
     seen = ingested_sources(ws) if store.has_events(ws) else {}
-    new = [f for f in files if prints[str(f)] not in seen]
+    new = [f for f in files if fingerprint(f) not in seen]
     if not new:
         log.info("already ingested into %s; not ingesting again", ws.root)
         return None
-    report = ingest_files(ws, new)
+    report = ingest_recorded(ws, new, layout, source)
     log.info("ingested %d events (%d rejected)", report.accepted, report.rejected)
-    record_ingested(ws, {prints[str(f)]: source or str(f) for f in new})
+    return report
+
+
+def ingest_recorded(
+    ws: Workspace, files: list[Path], layout: LogLayout = DEFAULT_LAYOUT, source: str | None = None
+) -> IngestReport:
+    """Ingest `files` and record each one's sha256 in `ingested.json` with its `source`.
+
+    The record is written after the part is committed (default source: the file's path). A
+    process killed between the two re-reads the files on the next `ingest_once`, and the
+    store's duplicate check rejects every row it already holds.
+    """
+    report = ingest_files(ws, files, layout)
+    record_ingested(ws, {fingerprint(f): source or str(f) for f in files})
     return report
 
 
@@ -107,7 +119,7 @@ def _dataset_path(dataset: str) -> Path:
     )
 
 
-def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
+def prepare_dataset(ws: Workspace, dataset: str | None, layout: LogLayout = DEFAULT_LAYOUT) -> str:
     """Make sure the home has events; return the dataset's name for the manifest.
 
     Synthetic demo events and real ones never share a home (`data.ingest` refuses to add real
@@ -118,6 +130,7 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
         dataset: None (the home's events), "synthetic" (the generated demo log), a log file /
             folder, or a folder's name under `datasets_root()` (ingested once; a folder's
             `items.csv` gives titles).
+        layout: The logs' format and column names.
 
     Raises:
         RecsysInputError: no dataset and no events; the path does not exist or holds no logs;
@@ -136,7 +149,7 @@ def prepare_dataset(ws: Workspace, dataset: str | None) -> str:
         return _synthetic_demo(ws)
     path = _dataset_path(dataset)
     titles = _folder_titles(path)  # a bad titles file is refused before any event is stored
-    ingest_once(ws, dataset_files(path))
+    ingest_once(ws, dataset_files(path), layout=layout)
     if titles is not None:
         vocab.save_item_titles(ws, titles)
     return path.stem if path.is_file() else path.name

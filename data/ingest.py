@@ -35,9 +35,30 @@ from data.workspace import Workspace
 
 log = logging.getLogger("recsys.data.ingest")
 
-INGESTED = "ingested.json"  # sha256 of each file `recsys train --dataset` ingested -> its source
+INGESTED = "ingested.json"  # sha256 of each file ingest, train --dataset, retrain read -> source
 SYNTHETIC_SOURCE = "synthetic"  # the source recorded for the generated demo log
 HTTP_SOURCE = "POST /events"  # the source rejects files name for rows posted over HTTP
+
+
+@dataclass(frozen=True)
+class LogLayout:
+    """How a log file is laid out: its format and the names of its three columns.
+
+    Attributes:
+        fmt: "csv", "parquet" or "ndjson" for every file; None picks it from each extension.
+        user_col: Name of the user id column.
+        item_col: Name of the item id column.
+        time_col: Name of the timestamp column (integer Unix seconds or ISO-8601 text).
+
+    """
+
+    fmt: str | None = None
+    user_col: str = "user_id"
+    item_col: str = "item_id"
+    time_col: str = "timestamp"
+
+
+DEFAULT_LAYOUT = LogLayout()
 
 
 @dataclass(frozen=True)
@@ -73,7 +94,7 @@ class IngestReport:
 
 
 def ingested_sources(ws: Workspace) -> dict[str, str]:
-    """`<home>/ingested.json`: sha256 of each file `recsys train --dataset` ingested -> source."""
+    """`<home>/ingested.json`: sha256 of each file ingested (data.datasets) -> its source."""
     path = ws.root / INGESTED
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -122,22 +143,15 @@ def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) ->
 
 
 def ingest_files(
-    ws: Workspace,
-    paths: list[Path],
-    fmt: str | None = None,
-    user_col: str = "user_id",
-    item_col: str = "item_id",
-    time_col: str = "timestamp",
+    ws: Workspace, paths: list[Path], layout: LogLayout = DEFAULT_LAYOUT
 ) -> IngestReport:
     """Validate the files and append their good rows to the store as one new part.
 
     Args:
         ws: The workspace to ingest into.
         paths: Log files (all read before anything is written).
-        fmt: "csv", "parquet" or "ndjson" for every file; None picks it from each extension.
-        user_col: Name of the user id column in the files.
-        item_col: Name of the item id column.
-        time_col: Name of the timestamp column (integer Unix seconds or ISO-8601 text).
+        layout: Their format and column names (default: by extension; user_id, item_id,
+            timestamp).
 
     Returns:
         The report (see `IngestReport`).
@@ -148,7 +162,8 @@ def ingest_files(
 
     """
     _refuse_demo_home(ws)  # before reading: a big file is not read for nothing
-    raw = _read_all([Path(p) for p in paths], fmt, (user_col, item_col, time_col))
+    columns = (layout.user_col, layout.item_col, layout.time_col)
+    raw = _read_all([Path(p) for p in paths], layout.fmt, columns)
     return _ingest(ws, raw, [str(p) for p in paths])[0]
 
 
@@ -202,27 +217,27 @@ def _ingest(
         assert accepted.height + rejected.height == raw.height  # every row is accounted for
         log_reasons(rejected)
         ingest_id = new_ingest_id()
-        rejects_path = _commit(ws, ingest_id, accepted, rejected, old_vocab)
+        rejects_path = _commit(ws, ingest_id, accepted, rejected)
+        # the vocabularies as this ingest leaves them (not read back: another writer's could be)
+        sizes = {kind: table.height for kind, table in old_vocab.items()}
+        if accepted.height:
+            sizes = vocab.update_vocabs(ws, old_vocab, accepted)
     report = IngestReport(
         ingest_id,
         accepted.height,
         rejected.height,
         rejects_path,
         start + accepted.height,
-        users_total=vocab.load_user_vocab(ws).height,
-        items_total=vocab.load_item_vocab(ws).height,
+        users_total=sizes["user"],
+        items_total=sizes["item"],
     )
     return report, rejected
 
 
 def _commit(
-    ws: Workspace,
-    ingest_id: str,
-    accepted: pl.DataFrame,
-    rejected: pl.DataFrame,
-    old_vocab: dict[str, pl.DataFrame],
+    ws: Workspace, ingest_id: str, accepted: pl.DataFrame, rejected: pl.DataFrame
 ) -> Path | None:
-    """Stage rejects and part, rename the part (the commit), then rejects, then the vocabs.
+    """Stage rejects and part, rename the part (the commit), then the rejects.
 
     A failure before the part's rename removes the staged files and leaves the store as it was.
     """
@@ -243,6 +258,4 @@ def _commit(
     finally:
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)
-    if accepted.height:
-        vocab.update_vocabs(ws, old_vocab, accepted)
     return rejects_path

@@ -139,7 +139,9 @@ def save_vocab(ws: Workspace, vocab: pl.DataFrame, kind: str) -> None:
     write_parquet_atomic(vocab, _path(ws, kind))
 
 
-def update_vocabs(ws: Workspace, old: dict[str, pl.DataFrame], events: pl.DataFrame) -> None:
+def update_vocabs(
+    ws: Workspace, old: dict[str, pl.DataFrame], events: pl.DataFrame
+) -> dict[str, int]:
     """After a part is committed: extend both vocabularies with its events and save them.
 
     Args:
@@ -147,9 +149,16 @@ def update_vocabs(ws: Workspace, old: dict[str, pl.DataFrame], events: pl.DataFr
         old: {"item": vocab, "user": vocab} as they were before the part was committed.
         events: The committed part (`user_id, item_id, timestamp, event_seq`).
 
+    Returns:
+        {"item": rows, "user": rows}: the sizes of the vocabularies saved.
+
     """
+    sizes: dict[str, int] = {}
     for kind in _KINDS:
-        save_vocab(ws, extend_vocab(old[kind], events, kind), kind)
+        table = extend_vocab(old[kind], events, kind)
+        save_vocab(ws, table, kind)
+        sizes[kind] = table.height
+    return sizes
 
 
 def load_item_titles(ws: Workspace) -> dict[str, str]:

@@ -8,6 +8,7 @@ start and publishes behind a quality gate. The metrics are `training.scoring`'s.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 from data import owner, vocab
 from data.datasets import prepare_dataset
 from data.errors import RecsysInputError
+from data.ingest import DEFAULT_LAYOUT, LogLayout
 from data.lock import training_lock
 from data.split import Splits, build_splits
 from data.workspace import Workspace
@@ -28,6 +30,8 @@ from training.datamodule import item_counts
 from training.lit_module import RetrievalModule
 from training.scoring import VAL_TEST, measure
 from training.trainer import FULL, Fitted, fit
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -88,6 +92,7 @@ def train(
     cfg: RecsysConfig,
     *,
     dataset: str | None = None,
+    layout: LogLayout = DEFAULT_LAYOUT,
     version: str | None = None,
     publish: bool = True,
     **trainer_overrides: Any,
@@ -102,6 +107,7 @@ def train(
         ws: The home (events, runs, models).
         cfg: The run config; `sampler.name == "full"` trains with the full softmax.
         dataset: See `data.datasets.prepare_dataset`.
+        layout: The dataset's logs' format and column names.
         version: Bundle name (default: a new sortable name); also the run id.
         publish: Write the bundle and point `CURRENT` at it (False: metrics only).
         **trainer_overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
@@ -117,7 +123,7 @@ def train(
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
     with contextlib.nullcontext() if secondary else training_lock(ws, "train"):
-        label = "" if secondary else prepare_dataset(ws, dataset)
+        label = "" if secondary else prepare_dataset(ws, dataset, layout)
         splits = load_splits(ws, cfg, shard=data_shard(cfg))
         result = train_on(ws, cfg, splits, version, label, export=publish, **trainer_overrides)
         if publish and result is not None:
@@ -212,6 +218,7 @@ def export_bundle(
     extra: dict[str, Any],
 ) -> Path:
     """Write the module as bundle `res.version`; the manifest names the event parts it saw."""
+    log.info("writing model bundle %s", res.version)
     model = module.model.cpu().eval()
     emb = model.item_tower.all_embeddings().detach().numpy()
     manifest = {

@@ -26,11 +26,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import torch
 
 from data import owner, store, vocab
 from data.datasets import dataset_files, fingerprint, ingest_once
 from data.errors import RecsysInputError
+from data.ingest import DEFAULT_LAYOUT, IngestReport, LogLayout
 from data.lock import training_lock
 from data.split import Splits
 from data.workspace import Workspace
@@ -72,6 +74,7 @@ class RetrainRequest:
     force: bool = False
     since: int | None = None
     max_epochs: int | None = None
+    layout: LogLayout = DEFAULT_LAYOUT
 
 
 HARDWARE = ("accelerator", "devices", "num_nodes", "strategy")  # of the machine, not the model
@@ -154,8 +157,7 @@ def _resume_or_ingest(
         if journal.get("key") == _journal_key(prints, base, cfg, req):
             return journal
     key = _journal_key(prints, previous, cfg, req)
-    users_before = vocab.load_user_vocab(ws).height
-    report = ingest_once(ws, files)
+    report = ingest_once(ws, files, layout=req.layout)
     served_items = bundle.read_manifest(ws.models_dir / previous)["num_items"] if previous else 0
     # what this attempt trains on, so that a resumed one reads the same events and items: the
     # parts first, then the items (a part committed in between only adds unused item rows)
@@ -168,12 +170,33 @@ def _resume_or_ingest(
         "parts": parts,
         "num_items": items,
         "new_items": items - served_items,
-        "new_users": vocab.load_user_vocab(ws).height - users_before,
-        "new_events": report.accepted if report else 0,
+        **_unseen_by_served(ws, previous, parts, report),
         "rejected": report.rejected if report else 0,
     }
     journal_file.write(ws, journal)
     return journal
+
+
+def _unseen_by_served(
+    ws: Workspace, previous: str | None, parts: list[str], report: IngestReport | None
+) -> dict[str, int]:
+    """`new_events` and `new_users`: in the event parts the served model was not trained on.
+
+    Counted against the served bundle's parts, not this attempt's ingest, so that a retrain run
+    again with other settings (say `--full` after a refused warm start) reports the same. A
+    bundle from before manifests listed their parts: the parts other than this ingest's.
+    """
+    seen = bundle.read_manifest(ws.models_dir / previous).get("events") if previous else []
+    if seen is None:
+        seen = [name for name in parts if report is None or name != report.ingest_id]
+    paths = {name: store.part_path(ws, name) for name in parts}
+    fresh = store.read_events(ws, [paths[n] for n in parts if n not in set(seen)])
+    known = store.read_events(ws, [paths[n] for n in seen if n in paths]).select("user_id")
+    users = fresh.select("user_id").unique().join(known.unique(), on="user_id", how="anti")
+    return {
+        "new_events": int(fresh.select(pl.len()).collect().item()),
+        "new_users": int(users.select(pl.len()).collect().item()),
+    }
 
 
 def _attempt_splits(

@@ -8,6 +8,7 @@ the home's splits, leaving out the rows whose target it does not know.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -27,6 +28,8 @@ from training.metrics import all_missed
 
 VAL_TEST = ("val", "test")
 
+log = logging.getLogger(__name__)
+
 
 def measure(
     module: RetrievalModule,
@@ -43,8 +46,11 @@ def measure(
     splits = data.splits
     loader: Iterable[dict[str, Tensor]]
     if splits.shard[1] == 1:
+        rows = (splits.val if split == "val" else splits.test).height
+        log.info("ranking every item for the %d %s rows", rows, split)
         loader = data.eval_dataloader(split)
     else:
+        log.info("ranking every item for the %s rows of %d shards", split, splits.shard[1])
         assert ws is not None, "a shard's metrics over every user need the home"
         loader = _every_shard(ws, splits, cfg, split)
     return evaluate_loader(
@@ -128,6 +134,7 @@ def bundle_metrics(
     known = _within_catalogue(frame, model.num_items)
     if not known.height:
         return all_missed(cfg.eval.ks), 0
+    log.info("ranking every item for %d rows with model %s", known.height, model.version)
     data = SequenceDataModule(
         Splits(pl.DataFrame(schema=TRAIN_SCHEMA), known, known, model.num_items),
         cfg.model.max_len, 1, cfg.train.eval_batch_size,

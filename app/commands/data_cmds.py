@@ -11,9 +11,10 @@ from typing import Annotated
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, require_writable, workspace
+from data.datasets import ingest_recorded
 from data.errors import RecsysInputError
 from data.formats import FORMATS, check_file, detect_format, read_item_titles
-from data.ingest import ingest_files
+from data.ingest import LogLayout
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.vocab import save_item_titles
 
@@ -23,22 +24,29 @@ FormatOption = Annotated[
     str | None,
     typer.Option("--format", help=f"{'|'.join(FORMATS)}; default: from each file's extension."),
 ]
+UserColOption = Annotated[str, typer.Option("--user-col", help="User id column of the logs.")]
+ItemColOption = Annotated[str, typer.Option("--item-col", help="Item id column of the logs.")]
+TimeColOption = Annotated[
+    str, typer.Option("--time-col", help="Timestamp column of the logs: Unix seconds or ISO-8601.")
+]
 
 
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Event log files (csv, parquet, ndjson).")],
     home: HomeOption = None,
     fmt: FormatOption = None,
-    user_col: Annotated[str, typer.Option("--user-col", help="User id column.")] = "user_id",
-    item_col: Annotated[str, typer.Option("--item-col", help="Item id column.")] = "item_id",
-    time_col: Annotated[
-        str, typer.Option("--time-col", help="Timestamp column: Unix seconds or ISO-8601.")
-    ] = "timestamp",
+    user_col: UserColOption = "user_id",
+    item_col: ItemColOption = "item_id",
+    time_col: TimeColOption = "timestamp",
     as_json: JsonOption = False,
 ) -> None:
-    """Validate event logs and append the good rows to the event store (bad rows to rejects/)."""
+    """Validate event logs and append the good rows to the event store (bad rows to rejects/).
+
+    Each file's contents are recorded, so a later `train --dataset` or `retrain --logs` of the
+    same file does not read it again.
+    """
     ws = workspace(home)
-    report = ingest_files(ws, paths, fmt, user_col, item_col, time_col)
+    report = ingest_recorded(ws, paths, LogLayout(fmt, user_col, item_col, time_col))
     if as_json:
         emit_json(report.to_dict())
         return

@@ -12,8 +12,10 @@ from typing import Annotated
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, UserColOption
 from app.commands.train_cmds import ConfigOption, SetOption, build_config
 from data.errors import RecsysInputError
+from data.ingest import LogLayout
 
 
 def parse_since(text: str | None) -> int | None:
@@ -41,6 +43,10 @@ def retrain_command(
         ),
     ],
     home: HomeOption = None,
+    fmt: FormatOption = None,
+    user_col: UserColOption = "user_id",
+    item_col: ItemColOption = "item_id",
+    time_col: TimeColOption = "timestamp",
     max_epochs: Annotated[
         int | None,
         typer.Option(help="Upper bound on epochs; 0: the warm start itself is the candidate."),
@@ -64,10 +70,13 @@ def retrain_command(
 ) -> None:
     """Retrain on new logs: warm start from the served model, publish only if not worse.
 
-    The served model's config is the base; --config and --set apply on top. Exit 0 when the
-    candidate was published or kept out by the gate (the output says which), 1 on failure,
-    2 on bad input or a home another training holds. Run the same command again after a crash:
-    it resumes, and ingests nothing twice.
+    The served model's config is the base; --config and --set apply on top.
+
+    Exit 0 when the candidate was published or kept out by the gate (the output says which).
+
+    Exit 1 on failure, 2 on bad input or a home another training holds.
+
+    Run the same command again after a crash: it resumes, and ingests nothing twice.
     """
     from training.retrain import RetrainRequest, retrain, served_config
 
@@ -81,7 +90,8 @@ def retrain_command(
         sets.append(f"train.max_minutes={max_minutes}")
     epochs = max_epochs or None  # 0: no fit at all, handled by the retrain
     cfg = build_config(None, None, epochs, config or [], sets, served_config(ws.models_dir))
-    request = RetrainRequest(list(logs), full, force, parse_since(since), max_epochs)
+    layout = LogLayout(fmt, user_col, item_col, time_col)
+    request = RetrainRequest(list(logs), full, force, parse_since(since), max_epochs, layout)
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only
         result = retrain(ws, cfg, request)
     if json_out:

@@ -16,7 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, UserColOption
 from data.errors import RecsysInputError
+from data.ingest import LogLayout
 from data.workspace import Workspace
 from training.combinations import refuse_clashes
 from training.config import RecsysConfig, load_config
@@ -115,6 +117,10 @@ def train_command(
             "events (none is an error).",
         ),
     ] = None,
+    fmt: FormatOption = None,
+    user_col: UserColOption = "user_id",
+    item_col: ItemColOption = "item_id",
+    time_col: TimeColOption = "timestamp",
     sampler: Annotated[
         str | None, typer.Option(help="Negative sampler name, or 'full' for full softmax.")
     ] = None,
@@ -161,7 +167,8 @@ def train_command(
     if reuse_published and _reusable(ws, json_out):
         return
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints
-        result = train(ws, cfg, dataset=dataset, version=version)
+        layout = LogLayout(fmt, user_col, item_col, time_col)
+        result = train(ws, cfg, dataset=dataset, layout=layout, version=version)
     if result is None:  # a rank other than 0 of a data-parallel training: rank 0 reports
         return
     payload = result.to_json()

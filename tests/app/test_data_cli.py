@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from app.cli import main
+from data.datasets import ingest_once
 from data.ingest import ingest_files
 from data.store import read_events
 from data.vocab import load_item_titles
@@ -79,6 +80,17 @@ def test_column_options(ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFix
     )
     assert out.returncode == 0, out.stderr
     assert read_events(ws).collect().row(0) == ("ann", "x", 1704067200, 0)
+
+
+def test_an_ingested_file_is_not_read_again_by_train_or_retrain(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "log.csv"
+    path.write_text(GOOD)
+    assert run_inproc(capsys, "ingest", str(path)).returncode == 0
+    # what `train --dataset` and `retrain --logs` call: the contents are known, nothing is read
+    assert ingest_once(ws, [path]) is None
+    assert read_events(ws).collect().height == 3 and not ws.rejects_dir.exists()
 
 
 def _unreadable(tmp_path: Path, case: str) -> tuple[list[str], str]:

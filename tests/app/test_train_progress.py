@@ -36,6 +36,10 @@ def test_one_progress_line_per_epoch_on_stderr_without_a_terminal(tmp_path: Path
     pattern = r"train loss \d+\.\d{3}, val ndcg@10 0\.\d{4} recall@10 0\.\d{4}, \d+\.\d s, "
     assert all(re.search(pattern + r"at most \d+\.\d min to go", ln) for ln in lines), lines
     assert "Epoch 0" not in done.stderr  # no progress bar when stderr is not a terminal
+    after = done.stderr[done.stderr.index(lines[-1]) :]  # the work after the last epoch says so
+    assert re.search(r"ranking every item for the \d+ val rows", after)
+    assert re.search(r"ranking every item for the \d+ test rows", after)
+    assert "writing model bundle" in after
 
 
 def test_validation_every_n_steps_adds_a_line_per_round(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from data.errors import RecsysInputError
-from data.ingest import ingest_files, ingest_rows
+from data.ingest import LogLayout, ingest_files, ingest_rows
 from data.store import count_events, has_events, read_events
 from data.validate import DUP_INPUT, DUP_STORED
 from data.vocab import load_item_vocab, load_user_vocab
@@ -70,7 +70,7 @@ def test_ndjson_and_format_override(ws: Workspace, tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     with pytest.raises(RecsysInputError, match="--format"):
         ingest_files(ws, [path])
-    ingest_files(ws, [path], fmt="ndjson")
+    ingest_files(ws, [path], LogLayout(fmt="ndjson"))
     assert events_of(ws) == [("u1", "5", 30, 0), ("u2", "b", 40, 1)]
 
 
@@ -79,7 +79,7 @@ def test_column_mapping(ws: Workspace, tmp_path: Path) -> None:
     path.write_text("who,what,when,user_id\nalice,book,5,ignored\n")
     with pytest.raises(RecsysInputError, match="no column 'item_id'"):
         ingest_files(ws, [path])
-    ingest_files(ws, [path], user_col="who", item_col="what", time_col="when")
+    ingest_files(ws, [path], LogLayout(user_col="who", item_col="what", time_col="when"))
     assert events_of(ws) == [("alice", "book", 5, 0)]
 
 

@@ -13,6 +13,7 @@ import torch
 
 from data import store, vocab
 from data.errors import RecsysInputError
+from data.ingest import LogLayout
 from data.lock import HomeBusyError, training_lock
 from data.synth import generate_events
 from data.workspace import Workspace
@@ -220,3 +221,30 @@ def test_the_same_logs_again_ingest_nothing(ws: Workspace, logs: tuple[Path, Pat
     assert (again.new_events, again.new_items, again.new_users) == (0, 0, 0)
     assert store.count_events(ws) == events and vocab.load_item_vocab(ws).height == items
     assert again.previous_version == first.version != again.version
+
+
+def test_logs_with_their_own_column_names(
+    ws: Workspace, logs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    renamed = tmp_path / "new.csv"
+    columns = {"user_id": "who", "item_id": "what", "timestamp": "when"}
+    pl.read_csv(new).rename(columns).write_csv(renamed)
+    layout = LogLayout(user_col="who", item_col="what", time_col="when")
+    res = _retrain(ws, renamed, "retrain.tolerance=1.0", max_epochs=0, layout=layout)
+    assert (res.new_events, res.rejected, res.new_items) == (pl.read_csv(new).height, 0, 15)
+
+
+def test_counts_are_against_the_served_model_after_a_refused_attempt(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    users_before = vocab.load_user_vocab(ws).height
+    with pytest.raises(RecsysInputError, match="--full"):
+        _retrain(ws, new, "model.dim=8")  # ingests, then refuses to warm-start another shape
+    res = _retrain(ws, new, "model.dim=8", "retrain.tolerance=1.0", full=True, max_epochs=1)
+    new_users = vocab.load_user_vocab(ws).height - users_before
+    assert new_users > 0 and (res.new_users, res.new_items) == (new_users, 15)
+    assert res.new_events == pl.read_csv(new).height
