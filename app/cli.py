@@ -6,6 +6,7 @@ interrupted, 141 stdout's reader gone (`recsys models list | head -1`).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import signal
@@ -38,8 +39,24 @@ def _root(
     setup_logging(verbose)
 
 
+def _help_from_docstrings(group: typer.Typer) -> None:
+    """Each command's help: its docstring's paragraphs, each joined into one line.
+
+    Typer keeps a docstring's line breaks, and rich wraps those lines again at the terminal's
+    width, which breaks sentences in the middle of a line.
+    """
+    for command in group.registered_commands:
+        if command.help is None and command.callback is not None:
+            paragraphs = inspect.cleandoc(command.callback.__doc__ or "").split("\n\n")
+            command.help = "\n\n".join(" ".join(text.split()) for text in paragraphs)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _help_from_docstrings(sub.typer_instance)
+
+
 for module in (data_cmds, train_cmds, tune_cmds, serve_cmds, clean_cmds, bench):
     module.register(app)
+_help_from_docstrings(app)
 
 
 def _first_line(err: BaseException) -> str:

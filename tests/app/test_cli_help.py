@@ -33,10 +33,13 @@ def test_train_help_points_to_the_default_config_for_set_keys() -> None:
     assert "configs/default.yaml" in " ".join(result.stdout.split())
 
 
-@pytest.mark.parametrize("command", ["retrain", "tune"])
+@pytest.mark.parametrize(
+    "command",
+    [where.split(" ", 1)[1] for where, _ in _commands(get_command(app)) if " " in where],
+)
 def test_the_description_wraps_at_the_terminal_width_not_mid_sentence(command: str) -> None:
     width = 80
-    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": str(width)})
+    result = CliRunner().invoke(app, [*command.split(), "--help"], env={"COLUMNS": str(width)})
     assert result.exit_code == 0
     description = [line.strip() for line in result.stdout.split("╭")[0].splitlines()]
     for line, after in zip(description, description[1:], strict=False):
