@@ -69,13 +69,12 @@ def ingest_recorded(
 ) -> IngestReport:
     """Ingest `files` and record each one's sha256 in `ingested.json` with its `source`.
 
-    The record is written after the part is committed (default source: the file's path). A
-    process killed between the two re-reads the files on the next `ingest_once`, and the
-    store's duplicate check rejects every row it already holds.
+    The record is written after the part is committed, under the same writer lock (default
+    source: the file's path). A process killed between the two re-reads the files on the next
+    `ingest_once`, and the store's duplicate check rejects every row it already holds.
     """
-    report = ingest_files(ws, files, layout)
-    record_ingested(ws, {fingerprint(f): source or str(f) for f in files})
-    return report
+    record = {fingerprint(f): source or str(f) for f in files if Path(f).is_file()}
+    return ingest_files(ws, files, layout, record)
 
 
 def dataset_files(path: Path) -> list[Path]:

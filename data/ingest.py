@@ -35,7 +35,6 @@ from data.workspace import Workspace
 
 log = logging.getLogger("recsys.data.ingest")
 
-INGESTED = "ingested.json"  # sha256 of each file ingest, train --dataset, retrain read -> source
 SYNTHETIC_SOURCE = "synthetic"  # the source recorded for the generated demo log
 HTTP_SOURCE = "POST /events"  # the source rejects files name for rows posted over HTTP
 
@@ -95,14 +94,20 @@ class IngestReport:
 
 def ingested_sources(ws: Workspace) -> dict[str, str]:
     """`<home>/ingested.json`: sha256 of each file ingested (data.datasets) -> its source."""
-    path = ws.root / INGESTED
+    path = ws.ingested_path
     return json.loads(path.read_text()) if path.exists() else {}
 
 
 def record_ingested(ws: Workspace, sources: dict[str, str]) -> None:
-    """Add `sha256 -> source` entries to `<home>/ingested.json`."""
+    """Add `sha256 -> source` entries to `<home>/ingested.json` (under the writer lock)."""
+    with store.writer_lock(ws):
+        _record(ws, sources)
+
+
+def _record(ws: Workspace, sources: dict[str, str]) -> None:
+    """`record_ingested` for a caller that holds the writer lock (read, merge, replace)."""
     text = json.dumps({**ingested_sources(ws), **sources}, indent=1)
-    store.atomic_write(ws.root / INGESTED, lambda tmp: tmp.write_text(text))
+    store.atomic_write(ws.ingested_path, lambda tmp: tmp.write_text(text))
 
 
 def holds_synthetic_demo(ws: Workspace) -> bool:
@@ -143,7 +148,10 @@ def _read_all(paths: list[Path], fmt: str | None, cols: tuple[str, str, str]) ->
 
 
 def ingest_files(
-    ws: Workspace, paths: list[Path], layout: LogLayout = DEFAULT_LAYOUT
+    ws: Workspace,
+    paths: list[Path],
+    layout: LogLayout = DEFAULT_LAYOUT,
+    record: dict[str, str] | None = None,
 ) -> IngestReport:
     """Validate the files and append their good rows to the store as one new part.
 
@@ -152,19 +160,23 @@ def ingest_files(
         paths: Log files (all read before anything is written).
         layout: Their format and column names (default: by extension; user_id, item_id,
             timestamp).
+        record: `sha256 -> source` entries for `ingested.json`, written with the commit under
+            the writer lock; the source `synthetic` marks the demo log, which goes only into a
+            home with no events.
 
     Returns:
         The report (see `IngestReport`).
 
     Raises:
         RecsysInputError: a file cannot be read or lacks a column, or the home holds the
-            synthetic demo events; nothing is stored then.
+            synthetic demo events (the demo: any events); nothing is stored then.
 
     """
-    _refuse_demo_home(ws)  # before reading: a big file is not read for nothing
+    if SYNTHETIC_SOURCE not in (record or {}).values():
+        _refuse_demo_home(ws)  # before reading: a big file is not read for nothing
     columns = (layout.user_col, layout.item_col, layout.time_col)
     raw = _read_all([Path(p) for p in paths], layout.fmt, columns)
-    return _ingest(ws, raw, [str(p) for p in paths])[0]
+    return _ingest(ws, raw, [str(p) for p in paths], record or {})[0]
 
 
 def ingest_rows(
@@ -202,11 +214,29 @@ def _refuse_demo_home(ws: Workspace) -> None:
         )
 
 
+def _refuse_mixing(ws: Workspace, record: dict[str, str]) -> None:
+    """The demo log only into a home with no events, real events never into the demo's.
+
+    Checked under the writer lock: another writer may have committed since the first check.
+    """
+    if SYNTHETIC_SOURCE not in record.values():
+        _refuse_demo_home(ws)
+    elif store.has_events(ws):
+        raise RecsysInputError(
+            f"{ws.root} holds real events: synthetic demo events would mix with them; "
+            "use a separate --home for the demo"
+        )
+
+
 def _ingest(
-    ws: Workspace, raw: pl.DataFrame, sources: list[str]
+    ws: Workspace, raw: pl.DataFrame, sources: list[str], record: dict[str, str] | None = None
 ) -> tuple[IngestReport, pl.DataFrame]:
-    """Classify `raw` and commit its good rows as one part (the core of both ingests)."""
+    """Classify `raw` and commit its good rows as one part (the core of both ingests).
+
+    `record` (see `ingest_files`) is written after the commit, before the lock is released.
+    """
     with store.writer_lock(ws):  # one writer at a time: event_seq and vocab need a stable base
+        _refuse_mixing(ws, record or {})
         df = classify(ws, raw)
         start = store.count_events(ws)
         old_vocab = {"item": vocab.load_item_vocab(ws), "user": vocab.load_user_vocab(ws)}
@@ -222,6 +252,8 @@ def _ingest(
         sizes = {kind: table.height for kind, table in old_vocab.items()}
         if accepted.height:
             sizes = vocab.update_vocabs(ws, old_vocab, accepted)
+        if record:
+            _record(ws, record)
     report = IngestReport(
         ingest_id,
         accepted.height,

@@ -145,3 +145,6 @@ def _remove_stale_temps(ws: Workspace) -> None:
         if folder.is_dir():
             for tmp in folder.glob(f"{TMP_PREFIX}*"):
                 tmp.unlink(missing_ok=True)
+    # the home's own files: only ingested.json is written under this lock
+    for tmp in ws.root.glob(f"{TMP_PREFIX}*-{ws.ingested_path.name}"):
+        tmp.unlink(missing_ok=True)

@@ -80,6 +80,11 @@ class Workspace:
         return self.root / "tune"
 
     @property
+    def ingested_path(self) -> Path:
+        """`ingested.json`: sha256 of each log file ingested -> its source (`data.ingest`)."""
+        return self.root / "ingested.json"
+
+    @property
     def retrain_journal_path(self) -> Path:
         """`retrain.json`: the retrain in progress (its inputs' key, version, counts)."""
         return self.root / "retrain.json"

@@ -239,10 +239,14 @@ def test_stale_temp_files_are_ignored_and_cleaned(ws: Workspace, tmp_path: Path)
     ingest_files(ws, [path])
     stale = ws.events_dir / ".tmp-dead-part-x.parquet"
     stale.write_bytes(b"half a part")
+    stale_record = ws.root / ".tmp-dead-ingested.json"  # an ingest killed in its record
+    stale_record.write_text("{")
+    journal = ws.root / ".tmp-live-retrain.json"  # written under the training lock, not this one
+    journal.write_text("{")
     assert read_events(ws).collect().height == 1  # readers never see temp names
     path.write_text("user_id,item_id,timestamp\nu,i,2\n")
     ingest_files(ws, [path])
-    assert not stale.exists()
+    assert not stale.exists() and not stale_record.exists() and journal.exists()
     assert count_events(ws) == 2
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from data import store
-from data.datasets import dataset_files, ingest_once, prepare_dataset
+from data.datasets import dataset_files, fingerprint, ingest_once, prepare_dataset
 from data.errors import RecsysInputError
-from data.ingest import holds_synthetic_demo, ingest_files
+from data.ingest import SYNTHETIC_SOURCE, holds_synthetic_demo, ingest_files
 from data.vocab import load_item_titles
 from data.workspace import Workspace
 
@@ -77,16 +77,14 @@ def test_an_unreadable_items_csv_is_refused_before_any_event_is_stored(tmp_path:
 def test_a_demo_ingest_killed_before_its_record_still_holds_the_demo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from data import datasets
+    from data import ingest
 
     ws = Workspace(tmp_path / "home")
-    real_ingest = datasets.ingest_files
 
-    def killed_after_commit(*args: object, **kwargs: object) -> None:
-        real_ingest(*args, **kwargs)  # type: ignore[arg-type]
-        raise KeyboardInterrupt  # before ingest_once records the source
+    def killed_after_commit(*args: object) -> None:
+        raise KeyboardInterrupt  # after the part's commit, before the source is recorded
 
-    monkeypatch.setattr(datasets, "ingest_files", killed_after_commit)
+    monkeypatch.setattr(ingest, "_record", killed_after_commit)
     with pytest.raises(KeyboardInterrupt):
         prepare_dataset(ws, "synthetic")
     monkeypatch.undo()
@@ -129,3 +127,37 @@ def test_real_events_after_a_demo_ingest_killed_before_its_commit_are_not_the_de
     assert not holds_synthetic_demo(ws)
     with pytest.raises(RecsysInputError, match="holds real events"):
         prepare_dataset(ws, "synthetic")
+
+
+def test_the_demo_goes_only_into_a_home_with_no_events_checked_under_the_writer_lock(
+    tmp_path: Path,
+) -> None:
+    # a real event committed after the demo's first check (a POST /events meanwhile)
+    ws = Workspace(tmp_path / "home")
+    ingest_files(ws, [write_log(tmp_path / "real.csv", [("u1", "a", 1)])])
+    demo = write_log(tmp_path / "demo.csv", [("u2", "b", 2)])
+    with pytest.raises(RecsysInputError, match="holds real events"):
+        ingest_files(ws, [demo], record={fingerprint(demo): SYNTHETIC_SOURCE})
+    assert store.count_events(ws) == 1 and not holds_synthetic_demo(ws)
+
+
+def test_real_rows_are_refused_when_the_demo_committed_after_their_first_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from data import ingest
+
+    ws = Workspace(tmp_path / "home")
+    demo = write_log(tmp_path / "demo.csv", [("u2", "b", 2)])
+    first_check = ingest._refuse_demo_home
+    calls: list[int] = []
+
+    def demo_commits_meanwhile(home: Workspace) -> None:
+        first_check(home)
+        if not calls:  # between the real ingest's early check and its writer lock
+            calls.append(1)
+            ingest_files(ws, [demo], record={fingerprint(demo): SYNTHETIC_SOURCE})
+
+    monkeypatch.setattr(ingest, "_refuse_demo_home", demo_commits_meanwhile)
+    with pytest.raises(RecsysInputError, match="synthetic demo"):
+        ingest_files(ws, [write_log(tmp_path / "real.csv", [("u1", "a", 1)])])
+    assert store.count_events(ws) == 1 and holds_synthetic_demo(ws)
