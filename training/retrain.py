@@ -274,6 +274,8 @@ def _gate_and_publish(
         )
     elif published:
         bundle.publish(ws.models_dir, version)
+    if not published:
+        bundle.keep_out(ws.models_dir, version, reason)
     counts = {k: journal[k] for k in ("new_items", "new_users", "new_events", "rejected")}
     return RetrainResult(
         version, journal["previous_version"], published, reason,

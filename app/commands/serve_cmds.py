@@ -91,10 +91,11 @@ def _bind(host: str, port: int) -> socket.socket:
 
 @models_app.command("list")
 def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List published versions by publish time, newest last; `*` marks the served one.
+    """List model versions by publish time, newest last; `*` marks the served one.
 
     A bundle that would be refused (bad manifest, embeddings, items or tower file) is marked
-    `BROKEN: <reason>` (`broken` in the JSON, null for a good one).
+    `BROKEN: <reason>` (`broken` in the JSON, null for a good one); a retrain candidate the
+    gate did not publish is marked `KEPT OUT: <reason>` (`kept_out`).
     """
     models_dir = workspace(home).models_dir
     current = current_version(models_dir)
@@ -117,6 +118,8 @@ def _text_row(row: dict[str, Any]) -> str:
         return f"{mark} {row['version']}  {when}  BROKEN: {row['broken']}"
     ndcg = row["metrics"].get("test", {}).get("ndcg@10")
     extra = f" ndcg@10={ndcg:.4f}" if isinstance(ndcg, int | float) else ""
+    if row["kept_out"]:
+        extra += f"  KEPT OUT: {row['kept_out']}"
     return (
         f"{mark} {row['version']}  {when}  dataset={row['dataset']} "
         f"sampler={row['sampler']} items={row['num_items']}{extra}"
@@ -136,10 +139,15 @@ def show_model(version: VersionArgument, home: HomeOption = None) -> None:
 
 @models_app.command("rollback")
 def rollback_model(
-    version: VersionArgument, home: HomeOption = None, as_json: JsonOption = False
+    version: VersionArgument,
+    home: HomeOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Serve a version the retrain gate kept out.")
+    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Serve VERSION again: validate its bundle, then point models/CURRENT at it atomically."""
-    previous = rollback(workspace(home).models_dir, version)
+    previous = rollback(workspace(home).models_dir, version, force)
     if as_json:
         emit_json({"current": version, "previous": previous})
     else:

@@ -111,3 +111,23 @@ def test_list_maps_the_embeddings_and_checks_them_in_chunks(
     assert modes == ["r", "r"]  # before: each table read whole into memory (mmap_mode None)
     served = ModelBundle.load(good)  # the server still reads the table into memory
     assert modes[-1] is None and not isinstance(served.item_embeddings, np.memmap)
+
+
+def test_a_candidate_the_gate_kept_out_is_marked_and_rolled_back_to_only_with_force(
+    ws: Workspace,
+) -> None:
+    from training.bundle import keep_out
+
+    make_bundle(ws.models_dir, "v1")
+    make_bundle(ws.models_dir, "v2", publish_it=False)
+    keep_out(ws.models_dir, "v2", "candidate is worse: val ndcg@10 0.01 vs served 0.05")
+    home = ["--home", str(ws.root)]
+    listed = CliRunner().invoke(app, ["models", "list", *home])
+    assert listed.exit_code == 0, listed.output
+    assert "KEPT OUT: candidate is worse" in listed.stdout.splitlines()[-1]
+    refused = CliRunner().invoke(app, ["models", "rollback", "v2", *home])
+    assert refused.exit_code != 0 and "the retrain gate kept it out" in str(refused.exception)
+    assert (ws.models_dir / "CURRENT").read_text().strip() == "v1"
+    forced = CliRunner().invoke(app, ["models", "rollback", "v2", "--force", *home])
+    assert forced.exit_code == 0, forced.output
+    assert (ws.models_dir / "CURRENT").read_text().strip() == "v2"

@@ -17,7 +17,7 @@ from data.ingest import LogLayout
 from data.lock import HomeBusyError, training_lock
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.bundle import ModelBundle, current_version, read_manifest
+from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
 from training.config import load_config
 from training.pipeline import train
 from training.retrain import RetrainRequest, retrain, served_config
@@ -128,9 +128,19 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     cand, cur = kept.metrics["candidate"], kept.metrics["current"]
     assert cur is not None and cand["ndcg@10"] < cur["ndcg@10"] - 0.001
     assert "served model kept" in kept.reason and f"{cur['ndcg@10']:.4f}" in kept.reason
+    # `models list` marks it, and a rollback to it needs --force
+    assert describe(ws.models_dir, kept.version, "v1")["kept_out"] == kept.reason
+    assert describe(ws.models_dir, "v1", "v1")["kept_out"] is None
+    with pytest.raises(RecsysInputError, match="the retrain gate kept it out"):
+        rollback(ws.models_dir, kept.version)
+    assert current_version(ws.models_dir) == "v1"
+    assert rollback(ws.models_dir, kept.version, force=True) == "v1"
+    assert current_version(ws.models_dir) == kept.version
+    rollback(ws.models_dir, "v1")
     forced = _retrain(ws, new, full=True, max_epochs=0, force=True)
     assert forced.published and "--force" in forced.reason
     assert current_version(ws.models_dir) == forced.version
+    assert describe(ws.models_dir, forced.version, forced.version)["kept_out"] is None
 
 
 def test_the_gate_ranks_both_models_with_the_retrains_eval_settings(

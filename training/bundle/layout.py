@@ -30,6 +30,7 @@ ITEMS = "items.parquet"
 BUNDLE_FILES = (MANIFEST, ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS)
 MANIFEST_KEYS = ("format_version", "version", "num_items", "dim", "model")
 CURRENT = "CURRENT"
+KEPT_OUT = "kept_out.json"  # in a bundle folder: why the retrain gate did not publish it
 TMP_BUNDLE_PREFIX = ".tmp-"  # models/.tmp-<version>-<hex>: a bundle being written
 TMP_CURRENT_PREFIX = f".{CURRENT}.tmp-"  # models/.CURRENT.tmp-<hex>: CURRENT being replaced
 # manifest["score"]: how the model ranks item c for query h (absent in older bundles: "dot").

@@ -6,6 +6,7 @@ so a reader sees the old name or the new one, never a partial write.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import zipfile
@@ -14,8 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from data.errors import RecsysInputError
-from data.store import fsync_dir
-from training.bundle.layout import MANIFEST, QUERY_TOWER, TMP_CURRENT_PREFIX, current_path
+from data.store import atomic_write, fsync_dir
+from training.bundle.layout import (
+    KEPT_OUT,
+    MANIFEST,
+    QUERY_TOWER,
+    TMP_CURRENT_PREFIX,
+    current_path,
+)
 from training.bundle.read import ModelBundle, read_manifest
 
 
@@ -37,18 +44,41 @@ def publish(models_dir: Path, version: str) -> None:
     fsync_dir(models_dir)
 
 
-def rollback(models_dir: Path, version: str) -> str | None:
+def keep_out(models_dir: Path, version: str, reason: str) -> None:
+    """Record that the retrain gate did not publish `version`, and why (`models list` says so)."""
+    text = json.dumps({"reason": reason}) + "\n"
+    atomic_write(models_dir / version / KEPT_OUT, lambda tmp: tmp.write_text(text))
+
+
+def kept_out_reason(path: Path) -> str | None:
+    """Why the retrain gate kept the bundle at `path` out, or None (trained, or published)."""
+    try:
+        return str(json.loads((path / KEPT_OUT).read_text())["reason"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return "kept out by the retrain gate (its record is unreadable)"
+
+
+def rollback(models_dir: Path, version: str, force: bool = False) -> str | None:
     """Serve `version` again after the full validation a server does; the previous version.
 
     A CURRENT that cannot be read or names no bundle folder does not block the rollback
     (it is the fix); the previous version is then None.
 
     Raises:
-        RecsysInputError: no such version, or its bundle would be refused (named in the error).
+        RecsysInputError: no such version, its bundle would be refused (named in the error),
+            or the retrain gate kept it out (unless `force`).
 
     """
     if version not in list_versions(models_dir):
         raise RecsysInputError(f"no model version {version!r} in {models_dir}")
+    kept_out = kept_out_reason(models_dir / version)
+    if kept_out is not None and not force:
+        raise RecsysInputError(
+            f"{version} was never published: the retrain gate kept it out ({kept_out}); "
+            "--force serves it anyway"
+        )
     ModelBundle.load(models_dir / version)  # the tower too: what a server would load
     try:
         previous = current_version(models_dir)
@@ -135,6 +165,7 @@ def describe(models_dir: Path, version: str, current: str | None) -> dict[str, A
         "num_items": manifest.get("num_items"),
         "metrics": manifest.get("metrics") or {},
         "broken": broken_reason(path),
+        "kept_out": kept_out_reason(path),
     }
 
 
