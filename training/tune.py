@@ -154,6 +154,12 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
             log.info("tune: %d trials in %.1f minutes, %s", left, minutes, request.out)
             objective = _Objective(request, study, splits)
             study.optimize(objective, n_trials=left, timeout=60.0 * minutes, callbacks=[_progress])
+        elif left > 0:  # the budget counts the whole study, every sitting
+            log.warning(
+                "tune: the study in %s has spent its %.1f-minute budget (%.1f minutes run): no "
+                "trial runs; a larger --budget-minutes continues it",
+                request.out, request.budget_minutes, minutes_spent(study),
+            )  # fmt: skip
         return write_results(study, request)
 
 

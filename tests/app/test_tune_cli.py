@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from contextlib import closing
 from datetime import datetime, timedelta
@@ -27,6 +28,7 @@ from training.tune import (
     open_study,
     tune,
 )
+from training.tune_study import MINUTES_RUN
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
 SEARCHED = set(SEARCH_SPACE) - {"model.max_len"}  # a key given with --set is not searched
@@ -232,3 +234,17 @@ def test_a_trial_ended_by_ctrl_c_runs_its_settings_first_next_sitting(
     assert {key: suggest(asked, key) for key, suggest in request.space().items()} == (
         interrupted.params
     )
+
+
+def test_a_study_that_spent_its_budget_says_so_instead_of_running_nothing_silently(
+    ws: Workspace, log_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    request = TuneRequest(RecsysConfig(), ws.tune_dir, budget_minutes=1.0, trials=3)
+    spent = open_study(request).ask()
+    spent.set_user_attr(MINUTES_RUN, 2.0)  # a trial that ran 2 minutes, then was killed
+    open_study(request)  # the next sitting marks it failed: 2 of the 1 minute spent
+    with caplog.at_level(logging.WARNING, logger="training.tune"):
+        summary = tune(ws, request, str(log_file))
+    assert [t["state"] for t in summary["trials"]] == ["fail", "waiting"]  # nothing ran
+    assert "has spent its 1.0-minute budget (2.0 minutes run)" in caplog.text
+    assert "a larger --budget-minutes continues it" in caplog.text
