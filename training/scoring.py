@@ -109,7 +109,11 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
             f"no {split} rows to measure {model.version} on: the split has {rows.height} rows "
             f"(a user needs 3 events or more), none with a target the model knows"
         )
-    return {"version": model.version, "split": split, "examples": examples, "metrics": metrics}
+    left_out = rows.height - examples  # targets ingested after the model: it cannot know them
+    return {
+        "version": model.version, "split": split, "examples": examples, "left_out": left_out,
+        "metrics": metrics,
+    }  # fmt: skip
 
 
 def bundle_metrics(

@@ -104,11 +104,12 @@ def synth(
     write_events(frame, str(out))
     seconds = round(time.perf_counter() - started, 3)
     log.info("wrote %d events to %s in %.1f s", frame.height, out, seconds)
-    payload = {"path": str(out), "users": users, "items": items, "events": frame.height}
+    written = frame["user_id"].n_unique()  # fewer than asked when there are fewer events
+    payload = {"path": str(out), "users": written, "items": items, "events": frame.height}
     if as_json:
         emit_json({**payload, "seed": seed, "seconds": seconds})
     else:
-        sys.stdout.write(f"wrote {frame.height} events ({users} users, {items} items) to {out}\n")
+        sys.stdout.write(f"wrote {frame.height} events ({written} users, {items} items) to {out}\n")
 
 
 def register(app: typer.Typer) -> None:

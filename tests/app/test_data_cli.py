@@ -186,6 +186,10 @@ def test_synth_cli_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixtur
     bad = run_inproc(capsys, "synth", "--seed", "-1", "--out", str(tmp_path / "s.csv"))
     assert bad.returncode == 2 and not (tmp_path / "s.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.parquet", "d.csv"]
+    few = run_inproc(capsys, "synth", "--users", "10", "--items", "5", "--events", "3",
+                     "--out", str(tmp_path / "few.csv"), "--json")  # fmt: skip
+    written = pl.read_csv(tmp_path / "few.csv")["user_id"].n_unique()
+    assert json.loads(few.stdout)["users"] == written < 10  # those written, not those asked
 
 
 def test_a_home_that_is_a_file_is_an_input_error(

@@ -258,3 +258,18 @@ def test_counts_are_against_the_served_model_after_a_refused_attempt(
     new_users = vocab.load_user_vocab(ws).height - users_before
     assert new_users > 0 and (res.new_users, res.new_items) == (new_users, 15)
     assert res.new_events == pl.read_csv(new).height
+
+
+def test_evaluate_says_how_many_rows_it_leaves_out(ws: Workspace, logs: tuple[Path, Path]) -> None:
+    from data.ingest import ingest_files
+    from training.pipeline import load_splits
+    from training.scoring import evaluate
+
+    old, new = logs
+    _served(ws, old)
+    ingest_files(ws, [new])  # new items, not yet in any model
+    result = evaluate(ws, "v1", "test")
+    test = load_splits(ws, load_config(overrides=TINY)).test
+    unknown = test.filter(pl.col("target") > read_manifest(ws.models_dir / "v1")["num_items"])
+    assert result["left_out"] == unknown.height > 0
+    assert result["examples"] + result["left_out"] == test.height
