@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import select
 import signal
 import sys
 from typing import Annotated
@@ -101,6 +102,19 @@ def main() -> None:
     sys.exit(code)
 
 
+def _stdout_gone() -> bool:
+    """True when stdout is a pipe whose reader has closed it (poll reports an error on it).
+
+    A stdout without a descriptor (captured) counts as gone: the error came from writing it.
+    """
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):
+        return True
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def _reader_gone(err: BaseException) -> bool:
     """A closed stdout pipe: a BrokenPipeError, or rich's exit in its handler of one (help)."""
     return isinstance(err, BrokenPipeError) or isinstance(err.__context__, BrokenPipeError)
@@ -110,8 +124,10 @@ def _exit_code(args: list[str]) -> int:
     """Run one command line; its exit code, after one line on stderr for an error."""
     try:
         return _run(args)
-    except BrokenPipeError:
-        raise  # stdout's reader is gone: `main` ends quietly
+    except BrokenPipeError as err:
+        if _stdout_gone():
+            raise  # stdout's reader is gone: `main` ends quietly
+        return _failure(err)  # another pipe or socket of the command's: a failure
     except NoArgsIsHelpError as err:  # bare `recsys`: the help (rich has printed it already)
         if text := err.format_message().strip():
             sys.stdout.write(f"{text}\n")

@@ -25,6 +25,7 @@ from data.ingest import (
     ingest_files,
     ingested_sources,
     record_ingested,
+    refuse_demo_into_events,
 )
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.workspace import Workspace
@@ -55,11 +56,12 @@ def ingest_once(
 
     """
     seen = ingested_sources(ws) if store.has_events(ws) else {}
-    new = [f for f in files if fingerprint(f) not in seen]
+    prints = {f: fingerprint(f) for f in files}
+    new = [f for f in files if prints[f] not in seen]
     if not new:
         log.info("already ingested into %s; not ingesting again", ws.root)
         return None
-    report = ingest_recorded(ws, new, layout, source)
+    report = ingest_files(ws, new, layout, {prints[f]: source or _source(f) for f in new})
     log.info("ingested %d events (%d rejected)", report.accepted, report.rejected)
     return report
 
@@ -73,8 +75,13 @@ def ingest_recorded(
     source: the file's path). A process killed between the two re-reads the files on the next
     `ingest_once`, and the store's duplicate check rejects every row it already holds.
     """
-    record = {fingerprint(f): source or str(f) for f in files if Path(f).is_file()}
+    record = {fingerprint(f): source or _source(f) for f in files if Path(f).is_file()}
     return ingest_files(ws, files, layout, record)
+
+
+def _source(path: Path) -> str:
+    """A file's recorded source: its absolute path (a file named `synthetic` is not the demo)."""
+    return str(Path(path).resolve())
 
 
 def dataset_files(path: Path) -> list[Path]:
@@ -160,14 +167,11 @@ def _synthetic_demo(ws: Workspace) -> str:
     synth = ws.root / "synthetic" / name
     if holds_synthetic_demo(ws):
         return "synthetic"
-    if _demo_ingest_was_cut_short(ws, synth):  # killed between the commit and its record
-        record_ingested(ws, {fingerprint(synth): SYNTHETIC_SOURCE})
-        return "synthetic"
-    if store.has_events(ws):
-        raise RecsysInputError(
-            f"{ws.root} holds real events: synthetic demo events would mix with them; "
-            "use a separate --home for the demo"
-        )
+    with store.writer_lock(ws):  # no event committed between the check and the record
+        if _demo_ingest_was_cut_short(ws, synth):  # killed between the commit and its record
+            record_ingested(ws, {fingerprint(synth): SYNTHETIC_SOURCE})
+            return "synthetic"
+    refuse_demo_into_events(ws)  # and again under the writer lock, at the commit
     if not synth.exists():
         synth.parent.mkdir(parents=True, exist_ok=True)
         spec = DEFAULT_SYNTHETIC

@@ -99,13 +99,10 @@ def ingested_sources(ws: Workspace) -> dict[str, str]:
 
 
 def record_ingested(ws: Workspace, sources: dict[str, str]) -> None:
-    """Add `sha256 -> source` entries to `<home>/ingested.json` (under the writer lock)."""
-    with store.writer_lock(ws):
-        _record(ws, sources)
+    """Add `sha256 -> source` entries to `<home>/ingested.json`; the caller holds the writer lock.
 
-
-def _record(ws: Workspace, sources: dict[str, str]) -> None:
-    """`record_ingested` for a caller that holds the writer lock (read, merge, replace)."""
+    (Read, merge, replace: two writers would lose one's entries.)
+    """
     text = json.dumps({**ingested_sources(ws), **sources}, indent=1)
     store.atomic_write(ws.ingested_path, lambda tmp: tmp.write_text(text))
 
@@ -221,7 +218,13 @@ def _refuse_mixing(ws: Workspace, record: dict[str, str]) -> None:
     """
     if SYNTHETIC_SOURCE not in record.values():
         _refuse_demo_home(ws)
-    elif store.has_events(ws):
+    else:
+        refuse_demo_into_events(ws)
+
+
+def refuse_demo_into_events(ws: Workspace) -> None:
+    """The synthetic demo log goes only into a home with no events (RecsysInputError)."""
+    if store.has_events(ws):
         raise RecsysInputError(
             f"{ws.root} holds real events: synthetic demo events would mix with them; "
             "use a separate --home for the demo"
@@ -253,7 +256,7 @@ def _ingest(
         if accepted.height:
             sizes = vocab.update_vocabs(ws, old_vocab, accepted)
         if record:
-            _record(ws, record)
+            record_ingested(ws, record)
     report = IngestReport(
         ingest_id,
         accepted.height,

@@ -16,7 +16,7 @@ from data.errors import RecsysInputError
 from training.bundle import current_version, describe, list_versions, read_manifest, rollback
 
 log = logging.getLogger("recsys.serve")
-models_app = typer.Typer(help="Published model versions: list, show, roll back.")
+models_app = typer.Typer(help="Model versions: list, show, roll back.")
 VersionArgument = Annotated[
     str,
     typer.Argument(help="A published version: a folder name under models/ (see `models list`)."),

@@ -117,3 +117,15 @@ def test_a_seed_outside_numpys_range_is_refused_before_any_work(
     code, _, err = _main(capsys, *[a.format(tmp=tmp_path) for a in args], "--seed", seed)
     assert code == 2 and "Invalid value for '--seed'" in err
     assert not (tmp_path / made).exists()  # no lock, no study, no result
+
+
+def test_only_stdouts_own_reader_gone_is_a_quiet_141(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a BrokenPipeError from another pipe or socket of the command is a failure (exit 1)
+    from app import cli
+
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        assert not cli._stdout_gone()  # its reader is there: the error came from elsewhere
+        os.close(read)
+        assert cli._stdout_gone()

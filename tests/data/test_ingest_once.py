@@ -84,7 +84,7 @@ def test_a_demo_ingest_killed_before_its_record_still_holds_the_demo(
     def killed_after_commit(*args: object) -> None:
         raise KeyboardInterrupt  # after the part's commit, before the source is recorded
 
-    monkeypatch.setattr(ingest, "_record", killed_after_commit)
+    monkeypatch.setattr(ingest, "record_ingested", killed_after_commit)
     with pytest.raises(KeyboardInterrupt):
         prepare_dataset(ws, "synthetic")
     monkeypatch.undo()

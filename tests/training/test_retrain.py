@@ -136,6 +136,7 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     assert current_version(ws.models_dir) == "v1"
     assert rollback(ws.models_dir, kept.version, force=True) == "v1"
     assert current_version(ws.models_dir) == kept.version
+    assert describe(ws.models_dir, kept.version, kept.version)["kept_out"] is None  # served
     rollback(ws.models_dir, "v1")
     forced = _retrain(ws, new, full=True, max_epochs=0, force=True)
     assert forced.published and "--force" in forced.reason

@@ -82,9 +82,12 @@ def rollback(models_dir: Path, version: str, force: bool = False) -> str | None:
     ModelBundle.load(models_dir / version)  # the tower too: what a server would load
     try:
         previous = current_version(models_dir)
-    except ValueError:  # CurrentError, or not UTF-8
+    except (OSError, ValueError):  # CurrentError, a folder, unreadable, not UTF-8
         previous = None
     publish(models_dir, version)
+    if kept_out is not None:  # served now: no longer a candidate the gate kept out
+        (models_dir / version / KEPT_OUT).unlink(missing_ok=True)
+        fsync_dir(models_dir / version)
     return previous
 
 
