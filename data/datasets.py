@@ -72,8 +72,8 @@ def ingest_recorded(
     """Ingest `files` and record each one's sha256 in `ingested.json` with its `source`.
 
     The record is written after the part is committed, under the same writer lock (default
-    source: the file's absolute path). A process killed between the two re-reads the files on the next
-    `ingest_once`, and the store's duplicate check rejects every row it already holds.
+    source: the file's absolute path). A process killed between the two re-reads the files on
+    the next `ingest_once`, and the store's duplicate check rejects every row it already holds.
     """
     record = {fingerprint(f): source or _source(f) for f in files if Path(f).is_file()}
     return ingest_files(ws, files, layout, record)
