@@ -169,8 +169,7 @@ def ingest_files(
             synthetic demo events (the demo: any events); nothing is stored then.
 
     """
-    if SYNTHETIC_SOURCE not in (record or {}).values():
-        _refuse_demo_home(ws)  # before reading: a big file is not read for nothing
+    _refuse_mixing(ws, record or {})  # before reading: a big file is not read for nothing
     columns = (layout.user_col, layout.item_col, layout.time_col)
     raw = _read_all([Path(p) for p in paths], layout.fmt, columns)
     return _ingest(ws, raw, [str(p) for p in paths], record or {})[0]
@@ -198,8 +197,7 @@ def ingest_rows(
         RecsysInputError: the home holds the synthetic demo events; nothing is stored then.
 
     """
-    _refuse_demo_home(ws)
-    return _ingest(ws, raw_from_rows(rows).with_row_index("_i"), [source])
+    return _ingest(ws, raw_from_rows(rows).with_row_index("_i"), [source])  # checked in its lock
 
 
 def _refuse_demo_home(ws: Workspace) -> None:

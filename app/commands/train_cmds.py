@@ -216,8 +216,8 @@ def evaluate_command(
     if json_out:
         emit_json(result)
         return
-    unknown = f"; {result['left_out']} left out: their target is newer than the model"
-    left_out = unknown if result["left_out"] else ""
+    n = result["left_out"]
+    left_out = f"; {n} left out: their target is newer than the model" if n else ""
     typer.echo(f"model {result['version']}, {split} ({result['examples']} users{left_out}):")
     for name, value in result["metrics"].items():
         typer.echo(f"  {name:<12} {value:.4f}")

@@ -46,10 +46,8 @@ def tune_command(
     """Search model and training settings on the validation split; write the best config.
 
     A key given with --set keeps its value in every trial instead of being searched.
-
-    Resumable: the same command continues the study in --out.
-
-    Then train with the result: `recsys train --config <out>/best.yaml`.
+    Resumable: the same command continues the study in --out. Then train with the result:
+    `recsys train --config <out>/best.yaml`.
     """
     from training.tune import TuneRequest, tune
 
