@@ -44,6 +44,9 @@ VARIANTS = {
     "full": ["--full"],
     "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
     "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
+    # a fixed budget of 18 rounds (about 40% of the full retrain's time) with the lr decayed over it
+    "warm_cosine18": ["--max-epochs", "18", "--set", "train.lr_schedule=cosine",
+                      "--set", "retrain.patience=18"],
 }
 
 
