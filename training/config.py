@@ -192,12 +192,12 @@ class TrainConfig(_Section):
         ge=1,
         description="CPU threads of torch; null: torch's default (every core, or OMP_NUM_THREADS).",
     )
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32",
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto",
         description="bf16: the query tower and the training logits' matmuls run in bfloat16 "
         "autocast (weights, optimiser, losses, samplers and evaluation stay fp32). Pays where "
         "the hardware multiplies bf16 natively (AVX512-BF16 or AMX CPUs, GPUs); elsewhere it "
-        "is slower (docs/benchmarks.md).",
+        "is slower (docs/benchmarks.md). auto: bf16 where native, fp32 elsewhere.",
     )
     num_workers: int = Field(0, ge=0)
     eval_batch_size: int = Field(512, ge=1)

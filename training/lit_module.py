@@ -7,6 +7,7 @@ and because the sampler must hear about the rows that changed right after each s
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -25,9 +26,11 @@ from training.evaluation import rank_batch
 from training.losses import SampledLoss
 from training.model import TwoTowerModel
 from training.optim import make_optimizers, schedule_lr
-from training.precision import matmul_precision, undo_autocast
+from training.precision import matmul_precision, precision_line, undo_autocast
 from training.samplers import NegativeSampler
 from training.validation_round import ValidationRound
+
+log = logging.getLogger("recsys.train")
 
 # (queries [N, d], items [n + 1, d], positives [N], tau, user_items [N, W] | None) -> loss
 FullLoss = Callable[[Tensor, Tensor, Tensor, Any, Tensor | None], Tensor]
@@ -207,9 +210,12 @@ class RetrievalModule(pl.LightningModule):
 
         With several ranks, give each its own random stream (dropout, negatives) from here on;
         the weights are identical already (the data module checks the ranks read the same data).
+        Rank 0 logs the device and the precision of the matmuls.
         """
         self.clock.start()
         rank, world = distributed.rank_and_world()
+        if rank == 0:
+            log.info(precision_line(self.cfg.train.precision, self.device))
         if world > 1:
             torch.manual_seed(self.cfg.train.seed + rank)
         if self.sampler is not None:

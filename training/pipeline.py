@@ -28,6 +28,7 @@ from training import bundle, distributed
 from training.config import RecsysConfig
 from training.datamodule import item_counts
 from training.lit_module import RetrievalModule
+from training.precision import resolve_precision
 from training.scoring import VAL_TEST, measure
 from training.trainer import FULL, Fitted, fit
 
@@ -48,6 +49,7 @@ class TrainResult:
     seconds_per_epoch: float
     device: str
     threads: int
+    precision: str  # the matmuls' precision used (`train.precision` "auto" resolved)
     bundle: str | None = None
     run_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -205,6 +207,7 @@ def _result(
         seconds_per_epoch=round(sum(fitted.epoch_seconds) / max(epochs, 1), 3),
         device=str(fitted.module.device),
         threads=torch.get_num_threads(),
+        precision=resolve_precision(cfg.train.precision, fitted.module.device),
         run_dir=str(run_dir),
     )
 

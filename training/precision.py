@@ -7,11 +7,16 @@ fp32. It pays where the hardware multiplies bf16 natively (docs/benchmarks.md, "
 autocast"). A positive's own score is an fp32 elementwise product while the logits beside it
 are rounded bf16 products (about 3 significant digits), so under bf16 the two differ by that
 rounding: in the chunked full softmax the log-sum-exp holds a rounded copy of the positive.
+
+`train.precision: auto` (the default) is bf16 where the device multiplies bf16 natively (a CUDA
+GPU that supports it; a CPU with AVX512-BF16 or AMX) and fp32 elsewhere, where bf16 products
+are emulated and slower than fp32 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from contextlib import AbstractContextManager
 
 import torch
@@ -19,10 +24,37 @@ from torch import Tensor
 
 
 def matmul_precision(precision: str, device: torch.device) -> AbstractContextManager[object]:
-    """bf16 autocast on `device` for `precision` "bf16"; nothing at all for "fp32"."""
-    if precision != "bf16":
+    """bf16 autocast on `device` for "bf16" (and "auto" where native); nothing for "fp32"."""
+    if resolve_precision(precision, device) != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """The precision used: `precision` itself, or for "auto" what `device` multiplies natively."""
+    if precision != "auto":
+        return precision
+    return "bf16" if native_bf16(device.type) else "fp32"
+
+
+def precision_line(precision: str, device: torch.device) -> str:
+    """What a training logs at its start: `training on cpu, matmuls in bf16 (precision auto)`."""
+    used = resolve_precision(precision, device)
+    return f"training on {device.type}, matmuls in {used} (precision {precision})"
+
+
+@functools.cache
+def native_bf16(device_type: str) -> bool:
+    """Whether `device_type` multiplies bf16 natively: a bf16 CUDA GPU, an AMX or AVX512-BF16 CPU.
+
+    The CPU answer is torch's own feature checks; a torch without them answers no.
+    """
+    if device_type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device_type != "cpu":
+        return False
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
 def undo_autocast(x: Tensor) -> Tensor:

@@ -88,7 +88,9 @@ def _rows(out: Path, dataset: str, runs: dict[str, dict[str, Any]], resamples: i
             verdict = "within 3%" if gap >= -WITHIN else "not within 3%"
             vs = f"{100 * gap:+.1f}% ({100 * low:+.1f}, {100 * high:+.1f}), {verdict}"
         load = record["load_avg"]
-        stop = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s, {record['stopped_by']}"
+        precision = record.get("precision", "fp32")  # recorded since `auto`; fp32 before
+        stop = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s ({precision}), "
+        stop += record["stopped_by"]
         rows.append(
             f"| {dataset} | `{name}` | {' | '.join(cells)} | {vs} | {stop} | "
             f"{load['before'][0]:.1f} / {load['after'][0]:.1f} |"

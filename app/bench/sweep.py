@@ -108,14 +108,22 @@ def training_settings(cfg: Any) -> dict[str, Any]:
     return {section: dump[section] for section in TRAINING_SECTIONS}
 
 
+# keys whose default changed after runs had been recorded without them: what those runs used
+FORMER_DEFAULTS = {"train": {"precision": "fp32"}}
+
+
 def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:
-    """True when `current` trains as `stored` did; a key new since then must hold its default."""
+    """True when `current` trains as `stored` did.
+
+    A key new since `stored` was recorded must hold the value the run had without it: its
+    default when it was added (`FORMER_DEFAULTS`, where the default changed since), else today's.
+    """
     from training.config import RecsysConfig
 
     defaults = training_settings(RecsysConfig())
     for section, values in current.items():
-        old = stored.get(section, {})
-        if any(old.get(key, defaults[section].get(key)) != v for key, v in values.items()):
+        old = {**defaults[section], **FORMER_DEFAULTS.get(section, {}), **stored.get(section, {})}
+        if any(old.get(key) != v for key, v in values.items()):
             return False
     return True
 
@@ -247,7 +255,8 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
         "sampling_ms_per_step": clock.ms_per_step(), "sampling_calls": clock.calls,
         "proposal_kl": best_epoch_kl({"validation": curve}), "validation": curve,
         "load_avg": {"before": before, "after": options.load_avg()}, "cpus": os.cpu_count(),
-        "threads": result.threads, "device": result.device, "run_dir": result.run_dir,
+        "threads": result.threads, "device": result.device, "precision": result.precision,
+        "run_dir": result.run_dir,
         "per_user_ndcg": f"{spec.name}.ndcg.npz" if sweep.test else None, "users": len(ndcg),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }  # fmt: skip

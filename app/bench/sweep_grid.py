@@ -22,12 +22,12 @@ from pathlib import Path
 BEAUTY, TOYS = "amazon-beauty", "amazon-toys"
 M = 64
 BIAS_MS = (16, 256)
-# the sweeps' protocol; the temperature and the history length are the ones the comparison and
-# the recipe study ran at (the defaults until the study chose 0.1 and, in stage 7, 20), so
-# their committed runs stay comparable and reused
+# the sweeps' protocol; the temperature, the history length and the precision are the ones the
+# comparison and the recipe study ran at (the defaults until the study chose 0.1 and, in stage
+# 7, 20; fp32 until `auto`), so their committed runs stay comparable and reused
 PROTOCOL = (
     "train.patience=5", "train.max_minutes=30", "train.threads=1", "model.temperature=0.05",
-    "model.max_len=50",
+    "model.max_len=50", "train.precision=fp32",
 )  # fmt: skip
 
 

@@ -177,8 +177,9 @@ def test_every_run_of_the_catalogue_grid_trains(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue"])
 def test_committed_runs_keep_their_settings_after_a_default_changed(grid: str) -> None:
-    """The protocol pins the temperature the committed runs used (0.05; the default is 0.1 since
-    the recipe study): they are reused, not trained again."""
+    """The protocol pins the temperature and precision the committed runs used (0.05, fp32; the
+    defaults are 0.1 and auto since): they are reused, not trained again, also those recorded
+    before `train.precision` existed."""
     from app.bench.grids import GRIDS, RESULT_DIRS
 
     specs, _ = GRIDS[grid](RESULT_DIRS[grid])

@@ -15,7 +15,10 @@ import sys
 import termios
 from pathlib import Path
 
+import torch
+
 from data.synth import generate_events
+from training.precision import resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1"]
@@ -80,6 +83,9 @@ def test_thread_setting_is_honoured(tmp_path: Path) -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         threads[setting] = json.loads(done.stdout)["threads"]
+        used = resolve_precision("auto", torch.device("cpu"))  # the default's choice here
+        assert json.loads(done.stdout)["precision"] == used
+        assert f"matmuls in {used} (precision auto)" in done.stderr
     fresh = subprocess.run(  # torch's default in a new process with this environment
         [sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=env,
         capture_output=True, text=True, check=True,

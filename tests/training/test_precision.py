@@ -1,5 +1,6 @@
-"""`train.precision: bf16`: the tower and the logits in bf16 autocast, everything else fp32."""
+"""`train.precision`: bf16 autocast of the tower and the logits only; auto where it is native."""
 
+import logging
 import math
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config import load_config
 from training.datamodule import item_counts
+from training.precision import matmul_precision, native_bf16, resolve_precision
 from training.trainer import build_module, fit
 
 
@@ -71,3 +73,35 @@ def test_a_bf16_run_learns_as_well_as_fp32(tmp_path) -> None:
     chance = sum(1 / math.log2(rank + 1) for rank in range(1, 11)) / items  # one target, random
     assert fp32 > 2 * chance  # the fixed-seed run learns (chance about 0.11 over 40 items)
     assert abs(bf16 - fp32) <= 0.2 * fp32  # stated tolerance: within 20% of the fp32 score
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux reports them (empty elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return set()
+    lines = cpuinfo.read_text().splitlines()
+    return {flag for line in lines if line.startswith("flags") for flag in line.split()}
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="reads Linux's CPU flags")
+def test_auto_is_bf16_exactly_where_the_cpu_multiplies_it_natively() -> None:
+    native = bool(_cpu_flags() & {"avx512_bf16", "amx_bf16", "amx_tile"})
+    assert native_bf16("cpu") is native
+    assert resolve_precision("auto", torch.device("cpu")) == ("bf16" if native else "fp32")
+    for chosen in ("fp32", "bf16"):  # an explicit choice is kept, native or not
+        assert resolve_precision(chosen, torch.device("cpu")) == chosen
+    autocast_on = []
+    with matmul_precision("auto", torch.device("cpu")):
+        autocast_on.append(torch.is_autocast_enabled("cpu"))
+    assert autocast_on == [native]
+
+
+def test_the_default_is_auto_and_a_fit_says_what_it_used(tmp_path, caplog) -> None:
+    cfg = load_config(overrides=[*TINY, "train.max_epochs=1"])
+    assert cfg.train.precision == "auto"
+    _, splits = tiny_home(tmp_path)
+    with caplog.at_level(logging.INFO, logger="recsys.train"):
+        fit(cfg, splits, tmp_path / "run")
+    used = resolve_precision("auto", torch.device("cpu"))
+    assert f"training on cpu, matmuls in {used} (precision auto)" in caplog.text
