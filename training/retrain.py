@@ -5,14 +5,14 @@ One retrain, top to bottom (`retrain()`):
 2. ingest the new logs once (a file ingested before, by sha256, is not read again);
 3. record the attempt in `retrain.json` (`training.journal`: inputs' key, version, the event
    parts and item count it trains on, counts) so that the same command after a crash resumes
-   the same run, on the same events, from its `last.ckpt` instead of starting over;
+   the same run, on the same events, from its `last.ckpt` instead of starting over; when the
+   served model was trained on every stored event, stop there: nothing to learn (a scheduled
+   retrain over a folder with no new logs), unless `--full` or `--force`;
 4. split those events (or those since `--since`), warm-start from the served model
    (`training.warm_start`) unless `--full`, fit, write the candidate bundle;
-5. gate: the candidate's and the served model's val NDCG@10 on the same rows (each user's
-   latest events, ranked with the retrain's eval settings; a target the served model cannot
-   know counts as its miss), publish when the candidate is not worse by more than
-   `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
-   against (a rollback during the retrain wins).
+5. gate (`training.gate`): the candidate's and the served model's val NDCG@10 on the same
+   rows; publish when the candidate is not worse by more than `retrain.tolerance` (or with
+   `--force`) and the served model is still the one it was gated against.
 A SIGKILL anywhere leaves the served model as it was: `CURRENT` changes only in step 5, by an
 atomic rename.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +38,10 @@ from data.split import Splits
 from data.workspace import Workspace
 from training import bundle, distributed, warm_start
 from training import journal as journal_file
-from training.config import EvalConfig, RecsysConfig
+from training.config import RecsysConfig
+from training.gate import RetrainResult, gate_and_publish, nothing_new
 from training.pipeline import load_splits, train_on
-from training.scoring import bundle_metrics
 from training.warm_start import WarmStart
-
-GATE_METRIC = "ndcg@10"
-
-
-@dataclass
-class RetrainResult:
-    """What a retrain did; `to_json()` is the `recsys retrain --json` payload."""
-
-    version: str
-    previous_version: str | None
-    published: bool
-    reason: str
-    metrics: dict[str, dict[str, float] | None]
-    new_items: int
-    new_users: int
-    new_events: int
-    rejected: int
-
-    def to_json(self) -> dict[str, Any]:
-        """All fields as a JSON-ready dict."""
-        return asdict(self)
 
 
 @dataclass
@@ -121,6 +100,10 @@ def retrain(
                 "from: the model would be random; train with epochs"
             )
         journal = _resume_or_ingest(ws, files, previous, cfg, request)
+        seen_all = previous is not None and journal["new_events"] == 0
+        if seen_all and not (request.force or request.full):  # nothing the served model lacks
+            journal_file.remove(ws)
+            return nothing_new(journal)
         version = journal["version"]
         splits = _attempt_splits(ws, cfg, request.since, journal)
         served = _load(ws, journal["previous_version"])
@@ -128,7 +111,7 @@ def retrain(
             _train_candidate(ws, cfg, splits, journal, served, request, trainer_overrides)
         else:  # killed after its export: the run is done, whatever its owner record says
             owner.finish(ws.run_owner_path(version))
-        result = _gate_and_publish(ws, cfg, splits, journal, served, request.force)
+        result = gate_and_publish(ws, cfg.retrain, cfg.eval, splits, journal, served, request.force)
         journal_file.remove(ws)
     return result
 
@@ -247,64 +230,3 @@ def _warm_start(
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
     return warm_start.from_served(served, checkpoint, cfg.retrain, contexts)
-
-
-def _gate_and_publish(
-    ws: Workspace,
-    cfg: RecsysConfig,
-    splits: Splits,
-    journal: dict[str, Any],
-    served: bundle.ModelBundle | None,
-    force: bool,
-) -> RetrainResult:
-    """Compare the candidate with the served model on the same val rows; publish or keep."""
-    version = journal["version"]
-    candidate = bundle.ModelBundle.load(ws.models_dir / version)
-    ours = _val_metrics(candidate, splits, cfg.eval)  # one ruler for both
-    theirs = _val_metrics(served, splits, cfg.eval) if served is not None else None
-    published, reason = _decide(ours, theirs, cfg.retrain.tolerance, force)
-    now = bundle.current_version(ws.models_dir)
-    if now == version:
-        published, reason = True, "published already (by the run this one resumed)"
-    elif published and now != journal["previous_version"]:
-        published = False
-        reason = (
-            f"not published: the served model changed to {now} during the retrain (a rollback "
-            f"or another publish); the candidate was gated against {journal['previous_version']}"
-        )
-    elif published:
-        bundle.publish(ws.models_dir, version)
-    if not published:
-        bundle.keep_out(ws.models_dir, version, reason)
-    counts = {k: journal[k] for k in ("new_items", "new_users", "new_events", "rejected")}
-    return RetrainResult(
-        version, journal["previous_version"], published, reason,
-        {"candidate": ours, "current": theirs}, **counts,
-    )  # fmt: skip
-
-
-def _val_metrics(model: bundle.ModelBundle, splits: Splits, gate: EvalConfig) -> dict[str, float]:
-    """Val metrics over every val row; rows whose target the model does not know are misses.
-
-    Recall, NDCG and MRR at K score a miss 0, so the metrics on the known rows scale by the
-    known share. The full cross-entropy has no value for an unknown target: it covers the
-    known rows only.
-    """
-    metrics, known = bundle_metrics(model, splits.val, gate)
-    share = known / max(splits.val.height, 1)
-    return {k: (v if k == "full_ce" else v * share) for k, v in metrics.items()}
-
-
-def _decide(
-    ours: dict[str, float], theirs: dict[str, float] | None, tolerance: float, force: bool
-) -> tuple[bool, str]:
-    """(publish?, why) from the candidate's and the served model's val metrics."""
-    if theirs is None:
-        return True, "nothing was served"
-    new, old = ours[GATE_METRIC], theirs[GATE_METRIC]
-    verdict = f"val {GATE_METRIC} {new:.4f} vs served {old:.4f} (tolerance {tolerance:g})"
-    if new >= old - tolerance:
-        return True, f"candidate is not worse: {verdict}"
-    if force:
-        return True, f"published by --force although worse: {verdict}"
-    return False, f"candidate is worse, served model kept: {verdict}"

@@ -103,5 +103,7 @@ def _summary(res: dict[str, object]) -> str:
         f"{res['new_events']} new events ({res['rejected']} rejected), {res['new_items']} new "
         f"items, {res['new_users']} new users; "
     )
+    if res["version"] == res["previous_version"]:  # nothing new: no candidate was trained
+        return f"{head}{res['reason']}"
     verb = "published" if res["published"] else "not published"
     return f"{head}model {res['version']} {verb}: {res['reason']}"

@@ -122,8 +122,16 @@ def _text_row(row: dict[str, Any]) -> str:
         extra += f"  KEPT OUT: {row['kept_out']}"
     return (
         f"{mark} {row['version']}  {when}  dataset={row['dataset']} "
-        f"sampler={row['sampler']} items={row['num_items']}{extra}"
+        f"sampler={_sampler_text(row['sampler'])} items={row['num_items']}{extra}"
     )
+
+
+def _sampler_text(sampler: Any) -> str:
+    """`uniform(m=256)` or `full` for a manifest's {"name", "num_negatives"}; others as they are."""
+    if not isinstance(sampler, dict):
+        return str(sampler)
+    m = sampler.get("num_negatives")
+    return f"{sampler.get('name')}" + ("" if m is None else f"(m={m})")
 
 
 @models_app.command("show")

@@ -65,6 +65,17 @@ def test_list_sorts_by_publish_time_and_marks_broken_bundles(ws: Workspace) -> N
     assert lines[2].startswith("* a-newest  2026-03-01T00:00:00+00:00  dataset=planted")
 
 
+def test_list_names_the_sampler_and_its_m(ws: Workspace) -> None:
+    samplers = {"a": ("uniform", 256), "b": ("full", None)}
+    for version, (name, m) in samplers.items():
+        path = make_bundle(ws.models_dir, version) / "manifest.json"
+        manifest = json.loads(path.read_text())
+        sampler = {"name": name, "num_negatives": m}  # as `recsys train` writes it
+        path.write_text(json.dumps({**manifest, "sampler": sampler}))
+    lines = CliRunner().invoke(app, ["models", "list", "--home", str(ws.root)]).stdout.splitlines()
+    assert " sampler=uniform(m=256) items=60" in lines[0] and " sampler=full items=60" in lines[1]
+
+
 def test_rollback_refuses_a_truncated_query_tower(ws: Workspace) -> None:
     make_bundle(ws.models_dir, "good")
     broken = make_bundle(ws.models_dir, "broken", publish_it=False)

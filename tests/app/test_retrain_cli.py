@@ -63,6 +63,26 @@ def test_retrain_json_payload_and_exit_0_when_kept_or_published(
     assert "served model kept" in text.stdout and f"{unseen} new events" in text.stdout
 
 
+def test_logs_the_served_model_has_seen_train_nothing_and_exit_0(
+    served: tuple[Path, Path], tmp_path: Path, run_cli
+) -> None:
+    home, new = served
+    copy = tmp_path / "home"
+    shutil.copytree(home, copy)
+    first = run_cli("retrain", "--logs", str(new), "--max-epochs", "0", "--force", home=copy)
+    assert first.returncode == 0 and " published" in first.stdout, first.stderr[-2000:]
+    serving = (copy / "models" / "CURRENT").read_text().strip()
+    again = run_cli("retrain", "--logs", str(new), "--json", home=copy)
+    assert again.returncode == 0, again.stderr[-2000:]
+    payload = json.loads(again.stdout)
+    assert set(payload) == PAYLOAD and payload["new_events"] == 0 and not payload["published"]
+    assert payload["version"] == payload["previous_version"] == serving
+    text = run_cli("retrain", "--logs", str(new), home=copy)
+    assert text.returncode == 0
+    head = "0 new events (0 rejected), 0 new items, 0 new users; "
+    assert f"{head}nothing retrained: the served model {serving}" in text.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

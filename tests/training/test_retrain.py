@@ -17,6 +17,7 @@ from data.ingest import LogLayout
 from data.lock import HomeBusyError, training_lock
 from data.synth import generate_events
 from data.workspace import Workspace
+from training import journal
 from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
 from training.config import load_config
 from training.pipeline import train
@@ -223,15 +224,25 @@ def test_a_dead_holders_lock_is_taken_over(ws: Workspace, logs: tuple[Path, Path
     assert current_version(ws.models_dir) == "v1"
 
 
-def test_the_same_logs_again_ingest_nothing(ws: Workspace, logs: tuple[Path, Path]) -> None:
+def test_the_same_logs_again_ingest_nothing_and_train_nothing(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
     old, new = logs
     _served(ws, old)
     first = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     events, items = store.count_events(ws), vocab.load_item_vocab(ws).height
+    versions = sorted(p.name for p in ws.models_dir.iterdir())
     again = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     assert (again.new_events, again.new_items, again.new_users) == (0, 0, 0)
     assert store.count_events(ws) == events and vocab.load_item_vocab(ws).height == items
-    assert again.previous_version == first.version != again.version
+    # the served model was trained on every stored event: no candidate, nothing written
+    assert again.version == again.previous_version == first.version and not again.published
+    assert again.reason.startswith("nothing retrained: the served model")
+    assert sorted(p.name for p in ws.models_dir.iterdir()) == versions
+    assert journal.read(ws) is None and current_version(ws.models_dir) == first.version
+    forced = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0, force=True)
+    assert forced.published and forced.previous_version == first.version != forced.version
+    assert store.count_events(ws) == events
 
 
 def test_logs_with_their_own_column_names(
