@@ -33,6 +33,11 @@ _EXTENSIONS = {
     ".json": "ndjson",
 }
 _SNIFF_BYTES = 1 << 16
+# byte-order marks of the wider Unicode encodings (UTF-32 LE's begins with UTF-16 LE's: first)
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+)  # fmt: skip
 # Tried in order; each yields null where it does not match, so the first match wins.
 _ISO_FORMATS = (
     ("%Y-%m-%dT%H:%M:%S%.f%z", True),
@@ -79,6 +84,12 @@ def _check_text(path: Path, fmt: str) -> None:
         head = fh.read(_SNIFF_BYTES)
     if not head.strip():
         raise RecsysInputError(f"{path}: empty file")
+    wide = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+    if wide is not None:  # a spreadsheet's "Unicode text" export: NUL bytes, but text
+        raise RecsysInputError(
+            f"{path}: {wide} text; logs are read as UTF-8: convert it first "
+            f"(iconv -f {wide} -t UTF-8 {path.name} > {path.stem}-utf8{path.suffix})"
+        )
     if b"\x00" in head:
         raise RecsysInputError(f"{path}: binary content, not a {fmt.upper()} file")
     try:

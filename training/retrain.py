@@ -100,8 +100,7 @@ def retrain(
                 "from: the model would be random; train with epochs"
             )
         journal = _resume_or_ingest(ws, files, previous, cfg, request)
-        seen_all = previous is not None and journal["new_events"] == 0
-        if seen_all and not (request.force or request.full):  # nothing the served model lacks
+        if _served_saw_everything(ws, journal) and not (request.force or request.full):
             journal_file.remove(ws)
             return nothing_new(journal)
         version = journal["version"]
@@ -180,6 +179,17 @@ def _unseen_by_served(
         "new_events": int(fresh.select(pl.len()).collect().item()),
         "new_users": int(users.select(pl.len()).collect().item()),
     }
+
+
+def _served_saw_everything(ws: Workspace, journal: dict[str, Any]) -> bool:
+    """The served model was trained on every stored event part (its manifest lists them).
+
+    A bundle from before manifests listed their parts cannot say so: False.
+    """
+    served = journal["previous_version"]
+    if served is None or journal["new_events"] > 0:
+        return False
+    return bundle.read_manifest(ws.models_dir / served).get("events") is not None
 
 
 def _attempt_splits(

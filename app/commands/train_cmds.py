@@ -178,7 +178,8 @@ def train_command(
     test = payload["metrics"]["test"]
     typer.echo(
         f"model {result.version} published ({result.dataset}, sampler {result.sampler}, "
-        f"{result.epochs} epochs, {result.train_seconds:.0f} s): test recall@10 "
+        f"{result.epochs} epoch{'' if result.epochs == 1 else 's'}, "
+        f"{result.train_seconds:.0f} s): test recall@10 "
         f"{test['recall@10']:.4f}, ndcg@10 {test['ndcg@10']:.4f}, full CE {test['full_ce']:.3f}"
     )
 

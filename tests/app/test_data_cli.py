@@ -109,6 +109,7 @@ def _unreadable(tmp_path: Path, case: str) -> tuple[list[str], str]:
         "no-time-column": b"user_id,item_id\nu,i\n",
         "binary": bytes(range(256)) * 4,
         "latin1": "user_id,item_id,timestamp\nJosé,i,1\n".encode("latin-1"),
+        "utf16": "user_id,item_id,timestamp\nu,i,1\n".encode("utf-16"),  # with its BOM
         "not-parquet": GOOD.encode(),
         "truncated-parquet": good_parquet.read_bytes()[:-20],
     }
@@ -119,6 +120,7 @@ def _unreadable(tmp_path: Path, case: str) -> tuple[list[str], str]:
         "no-time-column": "no column 'timestamp'",
         "binary": "binary content",
         "latin1": "not UTF-8",
+        "utf16": "x.csv: UTF-16 text; logs are read as UTF-8: convert it first (iconv -f UTF-16",
         "not-parquet": "not a parquet file",
         "truncated-parquet": "truncated",
     }
@@ -134,6 +136,7 @@ UNREADABLE = [
     "no-time-column",
     "binary",
     "latin1",
+    "utf16",
     "not-parquet",
     "truncated-parquet",
 ]

@@ -48,3 +48,9 @@ def test_a_resumed_fit_counts_the_time_before_the_resume_against_the_cap(
 ) -> None:
     (epoch_line,) = _resumed_fit(monkeypatch, EpochProgress(20, 10.0))
     assert epoch_line.endswith("5.0 min left of the 10 min cap")  # 4 min before, 1 since
+
+
+def test_a_cap_of_a_third_of_a_minute_reads_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `recsys tune` gives each trial its share of the budget: 5 minutes over 15 trials
+    (epoch_line,) = _resumed_fit(monkeypatch, EpochProgress(20, 5 / 15))
+    assert epoch_line.endswith("0.0 min left of the 0.333 min cap")  # not 0.333333
