@@ -45,8 +45,8 @@ def nothing_new(journal: dict[str, Any]) -> RetrainResult:
     """The result of a retrain whose logs hold no event the served model has not seen."""
     served = journal["previous_version"]
     reason = (
-        f"nothing retrained: the served model {served} was trained on every stored event "
-        "(--full or --force retrains anyway)"
+        f"nothing retrained: no stored event is new to the served model {served} (--full "
+        "trains from scratch anyway; --force warm-starts anyway and publishes without the gate)"
     )
     counts = {k: journal[k] for k in COUNTS}
     return RetrainResult(

@@ -50,7 +50,8 @@ def native_bf16(device_type: str) -> bool:
     The CPU answer is torch's own feature checks; a torch without them answers no.
     """
     if device_type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        # native only: torch also answers yes for GPUs that emulate bf16 (V100, T4), slower there
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if device_type != "cpu":
         return False
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")

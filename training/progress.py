@@ -96,7 +96,7 @@ class EpochProgress(pl_lightning.Callback):
         """
         if self.max_minutes:
             rest = max(self.max_minutes - module.clock.seconds() / 60, 0.0)
-            return f"{rest:.1f} min left of the {self.max_minutes:.3g} min cap"
+            return f"{rest:.1f} min left of the {round(self.max_minutes, 3):g} min cap"
         pace = (now - self._fit_start) / max(run, 1)  # seconds an epoch (step) since the start
         return f"at most {pace * max(left, 0) / 60:.1f} min to go"
 

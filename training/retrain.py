@@ -56,14 +56,16 @@ class RetrainRequest:
     layout: LogLayout = DEFAULT_LAYOUT
 
 
-HARDWARE = ("accelerator", "devices", "num_nodes", "strategy")  # of the machine, not the model
+# of the machine, not the model (precision: auto picks what this machine multiplies natively)
+HARDWARE = ("accelerator", "devices", "num_nodes", "strategy", "precision")
 
 
 def served_config(models_dir: Path) -> dict[str, Any] | None:
     """The served model's config (a retrain's base), or None when nothing is published.
 
-    The served run's `train.accelerator`, `devices`, `num_nodes` and `strategy` are left out:
-    they describe the machine it ran on (a retrain runs in one process, perhaps elsewhere).
+    The served run's `train.accelerator`, `devices`, `num_nodes`, `strategy` and `precision`
+    are left out: they describe the machine it ran on (a retrain runs in one process, perhaps
+    elsewhere, in the precision that machine multiplies natively by default).
     """
     version = bundle.current_version(models_dir)
     if version is None:
@@ -100,8 +102,7 @@ def retrain(
                 "from: the model would be random; train with epochs"
             )
         journal = _resume_or_ingest(ws, files, previous, cfg, request)
-        if _served_saw_everything(ws, journal) and not (request.force or request.full):
-            journal_file.remove(ws)
+        if journal.get("nothing_new"):
             return nothing_new(journal)
         version = journal["version"]
         splits = _attempt_splits(ws, cfg, request.since, journal)
@@ -130,7 +131,11 @@ def _journal_key(prints: list[str], previous: str | None, cfg: RecsysConfig, req
 def _resume_or_ingest(
     ws: Workspace, files: list[Path], previous: str | None, cfg: RecsysConfig, req: RetrainRequest
 ) -> dict[str, Any]:
-    """The journal of this attempt: resumed if a killed run of the same command left one."""
+    """The journal of this attempt: resumed if a killed run of the same command left one.
+
+    A new attempt with nothing the served model has not seen (and neither --full nor --force)
+    is not written: it comes back marked `nothing_new`. A resumed one always goes on.
+    """
     prints = [fingerprint(f) for f in files]
     journal = journal_file.read(ws)
     if journal is not None:
@@ -155,6 +160,8 @@ def _resume_or_ingest(
         **_unseen_by_served(ws, previous, parts, report),
         "rejected": report.rejected if report else 0,
     }
+    if _served_saw_everything(ws, journal) and not (req.force or req.full):
+        return {**journal, "nothing_new": True}  # no attempt: no journal to resume
     journal_file.write(ws, journal)
     return journal
 

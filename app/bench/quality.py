@@ -102,6 +102,7 @@ def _row(result: Any) -> dict[str, Any]:
         "epochs": result.epochs,
         "train_seconds": result.train_seconds,
         "device": result.device,
+        "precision": result.precision,
         "metrics": result.metrics,
         "validation": validation_curve(result.run_dir),
     }

@@ -144,6 +144,7 @@ def _summary(
     return {
         "sampler": sampler,
         "num_negatives": None if sampler == "full" else m,
+        "precision": module.cfg.train.precision,
         "steps_profiled": steps,
         "ms_per_step": round(step_ms + gap_ms, 1),
         "phases_ms": {k: round(v, 2) for k, v in phases.items()},
@@ -175,7 +176,9 @@ def run_profiles(home: Path, dataset: str, samplers: list[str], args: dict[str, 
         RecsysInputError: a sampler's config is bad (an unknown name): before anything runs.
 
     """
-    configs = [build_config(s, None, None, [], args["overrides"]) for s in samplers]
+    # fp32 (`--set train.precision=...` overrides it): the arithmetic limit is fp32's matmul rate
+    sets = ["train.precision=fp32", *args["overrides"]]
+    configs = [build_config(s, None, None, [], sets) for s in samplers]
     ws = Workspace(home)
     rows = [profile_sampler(ws, dataset, cfg, args) for cfg in configs]
     return {"dataset": dataset, "results": rows, "setup": args, "machine": machine(args["threads"])}

@@ -59,6 +59,7 @@ def _config(
             f"model.tower={tower}",
             f"model.max_len={args['length']}",
             f"train.sparse_embeddings={str(sampler != FULL).lower()}",
+            "train.precision=fp32",  # the committed figures' precision, whatever the CPU
         ]
     )
 

@@ -70,10 +70,11 @@ def retrain_command(
 ) -> None:
     """Retrain on new logs: warm start from the served model, publish only if not worse.
 
-    The served model's config is the base; --config and --set apply on top. Exit 0 when the
-    candidate was published or kept out by the gate (the output says which), 1 on failure,
-    2 on bad input or a home another training holds. Run the same command again after a crash:
-    it resumes, and ingests nothing twice.
+    The served model's config is the base; --config and --set apply on top. When no stored
+    event is new to the served model, nothing is trained (--full or --force trains anyway).
+    Exit 0 when the candidate was published or kept out by the gate, or nothing was new (the
+    output says which), 1 on failure, 2 on bad input or a home another training holds. Run the
+    same command again after a crash: it resumes, and ingests nothing twice.
     """
     from training.retrain import RetrainRequest, retrain, served_config
 

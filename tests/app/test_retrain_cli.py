@@ -80,7 +80,8 @@ def test_logs_the_served_model_has_seen_train_nothing_and_exit_0(
     text = run_cli("retrain", "--logs", str(new), home=copy)
     assert text.returncode == 0
     head = "0 new events (0 rejected), 0 new items, 0 new users; "
-    assert f"{head}nothing retrained: the served model {serving}" in text.stdout
+    message = f"{head}nothing retrained: no stored event is new to the served model {serving}"
+    assert message in text.stdout
 
 
 @pytest.mark.parametrize(

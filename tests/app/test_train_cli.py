@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from training.config import RecsysConfig, load_config
+from training.precision import resolve_precision
 from training.samplers import SAMPLERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,6 +130,7 @@ def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
     for row in rows:
         assert 0 <= row["ndcg@10"] <= row["recall@10"] <= 1 and row["full_ce"] > 0
         assert row["epochs"] == 1 and row["seconds_per_epoch"] > 0 and row["device"]
+        assert row["precision"] == resolve_precision("auto", torch.device(row["device"]))
         assert [v["epoch"] for v in row["validation"]] == [0]
     assert rows[0]["validation"][0]["val/ndcg@10"] == pytest.approx(rows[0]["val_ndcg@10"])
     assert rows[1]["validation"][0]["val/proposal_kl"] > 0  # uniform is log n - H(p) away

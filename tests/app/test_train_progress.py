@@ -74,7 +74,7 @@ def test_thread_setting_is_honoured(tmp_path: Path) -> None:
     generate_events(100, 50, 1200, seed=4).write_csv(log)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     cmd = [sys.executable, "-m", "app", "train", "--dataset", str(log), "--max-epochs", "1"]
-    cmd += [*TINY, "--json", "--home", str(tmp_path / "home")]
+    cmd += [*TINY, "--set", "train.accelerator=cpu", "--json", "--home", str(tmp_path / "home")]
     threads = {}
     for setting in ("1", "null"):
         done = subprocess.run(

@@ -98,7 +98,7 @@ def test_auto_is_bf16_exactly_where_the_cpu_multiplies_it_natively() -> None:
 
 
 def test_the_default_is_auto_and_a_fit_says_what_it_used(tmp_path, caplog) -> None:
-    cfg = load_config(overrides=[*TINY, "train.max_epochs=1"])
+    cfg = load_config(overrides=[*TINY, "train.max_epochs=1", "train.accelerator=cpu"])
     assert cfg.train.precision == "auto"
     _, splits = tiny_home(tmp_path)
     with caplog.at_level(logging.INFO, logger="recsys.train"):

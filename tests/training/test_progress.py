@@ -54,3 +54,8 @@ def test_a_cap_of_a_third_of_a_minute_reads_as_such(monkeypatch: pytest.MonkeyPa
     # `recsys tune` gives each trial its share of the budget: 5 minutes over 15 trials
     (epoch_line,) = _resumed_fit(monkeypatch, EpochProgress(20, 5 / 15))
     assert epoch_line.endswith("0.0 min left of the 0.333 min cap")  # not 0.333333
+
+
+def test_a_day_long_cap_reads_in_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    (epoch_line,) = _resumed_fit(monkeypatch, EpochProgress(20, 1440.0))
+    assert epoch_line.endswith("1435.0 min left of the 1440 min cap")  # not 1.44e+03

@@ -21,7 +21,7 @@ from training import journal
 from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
 from training.config import load_config
 from training.pipeline import train
-from training.retrain import RetrainRequest, retrain, served_config
+from training.retrain import RetrainRequest, _resume_or_ingest, retrain, served_config
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
@@ -186,10 +186,14 @@ def test_a_retrain_does_not_inherit_the_served_runs_machine(
     _served(ws, old)
     path = ws.models_dir / "v1" / "manifest.json"
     manifest = json.loads(path.read_text())
-    manifest["config"]["train"].update(devices=2, accelerator="gpu", strategy="ddp")
-    path.write_text(json.dumps(manifest))  # as a model trained with `--devices 2` on a GPU
+    manifest["config"]["train"].update(
+        devices=2, accelerator="gpu", strategy="ddp", precision="fp32"
+    )  # as a model trained with `--devices 2` on a GPU, before the default precision was auto
+    path.write_text(json.dumps(manifest))
     base = served_config(ws.models_dir)
-    assert base is not None and not {"devices", "accelerator", "strategy"} & set(base["train"])
+    machine = {"devices", "accelerator", "strategy", "precision"}
+    assert base is not None and not machine & set(base["train"])
+    assert load_config(base=base).train.precision == "auto"  # this machine's default
     assert base["train"]["lr"] == manifest["config"]["train"]["lr"]  # the model's own settings
     res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=1)
     assert res.published
@@ -235,9 +239,9 @@ def test_the_same_logs_again_ingest_nothing_and_train_nothing(
     again = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     assert (again.new_events, again.new_items, again.new_users) == (0, 0, 0)
     assert store.count_events(ws) == events and vocab.load_item_vocab(ws).height == items
-    # the served model was trained on every stored event: no candidate, nothing written
+    # no stored event is new to the served model: no candidate, nothing written
     assert again.version == again.previous_version == first.version and not again.published
-    assert again.reason.startswith("nothing retrained: the served model")
+    assert again.reason.startswith("nothing retrained: no stored event is new to the served")
     assert sorted(p.name for p in ws.models_dir.iterdir()) == versions
     assert journal.read(ws) is None and current_version(ws.models_dir) == first.version
     forced = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0, force=True)
@@ -250,6 +254,20 @@ def test_the_same_logs_again_ingest_nothing_and_train_nothing(
     manifest.write_text(json.dumps(fields))
     legacy = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     assert legacy.previous_version == forced.version != legacy.version
+
+
+def test_a_killed_forced_attempt_over_seen_logs_resumes_without_force(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    first = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)  # now it has seen them all
+    cfg = load_config(overrides=["retrain.tolerance=1.0"], base=served_config(ws.models_dir))
+    forced = RetrainRequest([new], force=True, max_epochs=0)
+    killed = _resume_or_ingest(ws, [new], first.version, cfg, forced)  # killed after this step
+    resumed = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)  # the rerun, no --force
+    assert resumed.version == killed["version"] and resumed.previous_version == first.version
+    assert resumed.published and journal.read(ws) is None
 
 
 def test_logs_with_their_own_column_names(
