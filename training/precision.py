@@ -9,8 +9,8 @@ are rounded bf16 products (about 3 significant digits), so under bf16 the two di
 rounding: in the chunked full softmax the log-sum-exp holds a rounded copy of the positive.
 
 `train.precision: auto` (the default) is bf16 where the device multiplies bf16 natively (a CUDA
-GPU that supports it; a CPU with AVX512-BF16 or AMX) and fp32 elsewhere, where bf16 products
-are emulated and slower than fp32 (docs/benchmarks.md).
+GPU of compute capability 8.0 and up; a CPU with AVX512-BF16 or AMX) and fp32 elsewhere, where
+bf16 products are emulated and slower than fp32 (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ One retrain, top to bottom (`retrain()`):
 2. ingest the new logs once (a file ingested before, by sha256, is not read again);
 3. record the attempt in `retrain.json` (`training.journal`: inputs' key, version, the event
    parts and item count it trains on, counts) so that the same command after a crash resumes
-   the same run, on the same events, from its `last.ckpt` instead of starting over; when the
-   served model was trained on every stored event, stop there: nothing to learn (a scheduled
-   retrain over a folder with no new logs), unless `--full` or `--force`;
+   the same run, on the same events, from its `last.ckpt` instead of starting over; a new
+   attempt in which no stored event is new to the served model (its manifest lists the parts
+   it saw) stops there: nothing to learn (a scheduled retrain over a folder with no new logs),
+   unless `--full` or `--force`;
 4. split those events (or those since `--since`), warm-start from the served model
    (`training.warm_start`) unless `--full`, fit, write the candidate bundle;
 5. gate (`training.gate`): the candidate's and the served model's val NDCG@10 on the same
