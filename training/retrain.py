@@ -146,7 +146,7 @@ def _resume_or_ingest(
             return journal
     key = _journal_key(prints, previous, cfg, req)
     report = ingest_once(ws, files, layout=req.layout)
-    served_items = bundle.read_manifest(ws.models_dir / previous)["num_items"] if previous else 0
+    served = bundle.read_manifest(ws.models_dir / previous) if previous else {}
     # what this attempt trains on, so that a resumed one reads the same events and items: the
     # parts first, then the items (a part committed in between only adds unused item rows)
     parts = [p.stem.removeprefix("part-") for p in store.part_paths(ws)]
@@ -157,26 +157,29 @@ def _resume_or_ingest(
         "previous_version": previous,
         "parts": parts,
         "num_items": items,
-        "new_items": items - served_items,
-        **_unseen_by_served(ws, previous, parts, report),
+        "new_items": items - (served["num_items"] if served else 0),
+        **_unseen_by_served(ws, served, parts, report),
         "rejected": report.rejected if report else 0,
     }
-    if _served_saw_everything(ws, journal) and not (req.force or req.full):
+    # nothing new by the served model's own list of the parts it saw (older bundles have none)
+    saw_all = served.get("events") is not None and journal["new_events"] == 0
+    if saw_all and not (req.force or req.full):
         return {**journal, "nothing_new": True}  # no attempt: no journal to resume
     journal_file.write(ws, journal)
     return journal
 
 
 def _unseen_by_served(
-    ws: Workspace, previous: str | None, parts: list[str], report: IngestReport | None
+    ws: Workspace, served: dict[str, Any], parts: list[str], report: IngestReport | None
 ) -> dict[str, int]:
     """`new_events` and `new_users`: in the event parts the served model was not trained on.
 
     Counted against the served bundle's parts, not this attempt's ingest, so that a retrain run
     again with other settings (say `--full` after a refused warm start) reports the same. A
     bundle from before manifests listed their parts: the parts other than this ingest's.
+    `served` is the served bundle's manifest ({} when nothing is served).
     """
-    seen = bundle.read_manifest(ws.models_dir / previous).get("events") if previous else []
+    seen = served.get("events") if served else []
     if seen is None:
         seen = [name for name in parts if report is None or name != report.ingest_id]
     paths, served = {name: store.part_path(ws, name) for name in parts}, frozenset(seen)
@@ -187,17 +190,6 @@ def _unseen_by_served(
         "new_events": int(fresh.select(pl.len()).collect().item()),
         "new_users": int(users.select(pl.len()).collect().item()),
     }
-
-
-def _served_saw_everything(ws: Workspace, journal: dict[str, Any]) -> bool:
-    """The served model was trained on every stored event part (its manifest lists them).
-
-    A bundle from before manifests listed their parts cannot say so: False.
-    """
-    served = journal["previous_version"]
-    if served is None or journal["new_events"] > 0:
-        return False
-    return bundle.read_manifest(ws.models_dir / served).get("events") is not None
 
 
 def _attempt_splits(

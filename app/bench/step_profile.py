@@ -36,6 +36,7 @@ from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule, item_counts
 from training.interrupt import interruptible_fit
 from training.lit_module import PHASES, RetrievalModule
+from training.precision import resolve_precision
 from training.trainer import build_module
 
 WARMUP_STEPS = 5  # allocations, Adam state: not profiled
@@ -144,7 +145,7 @@ def _summary(
     return {
         "sampler": sampler,
         "num_negatives": None if sampler == "full" else m,
-        "precision": module.cfg.train.precision,
+        "precision": resolve_precision(module.cfg.train.precision, module.device),
         "steps_profiled": steps,
         "ms_per_step": round(step_ms + gap_ms, 1),
         "phases_ms": {k: round(v, 2) for k, v in phases.items()},
