@@ -182,8 +182,8 @@ def _unseen_by_served(
     seen = served.get("events") if served else []
     if seen is None:
         seen = [name for name in parts if report is None or name != report.ingest_id]
-    paths, served = {name: store.part_path(ws, name) for name in parts}, frozenset(seen)
-    fresh = store.read_events(ws, [paths[n] for n in parts if n not in served])
+    paths, trained_on = {name: store.part_path(ws, name) for name in parts}, frozenset(seen)
+    fresh = store.read_events(ws, [paths[n] for n in parts if n not in trained_on])
     known = store.read_events(ws, [paths[n] for n in seen if n in paths]).select("user_id")
     users = fresh.select("user_id").unique().join(known.unique(), on="user_id", how="anti")
     return {
