@@ -165,6 +165,13 @@ class TrainConfig(_Section):
         description="Stop training after this wall time (the best checkpoint is kept).",
     )
     patience: int = Field(10, ge=1, description="Early stopping, in validation rounds.")
+    patience_window: int = Field(
+        3,
+        ge=1,
+        description="Early stopping counts patience on the mean val NDCG@10 of this many "
+        "rounds, so one noisy round neither restarts nor ends it (1: each round alone; "
+        "`training/stopping.py`). The checkpoint is still the best single round.",
+    )
     val_every: int = Field(1, ge=1, description="Validate every N epochs.")
     val_every_steps: int | None = Field(
         None,

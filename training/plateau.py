@@ -19,14 +19,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch import Tensor
+
+from training.stopping import SmoothedStopping
 
 log = logging.getLogger("recsys.train")
 
 
-class DecayBeforeStopping(EarlyStopping):
+class DecayBeforeStopping(SmoothedStopping):
     """Early stopping whose first plateau starts the lr decay; the run stops when it ends."""
 
     def __init__(self, rounds_every: int, steps_every: int | None = None, **kwargs: Any) -> None:
@@ -49,8 +50,8 @@ class DecayBeforeStopping(EarlyStopping):
                 self.wait_count = 0
                 self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
                 message = (
-                    f"{self.monitor} has not improved for {self.patience} rounds: the lr decays "
-                    f"over the next {self.patience} rounds, then training stops"
+                    f"{self._watched()} has not improved for {self.patience} rounds: the lr "
+                    f"decays over the next {self.patience} rounds, then training stops"
                 )
                 log.info(message)
                 return False, message

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytorch_lightning as pl_lightning
 import torch
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from data.errors import RecsysInputError
@@ -38,6 +38,7 @@ from training.model import build_model
 from training.plateau import DecayBeforeStopping
 from training.progress import EpochBar, EpochProgress, EpochTimer
 from training.samplers import SamplerContext, build_sampler
+from training.stopping import SmoothedStopping
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +135,14 @@ def _checkpoints(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[Mode
     return [best, last] if save_last else [best]
 
 
-def _stopping(cfg: RecsysConfig, patience: int) -> EarlyStopping:
+def _stopping(cfg: RecsysConfig, patience: int) -> SmoothedStopping:
     """Early stopping, or (`lr_schedule: plateau`) the decay it starts before it stops."""
+    rule: dict[str, Any] = {"monitor": MONITOR, "mode": "max", "patience": patience}
+    rule["window"] = cfg.train.patience_window
     if cfg.train.lr_schedule != "plateau":
-        return EarlyStopping(monitor=MONITOR, mode="max", patience=patience)
+        return SmoothedStopping(**rule)
     every = (cfg.train.val_every, cfg.train.val_every_steps)
-    return DecayBeforeStopping(*every, monitor=MONITOR, mode="max", patience=patience)
+    return DecayBeforeStopping(*every, **rule)
 
 
 def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str, Any]:

@@ -109,7 +109,9 @@ def training_settings(cfg: Any) -> dict[str, Any]:
 
 
 # keys whose default changed after runs had been recorded without them: what those runs used
-FORMER_DEFAULTS = {"train": {"precision": "fp32"}}
+FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1}}
+# keys that only decide when a run stops early
+STOPPING_KEYS = ("patience", "patience_window")
 
 
 def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -135,8 +137,29 @@ def is_done(spec: RunSpec, sweep: Sweep) -> bool:
         return False
     record = json.loads(path.read_text())
     current = training_settings(run_config(spec, sweep))
-    same_data = record.get("data_sha256") == sweep.fingerprint(spec.dataset)
-    return same_data and same_settings(record.get("config", {}), current)
+    if record.get("data_sha256") != sweep.fingerprint(spec.dataset):
+        return False
+    return same_settings(record.get("config", {}), current) or stops_alike(record, current)
+
+
+def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
+    """True when `record` trained as `current` would, though its stopping settings differ.
+
+    That is when the two differ only in when a run stops early, and `record` ran to its time
+    cap or epoch limit without today's rule stopping it sooner on its own validation curve:
+    training is deterministic for a seed.
+    """
+    from training.stopping import stop_round
+
+    train = current["train"]
+    others = {**current, "train": {k: v for k, v in train.items() if k not in STOPPING_KEYS}}
+    stored = record.get("config", {})
+    if record.get("stopped_by") == "early stopping" or not same_settings(stored, others):
+        return False
+    rounds = record.get("validation", [])
+    curve = [float(row["val/ndcg@10"]) for row in rounds if row.get("val/ndcg@10") is not None]
+    stop = stop_round(curve, train["patience"], train["patience_window"])
+    return bool(curve) and (stop is None or stop >= len(curve))
 
 
 def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:

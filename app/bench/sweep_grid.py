@@ -22,12 +22,13 @@ from pathlib import Path
 BEAUTY, TOYS = "amazon-beauty", "amazon-toys"
 M = 64
 BIAS_MS = (16, 256)
-# the sweeps' protocol; the temperature, the history length and the precision are the ones the
-# comparison and the recipe study ran at (the defaults until the study chose 0.1 and, in stage
-# 7, 20; fp32 until `auto`), so their committed runs stay comparable and reused
+# the sweeps' protocol; the temperature, the history length, the precision and the stopping
+# window are the ones the comparison and the recipe study ran at (the defaults until the study
+# chose 0.1 and, in stage 7, 20; fp32 until `auto`; each round alone until the window), so
+# their committed runs stay comparable and reused
 PROTOCOL = (
     "train.patience=5", "train.max_minutes=30", "train.threads=1", "model.temperature=0.05",
-    "model.max_len=50", "train.precision=fp32",
+    "model.max_len=50", "train.precision=fp32", "train.patience_window=1",
 )  # fmt: skip
 
 

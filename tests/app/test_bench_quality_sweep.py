@@ -300,3 +300,32 @@ def test_quality_refuses_several_processes_before_training(
     done = run_inproc(capsys, *args)
     assert done.returncode == 2 and "runs in one process" in done.stderr
     assert not (tmp_path / "q.json").exists()
+
+
+def _record(stopped_by: str, curve: list[float], **train: object) -> dict:
+    """A result record trained with today's settings but `train`, its validation curve."""
+    from training.config import RecsysConfig
+
+    config = sweep.training_settings(RecsysConfig())
+    config["train"].update(train)
+    rounds = [{"epoch": i, "val/ndcg@10": v} for i, v in enumerate(curve)]
+    return {"config": config, "stopped_by": stopped_by, "validation": rounds}
+
+
+def test_a_run_that_ran_to_its_cap_is_reused_when_todays_stopping_rule_would_not_end_it() -> None:
+    """A record from before `train.patience_window` (each round alone) that ran to its cap is
+    what today's rule trains, if that rule does not stop it sooner on the record's own curve."""
+    from training.config import RecsysConfig
+
+    current = sweep.training_settings(RecsysConfig())
+    rising = [0.01 * i for i in range(20)]
+    old = {"patience_window": 1}
+    assert sweep.stops_alike(_record("time cap", rising, **old), current)
+    assert sweep.stops_alike(_record("max epochs", rising, **old), current)
+    # today's rule (patience 10 on the mean of 3) would have stopped this one at round 11
+    stalled = [0.5, *[0.1] * 19]
+    assert not sweep.stops_alike(_record("time cap", stalled, **old), current)
+    # a run that stopped early might have gone on: trained again
+    assert not sweep.stops_alike(_record("early stopping", rising, **old), current)
+    # another setting than when to stop changed: trained again
+    assert not sweep.stops_alike(_record("time cap", rising, **old, lr=0.01), current)

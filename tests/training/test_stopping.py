@@ -1,0 +1,76 @@
+"""Early stopping on the mean of the last rounds (`train.patience_window`)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from pytorch_lightning.callbacks import EarlyStopping
+
+from training.config import load_config
+from training.stopping import SmoothedStopping, smoothed, stop_round
+from training.trainer import _stopping
+
+# a slow climb under round-to-round noise, as a sampled run's plateau: the rounds after the
+# 3rd never beat 0.0600 (the 9th falls short by 0.00004), yet the trend is still up
+NOISY_CLIMB = [0.050, 0.058, 0.0600, 0.0590, 0.0596, 0.0588, 0.0598, 0.0592, 0.05996, 0.0597,
+               0.0599, 0.0598, 0.0599, 0.0604, 0.0606, 0.0608]  # fmt: skip
+
+
+def _callback_stop(callback: EarlyStopping, curve: list[float]) -> int | None:
+    """Feed the curve one round at a time; the rounds trained when the callback says stop."""
+    for i, score in enumerate(curve):
+        if callback._evaluate_stopping_criteria(torch.tensor(score))[0]:
+            return i + 1
+    return None
+
+
+def _rule(window: int, patience: int) -> SmoothedStopping:
+    return SmoothedStopping(window, monitor="val/ndcg@10", mode="max", patience=patience)
+
+
+def test_one_noisy_round_ends_each_round_alone_but_not_the_mean_of_three() -> None:
+    assert stop_round(NOISY_CLIMB, patience=10, window=1) == 13  # best at round 3
+    assert stop_round(NOISY_CLIMB, patience=10, window=3) is None  # the mean keeps climbing
+    assert smoothed([1.0, 2.0, 3.0, 4.0], 3) == [1.0, 1.5, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 5])
+@pytest.mark.parametrize("patience", [1, 3, 10])
+def test_the_callback_stops_where_the_replay_says(window: int, patience: int) -> None:
+    rng = random.Random(window * 100 + patience)
+    for _ in range(20):
+        # float32 values, as the logged metric is: the callback compares in float32
+        curve = [float(torch.tensor(0.05 + 0.01 * rng.random())) for _ in range(30)]
+        assert _callback_stop(_rule(window, patience), curve) == stop_round(curve, patience, window)
+
+
+def test_a_window_of_one_is_lightnings_early_stopping() -> None:
+    rng = random.Random(7)
+    for _ in range(20):
+        curve = [rng.random() for _ in range(25)]
+        lightning = EarlyStopping(monitor="val/ndcg@10", mode="max", patience=4)
+        assert _callback_stop(_rule(1, 4), curve) == _callback_stop(lightning, curve)
+
+
+def test_a_resumed_fit_counts_on_with_the_rounds_of_its_mean() -> None:
+    first = _rule(3, 10)
+    assert _callback_stop(first, NOISY_CLIMB[:8]) is None
+    resumed = _rule(3, 10)
+    resumed.load_state_dict(first.state_dict())
+    assert (
+        resumed.recent == pytest.approx(NOISY_CLIMB[5:8]) and resumed.wait_count == first.wait_count
+    )
+    assert _callback_stop(resumed, NOISY_CLIMB[8:]) is None
+    old = {k: v for k, v in first.state_dict().items() if k != "recent"}
+    _rule(3, 10).load_state_dict(old)  # a checkpoint from before the window still loads
+
+
+@pytest.mark.parametrize("schedule", ["constant", "plateau"])
+def test_training_uses_the_configured_window(schedule: str) -> None:
+    cfg = load_config(overrides=[f"train.lr_schedule={schedule}", "train.patience_window=4"])
+    callback = _stopping(cfg, patience=6)
+    assert isinstance(callback, SmoothedStopping)
+    assert (callback.window, callback.patience) == (4, 6)
+    assert load_config().train.patience_window == 3  # the default (docs/benchmarks.md)
