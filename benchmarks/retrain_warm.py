@@ -10,13 +10,18 @@ each variant runs `recsys retrain --logs new.csv`:
 - `sp_0.4_0.1`, `sp_0.8_0.05`: warm start with shrink and perturb (`retrain.shrink`,
   `retrain.perturb`: the served weights times lambda plus p times a fresh initialisation);
 - `full`: `--full`, from scratch on the same events;
-- `zero_context`, `zero_random`: the warm start itself (`--max-epochs 0`), each initialisation.
+- `zero_context`, `zero_random`: the warm start itself (`--max-epochs 0`), each initialisation;
+- `warm_cosine18`: 18 warm rounds with the lr decayed over them (cosine);
+- `warm_mean3`, `full_mean3`: warm and full under today's early stopping (patience counted on
+  the mean of the last 3 rounds); the variants above ran before it, each round alone, and pin
+  that (`train.patience_window=1`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
 candidate) and is skipped when that file exists, so the sweep resumes. At the end,
 `DIR/paired.json` holds the paired bootstrap of test NDCG@10 of each warm variant against the
-full retrain (benchmarks/paired_ndcg.py), computed again when a warm variant is new. Timings
+full retrain (benchmarks/paired_ndcg.py), `DIR/paired_mean3.json` the same under today's
+stopping rule; each is computed again when its variants change. Timings
 are wall clock; the file records the machine's load average before and after each step.
 """
 
@@ -36,21 +41,40 @@ import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 RECSYS = str(Path(sys.executable).parent / "recsys")
+# early stopping on each round alone, as these variants ran before `train.patience_window`
+EACH_ROUND = ["--set", "train.patience_window=1"]
 VARIANTS = {
-    "warm_context": [],
-    "warm_random": ["--set", "retrain.new_item_init=random"],
-    "sp_0.4_0.1": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"],
-    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05"],
-    "full": ["--full"],
+    "warm_context": [*EACH_ROUND],
+    "warm_random": ["--set", "retrain.new_item_init=random", *EACH_ROUND],
+    "sp_0.4_0.1": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1", *EACH_ROUND],
+    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05", *EACH_ROUND],
+    "full": ["--full", *EACH_ROUND],
     "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
     "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
     # a fixed budget of 18 rounds (about 40% of the full retrain's time) with the lr decayed over it
-    "warm_cosine18": ["--max-epochs", "18", "--set", "train.lr_schedule=cosine",
-                      "--set", "retrain.patience=18"],
+    "warm_cosine18": [
+        "--max-epochs",
+        "18",
+        "--set",
+        "train.lr_schedule=cosine",
+        "--set",
+        "retrain.patience=18",
+        *EACH_ROUND,
+    ],
+    # today's early stopping (patience counted on the mean of the last 3 rounds), warm and full
+    "warm_mean3": ["--set", "train.patience_window=3"],
+    "full_mean3": ["--full", "--set", "train.patience_window=3"],
 }
 
-
-UNPAIRED = ("full", "zero_context", "zero_random")  # the reference, and the untrained starts
+# the paired intervals: each file pairs its warm variants with its reference, the full retrain
+# under the same stopping rule
+PAIRS = {
+    "paired.json": (
+        "full",
+        ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
+    ),
+    "paired_mean3.json": ("full_mean3", ["warm_mean3"]),
+}
 
 
 def split_by_position(csv: Path, out: Path, share: float = 0.8) -> tuple[Path, Path]:
@@ -115,7 +139,8 @@ def main(
             out / f"{name}.json", lambda n=name, f=flags: _variant(work, n, f, new, sets, threads)
         )
         _step(out / f"{name}_new_items.json", lambda n=name: _new_item_rows(work, out, n))
-    _paired(out, work)
+    for file, (reference, names) in PAIRS.items():
+        _paired(out, work, file, reference, names)
 
 
 def _variant(
@@ -151,11 +176,11 @@ def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
     return {"step": f"{name}_new_items", "examples": examples, "test_new_items": metrics}
 
 
-def _paired(out: Path, work: Path) -> None:
-    """Paired intervals of every trained warm variant against the full retrain."""
-    warm = [str(_run_dir(out, work, name)) for name in VARIANTS if name not in UNPAIRED]
-    reference = str(_run_dir(out, work, "full"))
-    path = out / "paired.json"
+def _paired(out: Path, work: Path, file: str, reference_name: str, names: list[str]) -> None:
+    """Paired intervals of the warm variants `names` against the full retrain `reference_name`."""
+    warm = [str(_run_dir(out, work, name)) for name in names]
+    reference = str(_run_dir(out, work, reference_name))
+    path = out / file
     if path.exists():
         done = json.loads(path.read_text())
         runs = {r["run"] for r in done["results"]}
