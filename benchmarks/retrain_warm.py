@@ -129,7 +129,8 @@ def main(
     def base() -> dict[str, Any]:
         shutil.rmtree(base_home, ignore_errors=True)
         res, secs = _run(
-            ["train", "--home", str(base_home), "--dataset", str(first), *sets], threads
+            ["train", "--home", str(base_home), "--dataset", str(first), *sets, *EACH_ROUND],
+            threads,
         )
         return {"step": "base", "wall_seconds": secs, "train": res}
 

@@ -42,7 +42,8 @@ def _record(text: str, origin: str) -> dict[str, Any] | None:
         return None
     if not isinstance(run, dict) or "validation" not in run or "stopped_by" not in run:
         return None
-    curve = [float(row["val/ndcg@10"]) for row in run["validation"] if row.get("val/ndcg@10")]
+    rounds = [row.get("val/ndcg@10") for row in run["validation"]]
+    curve = [float(value) for value in rounds if value is not None]
     return {
         "origin": origin, "dataset": run.get("dataset"), "name": run.get("name"),
         "precision": run.get("precision", "fp32"), "stopped_by": run["stopped_by"],

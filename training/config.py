@@ -143,8 +143,8 @@ class TrainConfig(_Section):
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
         "(max_epochs' steps, or max_minutes when that ends sooner; training/optim.py); wsd: "
         "constant, then that cosine over the budget's last decay_fraction; plateau: wsd whose "
-        "decay starts sooner, over `patience` validation rounds, when validation has not "
-        "improved for `patience` rounds (instead of early stopping), the run ending with it.",
+        "decay starts sooner, over `patience` validation rounds, when early stopping would "
+        "have stopped (`patience` rounds without a gain), the run ending with it.",
     )
     decay_fraction: float = Field(
         0.2, gt=0.0, le=1.0, description="wsd, plateau: the share of the budget the lr decays over."
@@ -242,7 +242,10 @@ class RetrainConfig(_Section):
         "in the training sequences, less the mean query (context), or random rows (random).",
     )
     patience: int = Field(
-        3, ge=1, description="Early stopping of a warm retrain, in validation rounds."
+        3,
+        ge=1,
+        description="Early stopping of a warm retrain, in validation rounds (counted on the "
+        "mean of the last `train.patience_window` rounds, as a training's).",
     )
     shrink: float = Field(
         1.0,

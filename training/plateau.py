@@ -3,15 +3,17 @@
 Early stopping with a constant lr ends a run at its plateau, where a decay of the lr would
 still have gained (the cosine schedules' lead in docs/recipe_study.md), and a decay timed by the
 budget (wsd, cosine) needs the budget known in advance and is cut off by early stopping. So,
-when validation has not improved for `patience` rounds and the lr has not decayed yet, this
+when validation has not improved for `patience` rounds (counted on the mean of the last
+`train.patience_window` rounds: `stopping.SmoothedStopping`) and the lr has not decayed yet, this
 callback starts the module's decay (`TrainingClock.plateau`: a cosine over the next
 `patience` rounds' steps, `optim.lr_factor`) and counts patience afresh instead of stopping.
 The run then ends when that decay has ended, or sooner if early stopping says so.
 
 It overrides `EarlyStopping`'s stopping decision (`_evaluate_stopping_criteria`, a private
-method of Lightning 2.6; tests/training/test_optim.py fails if that changes), so the
-checkpoint choice and the callback's saved state (its wait count) stay Lightning's; the
-plateau itself is saved with the module's `TrainingClock`.
+method of Lightning 2.6; tests/training/test_optim.py and test_stopping.py fail if that
+changes), so the checkpoint choice and the callback's saved state (its wait count, and the
+recent rounds of its mean) stay Lightning's; the plateau itself is saved with the module's
+`TrainingClock`.
 """
 
 from __future__ import annotations

@@ -48,14 +48,27 @@ class SmoothedStopping(EarlyStopping):
 
     def __init__(self, window: int = 1, **kwargs: Any) -> None:
         """`window` rounds averaged (1: each round alone); the rest is `EarlyStopping`'s."""
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
         super().__init__(**kwargs)
         self.window = window
         self.recent: list[float] = []
 
+    @property
+    def state_key(self) -> str:
+        """The key of the callback's state in a checkpoint.
+
+        Lightning's own for the plain rule, so that a checkpoint saved by `EarlyStopping`
+        (before the window) resumes its count; a subclass keeps its own name.
+        """
+        name = "EarlyStopping" if type(self) is SmoothedStopping else type(self).__qualname__
+        return f"{name}{ ({'monitor': self.monitor, 'mode': self.mode})!r}"
+
     def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
         self.recent = [*self.recent, float(current)][-self.window :]
-        mean = torch.tensor(sum(self.recent) / len(self.recent), dtype=current.dtype)
-        return super()._evaluate_stopping_criteria(mean.to(current.device))
+        # float64 on the CPU, as `stop_round` compares: a window of 1 passes the value as is
+        mean = torch.tensor(sum(self.recent) / len(self.recent), dtype=torch.float64)
+        return super()._evaluate_stopping_criteria(mean)
 
     def _watched(self) -> str:
         """What the patience is counted on, for messages."""

@@ -138,11 +138,11 @@ def _checkpoints(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[Mode
 def _stopping(cfg: RecsysConfig, patience: int) -> SmoothedStopping:
     """Early stopping, or (`lr_schedule: plateau`) the decay it starts before it stops."""
     rule: dict[str, Any] = {"monitor": MONITOR, "mode": "max", "patience": patience}
-    rule["window"] = cfg.train.patience_window
+    window = cfg.train.patience_window
     if cfg.train.lr_schedule != "plateau":
-        return SmoothedStopping(**rule)
+        return SmoothedStopping(window, **rule)
     every = (cfg.train.val_every, cfg.train.val_every_steps)
-    return DecayBeforeStopping(*every, **rule)
+    return DecayBeforeStopping(*every, window=window, **rule)
 
 
 def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str, Any]:

@@ -5,8 +5,9 @@ Each run of the grid (`app/bench/sweep_grid.py`) trains in its own home,
 writes `OUT/<dataset>/<run>.json` (config, test and val metrics, seconds per epoch, sampling
 ms per step, proposal KL, validation curve, machine load) and `<run>.ndcg.npz` (per-user test
 NDCG@10, for the paired bootstrap of the report). A run whose file holds the same settings
-(config and dataset contents) is skipped; one whose settings changed is trained again. Several
-processes may run the same command: a run's home lock (`data/lock.py`) is its claim.
+(config and dataset contents) is skipped; one whose settings changed is trained again, unless
+only its early stopping did and it provably trained as today's would (`app/bench/reuse.py`).
+Several processes may run the same command: a run's home lock (`data/lock.py`) is its claim.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from app.bench import options
+from app.bench.reuse import same_settings, stops_alike, training_settings
 from app.bench.sweep_grid import PROTOCOL, Planner, RunSpec
 from data.errors import RecsysInputError
 from data.workspace import Workspace
@@ -32,7 +34,6 @@ REPO = Path(__file__).resolve().parents[2]
 SWEEP_DIR = options.RESULTS / "sampler_sweep"
 DATA_ROOT = REPO.parent / "shared" / "datasets"
 SCRATCH = Path("/tmp/sampler-sweep")
-TRAINING_SECTIONS = ("data", "model", "sampler", "loss", "train", "eval")
 
 
 @dataclass
@@ -102,34 +103,6 @@ def run_config(spec: RunSpec, sweep: Sweep) -> Any:
     return build_config(spec.sampler, spec.m, None, [], [*PROTOCOL, *spec.overrides(), *sweep.sets])
 
 
-def training_settings(cfg: Any) -> dict[str, Any]:
-    """The config sections that shape a training run, as JSON values."""
-    dump = json.loads(json.dumps(cfg.model_dump()))
-    return {section: dump[section] for section in TRAINING_SECTIONS}
-
-
-# keys whose default changed after runs had been recorded without them: what those runs used
-FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1}}
-# keys that only decide when a run stops early
-STOPPING_KEYS = ("patience", "patience_window")
-
-
-def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:
-    """True when `current` trains as `stored` did.
-
-    A key new since `stored` was recorded must hold the value the run had without it: its
-    default when it was added (`FORMER_DEFAULTS`, where the default changed since), else today's.
-    """
-    from training.config import RecsysConfig
-
-    defaults = training_settings(RecsysConfig())
-    for section, values in current.items():
-        old = {**defaults[section], **FORMER_DEFAULTS.get(section, {}), **stored.get(section, {})}
-        if any(old.get(key) != v for key, v in values.items()):
-            return False
-    return True
-
-
 def is_done(spec: RunSpec, sweep: Sweep) -> bool:
     """The run has a result file with the same settings and dataset contents."""
     path = sweep.result_path(spec)
@@ -140,26 +113,6 @@ def is_done(spec: RunSpec, sweep: Sweep) -> bool:
     if record.get("data_sha256") != sweep.fingerprint(spec.dataset):
         return False
     return same_settings(record.get("config", {}), current) or stops_alike(record, current)
-
-
-def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
-    """True when `record` trained as `current` would, though its stopping settings differ.
-
-    That is when the two differ only in when a run stops early, and `record` ran to its time
-    cap or epoch limit without today's rule stopping it sooner on its own validation curve:
-    training is deterministic for a seed.
-    """
-    from training.stopping import stop_round
-
-    train = current["train"]
-    others = {**current, "train": {k: v for k, v in train.items() if k not in STOPPING_KEYS}}
-    stored = record.get("config", {})
-    if record.get("stopped_by") == "early stopping" or not same_settings(stored, others):
-        return False
-    rounds = record.get("validation", [])
-    curve = [float(row["val/ndcg@10"]) for row in rounds if row.get("val/ndcg@10") is not None]
-    stop = stop_round(curve, train["patience"], train["patience_window"])
-    return bool(curve) and (stop is None or stop >= len(curve))
 
 
 def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:

@@ -21,7 +21,7 @@ NOISY_CLIMB = [0.050, 0.058, 0.0600, 0.0590, 0.0596, 0.0588, 0.0598, 0.0592, 0.0
 def _callback_stop(callback: EarlyStopping, curve: list[float]) -> int | None:
     """Feed the curve one round at a time; the rounds trained when the callback says stop."""
     for i, score in enumerate(curve):
-        if callback._evaluate_stopping_criteria(torch.tensor(score))[0]:
+        if callback._evaluate_stopping_criteria(torch.tensor(score, dtype=torch.float64))[0]:
             return i + 1
     return None
 
@@ -41,8 +41,7 @@ def test_one_noisy_round_ends_each_round_alone_but_not_the_mean_of_three() -> No
 def test_the_callback_stops_where_the_replay_says(window: int, patience: int) -> None:
     rng = random.Random(window * 100 + patience)
     for _ in range(20):
-        # float32 values, as the logged metric is: the callback compares in float32
-        curve = [float(torch.tensor(0.05 + 0.01 * rng.random())) for _ in range(30)]
+        curve = [0.05 + 0.01 * rng.random() for _ in range(30)]
         assert _callback_stop(_rule(window, patience), curve) == stop_round(curve, patience, window)
 
 
@@ -52,6 +51,8 @@ def test_a_window_of_one_is_lightnings_early_stopping() -> None:
         curve = [rng.random() for _ in range(25)]
         lightning = EarlyStopping(monitor="val/ndcg@10", mode="max", patience=4)
         assert _callback_stop(_rule(1, 4), curve) == _callback_stop(lightning, curve)
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        _rule(0, 4)
 
 
 def test_a_resumed_fit_counts_on_with_the_rounds_of_its_mean() -> None:
@@ -65,6 +66,24 @@ def test_a_resumed_fit_counts_on_with_the_rounds_of_its_mean() -> None:
     assert _callback_stop(resumed, NOISY_CLIMB[8:]) is None
     old = {k: v for k, v in first.state_dict().items() if k != "recent"}
     _rule(3, 10).load_state_dict(old)  # a checkpoint from before the window still loads
+
+
+def test_a_fit_saves_the_rounds_of_its_mean_where_early_stopping_saved_its_state(tmp_path) -> None:
+    """In a real fit Lightning calls the smoothed rule, and its checkpoint keeps the plain
+    rule's key, so a `last.ckpt` saved before the window resumes its count."""
+    import polars as pl
+
+    from tests.training.tiny import TINY, tiny_home
+    from training.trainer import fit
+
+    splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
+    cfg = load_config(overrides=[*TINY, "train.patience_window=2", "train.max_epochs=3"])
+    fit(cfg, splits, run, resumable=True, limit_train_batches=2)
+    plain = EarlyStopping(monitor="val/ndcg@10", mode="max").state_key
+    state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["callbacks"][plain]
+    rounds = pl.read_csv(run / "metrics.csv").drop_nulls("val/ndcg@10")["val/ndcg@10"]
+    assert state["recent"] == pytest.approx(rounds.to_list()[-2:])
+    assert float(state["best_score"]) == pytest.approx(max(smoothed(rounds.to_list(), 2)))
 
 
 @pytest.mark.parametrize("schedule", ["constant", "plateau"])

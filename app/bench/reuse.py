@@ -1,0 +1,71 @@
+"""When a recorded sweep run stands for today's settings, so that the sweep need not train it.
+
+A run's result file records its training settings (`training_settings`). It is reused when
+today's settings train as it did (`same_settings`), or when they differ only in when early
+stopping ends a run and the recorded run provably trained as today's would (`stops_alike`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+TRAINING_SECTIONS = ("data", "model", "sampler", "loss", "train", "eval")
+# keys whose default changed after runs had been recorded without them: what those runs used
+FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1}}
+# keys that only decide when a run stops early (but for the plateau schedule: `stops_alike`)
+STOPPING_KEYS = ("patience", "patience_window")
+RAN_TO_ITS_END = ("time cap", "max epochs")  # `sweep.stopped_by`'s other answer: early stopping
+
+
+def training_settings(cfg: Any) -> dict[str, Any]:
+    """The config sections that shape a training run, as JSON values."""
+    dump = json.loads(json.dumps(cfg.model_dump()))
+    return {section: dump[section] for section in TRAINING_SECTIONS}
+
+
+def _as_recorded(stored: dict[str, Any], section: str) -> dict[str, Any]:
+    """A recorded section completed with what its run used for keys added since."""
+    from training.config import RecsysConfig
+
+    defaults = training_settings(RecsysConfig())[section]
+    return {**defaults, **FORMER_DEFAULTS.get(section, {}), **stored.get(section, {})}
+
+
+def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:
+    """True when `current` trains as `stored` did.
+
+    A key new since `stored` was recorded must hold the value the run had without it: its
+    default when it was added (`FORMER_DEFAULTS`, where the default changed since), else today's.
+    """
+    for section, values in current.items():
+        old = _as_recorded(stored, section)
+        if any(old.get(key) != v for key, v in values.items()):
+            return False
+    return True
+
+
+def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
+    """True when `record` trained as `current` would, though its stopping settings differ.
+
+    That is when the two differ only in when early stopping ends a run (not under the plateau
+    schedule, where the same keys start the lr decay), and the recorded run went on to its time
+    cap or epoch limit with neither its own rule nor today's stopping it on its validation
+    curve: training is deterministic for a seed.
+    """
+    from training.stopping import stop_round
+
+    train = current["train"]
+    others = {**current, "train": {k: v for k, v in train.items() if k not in STOPPING_KEYS}}
+    stored = record.get("config", {})
+    if train["lr_schedule"] == "plateau" or record.get("stopped_by") not in RAN_TO_ITS_END:
+        return False
+    if not same_settings(stored, others):
+        return False
+    rounds = record.get("validation") or []
+    curve = [float(row["val/ndcg@10"]) for row in rounds if row.get("val/ndcg@10") is not None]
+    was = _as_recorded(stored, "train")
+    return bool(curve) and all(
+        stop_round(curve, rule["patience"], rule["patience_window"]) in (None, len(curve))
+        for rule in (was, train)
+    )
