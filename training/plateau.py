@@ -61,7 +61,7 @@ class DecayBeforeStopping(SmoothedStopping):
         start, steps = clock.plateau
         if clock.steps >= start + steps:
             self.stopping_reason = EarlyStoppingReason.PATIENCE_EXHAUSTED
-            return True, "The lr decay after the validation plateau has ended."
+            return True, "the lr decay after the validation plateau has ended"
         return should_stop, reason
 
     def _steps_per_round(self, steps: int) -> int:

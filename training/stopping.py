@@ -16,11 +16,15 @@ ended sooner under today's rule). A test keeps the two equal.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
+
+log = logging.getLogger("recsys.train")
 
 
 def smoothed(curve: Sequence[float], window: int) -> list[float]:
@@ -68,7 +72,21 @@ class SmoothedStopping(EarlyStopping):
         self.recent = [*self.recent, float(current)][-self.window :]
         # float64 on the CPU, as `stop_round` compares: a window of 1 passes the value as is
         mean = torch.tensor(sum(self.recent) / len(self.recent), dtype=torch.float64)
-        return super()._evaluate_stopping_criteria(mean)
+        should_stop, reason = super()._evaluate_stopping_criteria(mean)
+        if should_stop and self.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED:
+            best = float(self.best_score)
+            reason = (
+                f"{self._watched()} has not improved for {self.patience} rounds (best {best:.4f})"
+            )
+        return should_stop, reason
+
+    def _run_early_stopping_check(self, trainer: Any) -> None:
+        """Lightning's check, and the reason in the log when it stops the fit."""
+        told = self.stopping_reason_message
+        super()._run_early_stopping_check(trainer)
+        reason = self.stopping_reason_message
+        if reason is not None and reason != told and trainer.is_global_zero:
+            log.info("early stopping: %s", reason)
 
     def _watched(self) -> str:
         """What the patience is counted on, for messages."""

@@ -165,7 +165,12 @@ def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> Pat
     ckpt = next(c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor == MONITOR)
     if not ckpt.best_model_path:
         return None
-    load_checkpoint(module, ckpt.best_model_path)
+    state = load_checkpoint(module, ckpt.best_model_path)
+    score = float(ckpt.best_model_score) if ckpt.best_model_score is not None else float("nan")
+    log.info(
+        "the best validation round is the model: epoch %d (step %d), %s %.4f",
+        state["epoch"] + 1, state["global_step"], MONITOR, score,
+    )  # fmt: skip
     return Path(ckpt.best_model_path)
 
 

@@ -86,6 +86,23 @@ def test_a_fit_saves_the_rounds_of_its_mean_where_early_stopping_saved_its_state
     assert float(state["best_score"]) == pytest.approx(max(smoothed(rounds.to_list(), 2)))
 
 
+def test_the_log_says_why_a_fit_stopped_and_which_round_it_kept(tmp_path, caplog) -> None:
+    from tests.training.tiny import TINY, tiny_home
+    from training.trainer import fit
+
+    splits = tiny_home(tmp_path)[1]
+    frozen = ["train.lr=1e-12", "train.patience=2", "train.patience_window=2"]  # no round gains
+    cfg = load_config(overrides=[*TINY, *frozen, "train.max_epochs=20"])
+    with caplog.at_level("INFO"):
+        fitted = fit(cfg, splits, tmp_path / "home" / "runs" / "r", limit_train_batches=2)
+    assert len(fitted.epoch_seconds) == 3  # best at round 1, two rounds without a gain
+    said = caplog.text
+    assert (
+        "early stopping: the mean val/ndcg@10 of the last 2 rounds has not improved for 2 " in said
+    )
+    assert "the best validation round is the model: epoch 1 (step 2), val/ndcg@10 " in said
+
+
 @pytest.mark.parametrize("schedule", ["constant", "plateau"])
 def test_training_uses_the_configured_window(schedule: str) -> None:
     cfg = load_config(overrides=[f"train.lr_schedule={schedule}", "train.patience_window=4"])
