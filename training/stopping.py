@@ -66,7 +66,8 @@ class SmoothedStopping(EarlyStopping):
         (before the window) resumes its count; a subclass keeps its own name.
         """
         name = "EarlyStopping" if type(self) is SmoothedStopping else type(self).__qualname__
-        return f"{name}{ ({'monitor': self.monitor, 'mode': self.mode})!r}"
+        key = {"monitor": self.monitor, "mode": self.mode}  # Lightning's `_generate_state_key`
+        return f"{name}{key!r}"
 
     def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
         self.recent = [*self.recent, float(current)][-self.window :]
