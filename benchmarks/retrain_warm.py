@@ -12,9 +12,9 @@ each variant runs `recsys retrain --logs new.csv`:
 - `full`: `--full`, from scratch on the same events;
 - `zero_context`, `zero_random`: the warm start itself (`--max-epochs 0`), each initialisation;
 - `warm_cosine18`: 18 warm rounds with the lr decayed over them (cosine);
-- `warm_mean3`, `full_mean3`: warm and full under today's early stopping (patience counted on
-  the mean of the last 3 rounds); the variants above ran before it, each round alone, and pin
-  that (`train.patience_window=1`).
+- `warm_mean3`, `full_mean3`: warm and full with today's defaults (early stopping on the mean
+  of the last 3 rounds, precision auto); the base and the variants above ran before those,
+  each round alone and in fp32, and pin that (`AS_BEFORE`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
@@ -41,14 +41,15 @@ import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 RECSYS = str(Path(sys.executable).parent / "recsys")
-# early stopping on each round alone, as these variants ran before `train.patience_window`
-EACH_ROUND = ["--set", "train.patience_window=1"]
+# as the base and these variants ran: before `train.patience_window` (each round alone) and
+# before `train.precision: auto` (fp32)
+AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32"]
 VARIANTS = {
-    "warm_context": [*EACH_ROUND],
-    "warm_random": ["--set", "retrain.new_item_init=random", *EACH_ROUND],
-    "sp_0.4_0.1": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1", *EACH_ROUND],
-    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05", *EACH_ROUND],
-    "full": ["--full", *EACH_ROUND],
+    "warm_context": [*AS_BEFORE],
+    "warm_random": ["--set", "retrain.new_item_init=random", *AS_BEFORE],
+    "sp_0.4_0.1": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1", *AS_BEFORE],
+    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05", *AS_BEFORE],
+    "full": ["--full", *AS_BEFORE],
     "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
     "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
     # a fixed budget of 18 rounds (about 40% of the full retrain's time) with the lr decayed over it
@@ -59,9 +60,10 @@ VARIANTS = {
         "train.lr_schedule=cosine",
         "--set",
         "retrain.patience=18",
-        *EACH_ROUND,
+        *AS_BEFORE,
     ],
-    # today's early stopping (patience counted on the mean of the last 3 rounds), warm and full
+    # today's defaults, warm and full: early stopping on the mean of the last 3 rounds, and
+    # precision auto (bf16 on the machine of the committed runs)
     "warm_mean3": ["--set", "train.patience_window=3"],
     "full_mean3": ["--full", "--set", "train.patience_window=3"],
 }
@@ -129,7 +131,7 @@ def main(
     def base() -> dict[str, Any]:
         shutil.rmtree(base_home, ignore_errors=True)
         res, secs = _run(
-            ["train", "--home", str(base_home), "--dataset", str(first), *sets, *EACH_ROUND],
+            ["train", "--home", str(base_home), "--dataset", str(first), *sets, *AS_BEFORE],
             threads,
         )
         return {"step": "base", "wall_seconds": secs, "train": res}

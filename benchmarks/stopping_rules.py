@@ -47,7 +47,7 @@ def _record(text: str, origin: str) -> dict[str, Any] | None:
     return {
         "origin": origin, "dataset": run.get("dataset"), "name": run.get("name"),
         "precision": run.get("precision", "fp32"), "stopped_by": run["stopped_by"],
-        "patience": run["config"]["train"]["patience"], "curve": curve,
+        "curve": curve,
     }  # fmt: skip
 
 

@@ -50,7 +50,7 @@ def stop_round(curve: Sequence[float], patience: int, window: int = 1) -> int | 
 class SmoothedStopping(EarlyStopping):
     """Lightning's early stopping, its patience counted on the last `window` rounds' mean."""
 
-    def __init__(self, window: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *, window: int = 1, **kwargs: Any) -> None:
         """`window` rounds averaged (1: each round alone); the rest is `EarlyStopping`'s."""
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
@@ -82,12 +82,12 @@ class SmoothedStopping(EarlyStopping):
         return should_stop, reason
 
     def _run_early_stopping_check(self, trainer: Any) -> None:
-        """Lightning's check, and the reason in the log when it stops the fit."""
-        told = self.stopping_reason_message
+        """Lightning's check, and the reason in the log when this round stops the fit."""
+        going = self.stopping_reason == EarlyStoppingReason.NOT_STOPPED
         super()._run_early_stopping_check(trainer)
-        reason = self.stopping_reason_message
-        if reason is not None and reason != told and trainer.is_global_zero:
-            log.info("early stopping: %s", reason)
+        stopped = self.stopping_reason != EarlyStoppingReason.NOT_STOPPED
+        if going and stopped and trainer.is_global_zero:
+            log.info("early stopping: %s", self.stopping_reason_message)
 
     def _watched(self) -> str:
         """What the patience is counted on, for messages."""
@@ -100,6 +100,15 @@ class SmoothedStopping(EarlyStopping):
         return {**super().state_dict(), "recent": list(self.recent)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore; a checkpoint from before the window resumes with an empty one."""
-        self.recent = list(state_dict.get("recent", []))
+        """Restore; a checkpoint from before the window counts afresh on the mean.
+
+        Its best is a single round's, which a mean seldom beats: kept, it would stop the
+        resumed fit `patience` rounds later whatever the curve does.
+        """
         super().load_state_dict(state_dict)
+        self.recent = list(state_dict.get("recent", []))
+        if "recent" not in state_dict and self.window > 1:
+            self.best_score = torch.tensor(-torch.inf if self.mode == "max" else torch.inf)
+            self.wait_count = 0
+            log.info("resumed from a checkpoint saved before train.patience_window: "
+                     "early stopping counts afresh on the mean of the last rounds")  # fmt: skip

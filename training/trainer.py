@@ -140,7 +140,7 @@ def _stopping(cfg: RecsysConfig, patience: int) -> SmoothedStopping:
     rule: dict[str, Any] = {"monitor": MONITOR, "mode": "max", "patience": patience}
     window = cfg.train.patience_window
     if cfg.train.lr_schedule != "plateau":
-        return SmoothedStopping(window, **rule)
+        return SmoothedStopping(window=window, **rule)
     every = (cfg.train.val_every, cfg.train.val_every_steps)
     return DecayBeforeStopping(*every, window=window, **rule)
 

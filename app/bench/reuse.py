@@ -64,8 +64,20 @@ def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
         return False
     rounds = record.get("validation") or []
     curve = [float(row["val/ndcg@10"]) for row in rounds if row.get("val/ndcg@10") is not None]
+    if not curve:
+        return False
     was = _as_recorded(stored, "train")
-    return bool(curve) and all(
-        stop_round(curve, rule["patience"], rule["patience_window"]) in (None, len(curve))
-        for rule in (was, train)
-    )
+    own = stop_round(curve, was["patience"], was["patience_window"])
+    # its own rule did not stop it before its limit (a stop in the last epoch before the cap
+    # reads as the cap: only a limit really reached may coincide with it), and today's
+    # would stop it no sooner than it ended
+    if own is not None and (own < len(curve) or not _reached_limit(record, was)):
+        return False
+    return stop_round(curve, train["patience"], train["patience_window"]) in (None, len(curve))
+
+
+def _reached_limit(record: dict[str, Any], train: dict[str, Any]) -> bool:
+    """The recorded run trained its whole time cap or all its epochs."""
+    cap = train.get("max_minutes")
+    capped = cap is not None and record.get("train_seconds", 0.0) >= 60.0 * cap
+    return capped or record.get("epochs", 0) >= train["max_epochs"]

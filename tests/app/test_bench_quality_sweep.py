@@ -177,9 +177,9 @@ def test_every_run_of_the_catalogue_grid_trains(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue"])
 def test_committed_runs_keep_their_settings_after_a_default_changed(grid: str) -> None:
-    """The protocol pins the temperature and precision the committed runs used (0.05, fp32; the
-    defaults are 0.1 and auto since): they are reused, not trained again, also those recorded
-    before `train.precision` existed."""
+    """The protocol pins the temperature, precision and stopping window the committed runs used
+    (0.05, fp32, each round alone; the defaults are 0.1, auto and 3 since): they are reused,
+    not trained again, also those recorded before `train.precision` or the window existed."""
     from app.bench.grids import GRIDS, RESULT_DIRS
 
     specs, _ = GRIDS[grid](RESULT_DIRS[grid])
@@ -300,51 +300,3 @@ def test_quality_refuses_several_processes_before_training(
     done = run_inproc(capsys, *args)
     assert done.returncode == 2 and "runs in one process" in done.stderr
     assert not (tmp_path / "q.json").exists()
-
-
-def _record(stopped_by: str, curve: list[float], **train: object) -> dict:
-    """A result record trained with today's settings but `train`, its validation curve."""
-    from training.config import RecsysConfig
-
-    config = reuse.training_settings(RecsysConfig())
-    config["train"].update(train)
-    rounds = [{"epoch": i, "val/ndcg@10": v} for i, v in enumerate(curve)]
-    return {"config": config, "stopped_by": stopped_by, "validation": rounds}
-
-
-# a slow climb under noise: patience 10 on each round alone stops it at round 13, on the mean
-# of the last 3 rounds it goes on
-NOISY_CLIMB = [0.050, 0.058, 0.0600, 0.0590, 0.0596, 0.0588, 0.0598, 0.0592, 0.05996, 0.0597,
-               0.0599, 0.0598, 0.0599, 0.0604, 0.0606, 0.0608]  # fmt: skip
-# single rounds beat the best now and then while the rest sink: each round alone never
-# stops it; the mean of 3 stops it at round 15
-SPIKES = [0.1, 0.2, 0.3, 0.4, 0.5, *([0.3] * 7 + [0.51]), *([0.3] * 7 + [0.52]), 0.3, 0.3]
-
-
-def test_a_run_that_ran_to_its_cap_is_reused_when_todays_stopping_rule_would_not_end_it() -> None:
-    """A record from before `train.patience_window` (each round alone) that ran to its cap is
-    what today's rule trains, if that rule does not stop it sooner on the record's own curve."""
-    from training.config import RecsysConfig
-    from training.stopping import stop_round
-
-    current = reuse.training_settings(RecsysConfig())  # patience 10 on the mean of 3
-    assert stop_round(NOISY_CLIMB, 10, 1) == 13 and stop_round(NOISY_CLIMB, 10, 3) is None
-    assert stop_round(SPIKES, 10, 1) is None and stop_round(SPIKES, 10, 3) == 15
-    patient = {"patience": 20, "patience_window": 1}  # a rule that let NOISY_CLIMB run on
-    assert reuse.stops_alike(_record("time cap", NOISY_CLIMB, **patient), current)
-    assert reuse.stops_alike(_record("max epochs", NOISY_CLIMB, **patient), current)
-    # today's rule would have stopped it at round 15: trained again
-    assert not reuse.stops_alike(_record("time cap", SPIKES, patience_window=1), current)
-    # its own rule would have stopped it (patience 10 alone: round 13), yet it says time cap
-    assert not reuse.stops_alike(_record("time cap", NOISY_CLIMB, patience_window=1), current)
-    # a run that stopped early might have gone on, one without a record of it too
-    assert not reuse.stops_alike(_record("early stopping", NOISY_CLIMB, **patient), current)
-    assert not reuse.stops_alike(
-        {**_record("", NOISY_CLIMB, **patient), "stopped_by": None}, current
-    )
-    # another setting than when to stop changed: trained again
-    assert not reuse.stops_alike(_record("time cap", NOISY_CLIMB, **patient, lr=0.01), current)
-    # under the plateau schedule the stopping keys also start the lr decay: trained again
-    plateau = {**current, "train": {**current["train"], "lr_schedule": "plateau"}}
-    record = _record("time cap", NOISY_CLIMB, **patient, lr_schedule="plateau")
-    assert not reuse.stops_alike(record, plateau)

@@ -8,14 +8,10 @@ import pytest
 import torch
 from pytorch_lightning.callbacks import EarlyStopping
 
+from tests.training.curves import NOISY_CLIMB, SPIKES
 from training.config import load_config
 from training.stopping import SmoothedStopping, smoothed, stop_round
 from training.trainer import _stopping
-
-# a slow climb under round-to-round noise, as a sampled run's plateau: the rounds after the
-# 3rd never beat 0.0600 (the 9th falls short by 0.00004), yet the trend is still up
-NOISY_CLIMB = [0.050, 0.058, 0.0600, 0.0590, 0.0596, 0.0588, 0.0598, 0.0592, 0.05996, 0.0597,
-               0.0599, 0.0598, 0.0599, 0.0604, 0.0606, 0.0608]  # fmt: skip
 
 
 def _callback_stop(callback: EarlyStopping, curve: list[float]) -> int | None:
@@ -27,7 +23,7 @@ def _callback_stop(callback: EarlyStopping, curve: list[float]) -> int | None:
 
 
 def _rule(window: int, patience: int) -> SmoothedStopping:
-    return SmoothedStopping(window, monitor="val/ndcg@10", mode="max", patience=patience)
+    return SmoothedStopping(window=window, monitor="val/ndcg@10", mode="max", patience=patience)
 
 
 def test_one_noisy_round_ends_each_round_alone_but_not_the_mean_of_three() -> None:
@@ -57,15 +53,24 @@ def test_a_window_of_one_is_lightnings_early_stopping() -> None:
 
 def test_a_resumed_fit_counts_on_with_the_rounds_of_its_mean() -> None:
     first = _rule(3, 10)
-    assert _callback_stop(first, NOISY_CLIMB[:8]) is None
+    assert _callback_stop(first, SPIKES[:12]) is None
     resumed = _rule(3, 10)
     resumed.load_state_dict(first.state_dict())
-    assert (
-        resumed.recent == pytest.approx(NOISY_CLIMB[5:8]) and resumed.wait_count == first.wait_count
-    )
-    assert _callback_stop(resumed, NOISY_CLIMB[8:]) is None
+    assert resumed.recent == SPIKES[9:12] and resumed.wait_count == first.wait_count
+    # round 13 spikes: in the mean of its last 3 rounds it is no gain, alone it would be
+    assert _callback_stop(resumed, SPIKES[12:]) == stop_round(SPIKES, 10, 3) - 12 == 3
+
+
+def test_a_checkpoint_from_before_the_window_counts_afresh_on_the_mean() -> None:
+    first = _rule(1, 10)
+    assert _callback_stop(first, NOISY_CLIMB[:8]) is None  # best 0.0600, 5 rounds without gain
     old = {k: v for k, v in first.state_dict().items() if k != "recent"}
-    _rule(3, 10).load_state_dict(old)  # a checkpoint from before the window still loads
+    resumed = _rule(3, 10)
+    resumed.load_state_dict(old)
+    assert float(resumed.best_score) == float("-inf") and resumed.wait_count == 0
+    plain = _rule(1, 10)
+    plain.load_state_dict(old)  # a window of 1 is the rule the checkpoint counted with
+    assert plain.wait_count == 5 and float(plain.best_score) == pytest.approx(0.06)
 
 
 def test_a_fit_saves_the_rounds_of_its_mean_where_early_stopping_saved_its_state(tmp_path) -> None:
