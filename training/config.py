@@ -262,6 +262,11 @@ class RetrainConfig(_Section):
     )
 
 
+# keys added with a default that differs from what configs recorded before them had meant
+# (section -> key -> that value): such a config without the key ran with this value
+FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1}}
+
+
 class RecsysConfig(_Section):
     """The whole run configuration."""
 

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from data.errors import RecsysInputError
+from training.config import FORMER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,19 @@ def check_same_search(study: optuna.Study, settings: dict[str, Any], out: Path) 
     """Keep `settings` on a study without trials; refuse a study whose trials had others.
 
     `settings`: `{"base": {section.key: value}, "fixed": [section.key, ...]}`. A key one side
-    lacks (a config key added or removed by an upgrade in between) is not a difference.
+    lacks (a config key added or removed by an upgrade in between) is not a difference, but for
+    a key whose default differs from what the study's trials ran with (`FORMER_DEFAULTS`).
     """
     stored = study.user_attrs.get(SEARCH)
     if stored is None or not study.get_trials(deepcopy=False):
         study.set_user_attr(SEARCH, settings)
         return
-    old, new = stored["base"], settings["base"]
+    new = settings["base"]
+    former = {
+        f"{section}.{key}": value
+        for section, keys in FORMER_DEFAULTS.items() for key, value in keys.items()
+    }  # fmt: skip
+    old = {**{key: v for key, v in former.items() if key in new}, **stored["base"]}
     changed = [
         f"{key}: {old[key]!r} in the study, {new[key]!r} now"
         for key in sorted(old.keys() & new.keys()) if old[key] != new[key]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from training.config import FORMER_DEFAULTS
+
 TRAINING_SECTIONS = ("data", "model", "sampler", "loss", "train", "eval")
-# keys whose default changed after runs had been recorded without them: what those runs used
-FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1}}
 # keys that only decide when a run stops early (but for the plateau schedule: `stops_alike`)
 STOPPING_KEYS = ("patience", "patience_window")
 RAN_TO_ITS_END = ("time cap", "max epochs")  # `sweep.stopped_by`'s other answer: early stopping

@@ -14,6 +14,7 @@ import optuna
 import pytest
 
 from app.commands.train_cmds import build_config
+from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import RecsysConfig, load_config
@@ -146,6 +147,19 @@ def test_a_study_without_trials_takes_the_new_settings_and_an_upgrades_new_key_i
     study.set_user_attr("search", stored)
     study.tell(study.ask(), 0.01)
     assert open_study(TuneRequest(other, tmp_path, 1.0, 2)).user_attrs["search"] == stored
+
+
+def test_a_study_from_before_a_key_whose_default_changed_is_refused(tmp_path: Path) -> None:
+    """Its trials ran with the former default (each round alone for early stopping): new
+    trials with today's would mix two rules in one study."""
+    base = build_config(None, None, None, [], [])
+    study = open_study(TuneRequest(base, tmp_path, 1.0, 2))
+    stored = study.user_attrs["search"]
+    del stored["base"]["train.patience_window"]  # as if written before the key existed
+    study.set_user_attr("search", stored)
+    study.tell(study.ask(), 0.01)
+    with pytest.raises(RecsysInputError, match="train.patience_window: 1 in the study, 3 now"):
+        open_study(TuneRequest(base, tmp_path, 1.0, 2))
 
 
 def test_a_sampler_built_on_the_starting_temperature_leaves_learning_it_out() -> None:
