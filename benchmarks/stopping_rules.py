@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from app.bench.reuse import val_curve
 from training.stopping import stop_round
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,8 +43,7 @@ def _record(text: str, origin: str) -> dict[str, Any] | None:
         return None
     if not isinstance(run, dict) or "validation" not in run or "stopped_by" not in run:
         return None
-    rounds = [row.get("val/ndcg@10") for row in run["validation"]]
-    curve = [float(value) for value in rounds if value is not None]
+    curve = val_curve(run)
     return {
         "origin": origin, "dataset": run.get("dataset"), "name": run.get("name"),
         "precision": run.get("precision", "fp32"), "stopped_by": run["stopped_by"],

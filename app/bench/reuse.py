@@ -62,8 +62,7 @@ def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
         return False
     if not same_settings(stored, others):
         return False
-    rounds = record.get("validation") or []
-    curve = [float(row["val/ndcg@10"]) for row in rounds if row.get("val/ndcg@10") is not None]
+    curve = val_curve(record)
     if not curve:
         return False
     was = _as_recorded(stored, "train")
@@ -74,6 +73,12 @@ def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
     if own is not None and (own < len(curve) or not _reached_limit(record, was)):
         return False
     return stop_round(curve, train["patience"], train["patience_window"]) in (None, len(curve))
+
+
+def val_curve(record: dict[str, Any]) -> list[float]:
+    """A result record's val NDCG@10, one value a validation round."""
+    values = [row.get("val/ndcg@10") for row in record.get("validation") or []]
+    return [float(value) for value in values if value is not None]
 
 
 def _reached_limit(record: dict[str, Any], train: dict[str, Any]) -> bool:

@@ -42,12 +42,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return home, folder / "new.csv"
 
 
-def test_retrain_json_payload_and_exit_0_when_kept_or_published(
-    served: tuple[Path, Path], tmp_path: Path, run_cli
-) -> None:
+@pytest.fixture
+def served_copy(served: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the served home that a test may change, and the new log."""
     home, new = served
-    copy = tmp_path / "home"
-    shutil.copytree(home, copy)
+    shutil.copytree(home, tmp_path / "home")
+    return tmp_path / "home", new
+
+
+def test_retrain_json_payload_and_exit_0_when_kept_or_published(
+    served_copy: tuple[Path, Path], run_cli
+) -> None:
+    copy, new = served_copy
     done = run_cli("retrain", "--logs", str(new), "--max-epochs", "1", "--json", home=copy)
     assert done.returncode == 0, done.stderr[-2000:]
     payload = json.loads(done.stdout)
@@ -64,11 +70,9 @@ def test_retrain_json_payload_and_exit_0_when_kept_or_published(
 
 
 def test_logs_the_served_model_has_seen_train_nothing_and_exit_0(
-    served: tuple[Path, Path], tmp_path: Path, run_cli
+    served_copy: tuple[Path, Path], run_cli
 ) -> None:
-    home, new = served
-    copy = tmp_path / "home"
-    shutil.copytree(home, copy)
+    copy, new = served_copy
     first = run_cli("retrain", "--logs", str(new), "--max-epochs", "0", "--force", home=copy)
     assert first.returncode == 0 and " published" in first.stdout, first.stderr[-2000:]
     serving = (copy / "models" / "CURRENT").read_text().strip()
