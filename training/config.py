@@ -45,6 +45,9 @@ class ModelConfig(_Section):
     max_len: int = Field(20, ge=1, description="Query history length L.")
     num_layers: int = Field(2, ge=1)
     num_heads: int = Field(2, ge=1)
+    ffn_dim: int | None = Field(
+        None, ge=1, description="Width of each block's feed-forward layer; null = dim (SASRec's)."
+    )
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
     share_embeddings: bool = True
     temperature: float = Field(
@@ -157,6 +160,11 @@ class TrainConfig(_Section):
         "per transition, its preceding L items predicting it (about L times the steps).",
     )
     weight_decay: float = Field(0.0, ge=0.0)
+    decoupled_weight_decay: bool = Field(
+        False,
+        description="Decay the weights apart from Adam's gradient scaling (AdamW, Loshchilov & "
+        "Hutter 2019) instead of adding weight_decay * w to the gradient (L2).",
+    )
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(
         None,

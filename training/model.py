@@ -104,13 +104,13 @@ class FastDropout(nn.Module):
 class _Block(nn.Module):
     """Pre-LayerNorm transformer block: causal self-attention, then a position-wise FFN."""
 
-    def __init__(self, dim: int, num_heads: int, dropout: float) -> None:
+    def __init__(self, dim: int, num_heads: int, dropout: float, ffn_dim: int) -> None:
         super().__init__()
         self.norm_attn = nn.LayerNorm(dim)
         self.attn = nn.MultiheadAttention(dim, num_heads, dropout=dropout, batch_first=True)
         self.norm_ffn = nn.LayerNorm(dim)
         self.ffn = nn.Sequential(
-            nn.Linear(dim, dim), nn.GELU(), FastDropout(dropout), nn.Linear(dim, dim)
+            nn.Linear(dim, ffn_dim), nn.GELU(), FastDropout(dropout), nn.Linear(ffn_dim, dim)
         )
         self.drop = FastDropout(dropout)
 
@@ -134,6 +134,7 @@ class QueryTower(_QueryTowerBase):
         dropout: float = 0.3,
         sparse: bool = False,
         normalize: bool = True,
+        ffn_dim: int | None = None,
     ) -> None:
         super().__init__()
         if dim % num_heads:
@@ -145,7 +146,10 @@ class QueryTower(_QueryTowerBase):
         self.pos_embedding = nn.Embedding(max_len, dim)
         nn.init.normal_(self.pos_embedding.weight, std=dim**-0.5)
         self.emb_drop = FastDropout(dropout)
-        self.blocks = nn.ModuleList(_Block(dim, num_heads, dropout) for _ in range(num_layers))
+        width = ffn_dim or dim
+        self.blocks = nn.ModuleList(
+            _Block(dim, num_heads, dropout, width) for _ in range(num_layers)
+        )
         self.norm_out = nn.LayerNorm(dim)
 
     def _attn_mask(self, pad: Tensor) -> Tensor:
@@ -264,8 +268,8 @@ def build_query_tower(
     """Build the query tower a config names (the bundle's `manifest["model"]` is this dict).
 
     Args:
-        model_cfg: `ModelConfig` fields (tower, dim, max_len, num_layers, num_heads, dropout,
-            normalize); unknown keys are ignored, missing ones take the defaults.
+        model_cfg: `ModelConfig` fields (tower, dim, max_len, num_layers, num_heads, ffn_dim,
+            dropout, normalize); unknown keys are ignored, missing ones take the defaults.
         num_items: Catalogue size n (the input table has n + 1 rows).
         sparse: Sparse gradients for the input embedding table.
 
@@ -275,7 +279,7 @@ def build_query_tower(
         return MeanPoolTower(num_items, cfg.dim, cfg.max_len, sparse, cfg.normalize)
     return QueryTower(
         num_items, cfg.dim, cfg.max_len, cfg.num_layers, cfg.num_heads, cfg.dropout, sparse,
-        cfg.normalize,
+        cfg.normalize, cfg.ffn_dim,
     )  # fmt: skip
 
 

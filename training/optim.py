@@ -88,16 +88,24 @@ def make_optimizers(
     Args:
         model: The towers.
         extra: Parameters outside the towers (a learned temperature), with the dense ones.
-        train: lr, weight decay, sparse tables.
+        train: lr, weight decay (L2 or decoupled), sparse tables.
 
     """
     # fused: one kernel for the whole update; the per-tensor ops of the default Adam cost
     # ~25 ms a step on the d = 256 Beauty item table (CPU, one thread), fused ~2.5 ms.
     if not train.sparse_embeddings:
-        params = [*model.parameters(), *extra]
-        return [torch.optim.Adam(params, lr=train.lr, weight_decay=train.weight_decay, fused=True)]
-    dense = [*model.dense_parameters(), *extra]
+        return [_adam([*model.parameters(), *extra], train)]
     return [
-        torch.optim.Adam(dense, lr=train.lr, weight_decay=train.weight_decay, fused=True),
+        _adam([*model.dense_parameters(), *extra], train),
         torch.optim.SparseAdam(model.embedding_parameters(), lr=train.lr),
     ]
+
+
+def _adam(params: list[torch.Tensor], train: TrainConfig) -> torch.optim.Adam:
+    return torch.optim.Adam(
+        params,
+        lr=train.lr,
+        weight_decay=train.weight_decay,
+        decoupled_weight_decay=train.decoupled_weight_decay,
+        fused=True,
+    )

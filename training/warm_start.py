@@ -213,7 +213,7 @@ class _OptimizerState(Callback):
                 group.update(own)
 
 
-_OWN_SETTINGS = ("lr", "initial_lr", "weight_decay")  # a retrain's --set, not the served run's
+_OWN_SETTINGS = ("lr", "initial_lr", "weight_decay", "decoupled_weight_decay")  # the retrain's own
 
 
 def _same_parameters(optimizer: Any, state: dict[str, Any], tables: set[int]) -> bool:

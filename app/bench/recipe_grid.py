@@ -30,6 +30,10 @@ whether one adds to the temperature; each pair against `tau-0.1`, on both datase
 that beats `tau-0.1` on both runs again with the second seed, against `tau-0.1-seed43`, as
 stage 4 checked the temperature: is its lead beyond the seed-to-seed spread? It becomes the
 default only if it leads with both seeds on both datasets.
+Stage 8 measures the two choices the issue names that no earlier stage varied: the feed-forward
+width (4 d, the transformer's usual width, against SASRec's d) and weight decay (decoupled, as
+AdamW: Adam's L2 form shrinks a rarely-updated item row by about lr a step whatever its size),
+each added to the chosen defaults (`tau-0.1-len-20`) on both datasets (`DEFAULTS_PLUS`).
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -88,6 +92,16 @@ LOGIT_FORMS: dict[str, tuple[str, ...]] = {
 TEMPERATURE_PAIRS = ("len-20", "lr-1e-3", "heads-1")
 
 
+# stage 8: the chosen defaults (temperature 0.1, history length 20) plus one choice each
+CHOSEN = ("model.temperature=0.1", "model.max_len=20")
+DEFAULTS_PLUS: dict[str, tuple[str, ...]] = {
+    "tau-0.1-len-20-ffn-4x": (*CHOSEN, "model.ffn_dim=1024"),
+    "tau-0.1-len-20-adamw-0.1": (
+        *CHOSEN, "train.weight_decay=0.1", "train.decoupled_weight_decay=true",
+    ),  # fmt: skip
+}
+
+
 def _spec(dataset: str, label: str, sets: tuple[str, ...]) -> RunSpec:
     return RunSpec(dataset, label, "full", None, sets=(*BUDGET, *sets))
 
@@ -144,10 +158,10 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 7."""
+    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 8."""
     specs = stage_one()
     checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + 2 * len(LOGIT_FORMS)
-    checks += len(TEMPERATURE_PAIRS)
+    checks += len(TEMPERATURE_PAIRS) + len(DEFAULTS_PLUS)
     budget = budget_checks(out)
     planned = len(specs) + len(DATASETS) * checks + len(budget)
     sets = combined_sets(out)
@@ -157,7 +171,8 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
     pairs = temperature_pairs(out)
     planned += len(pairs) - len(DATASETS) * len(TEMPERATURE_PAIRS)  # the second seeds' runs
-    return specs + budget + logit_forms() + pairs, planned
+    plus = [_spec(d, name, sets) for name, sets in DEFAULTS_PLUS.items() for d in DATASETS]
+    return specs + budget + logit_forms() + pairs + plus, planned
 
 
 def temperature_pairs(out: Path) -> list[RunSpec]:

@@ -37,6 +37,13 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
+    n_plus = 2 * len(recipe_grid.DEFAULTS_PLUS)
+    checks, plus = checks[:-n_plus], checks[-n_plus:]
+    assert [(s.dataset, s.name, s.sampler, s.sets[1:]) for s in plus] == [
+        (d, name, "full", sets)
+        for name, sets in recipe_grid.DEFAULTS_PLUS.items() for d in DATASETS
+    ]  # fmt: skip
+    assert all(s.sets[1:3] == ("model.temperature=0.1", "model.max_len=20") for s in plus)
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
     n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)

@@ -141,3 +141,14 @@ def test_fast_dropout_keeps_the_expectation_and_is_identity_in_eval() -> None:
     assert torch.equal(drop(x), x)
     with pytest.raises(ValueError, match="dropout"):
         FastDropout(1.0)
+
+
+def test_ffn_dim_sets_the_feed_forward_width_and_a_bundle_without_it_keeps_dim() -> None:
+    wide = build_query_tower({"dim": DIM, "max_len": L, "num_layers": 2, "ffn_dim": 64}, N_ITEMS)
+    for block in wide.blocks:
+        assert block.ffn[0].weight.shape == (64, DIM)
+        assert block.ffn[-1].weight.shape == (DIM, 64)
+    old_manifest = {"dim": DIM, "max_len": L}  # a bundle written before the key existed
+    plain = build_query_tower(old_manifest, N_ITEMS)
+    assert plain.blocks[0].ffn[0].weight.shape == (DIM, DIM)
+    assert wide(_seq()).shape == plain(_seq()).shape == (4, L, DIM)

@@ -11,7 +11,8 @@ from pytorch_lightning.callbacks import Callback
 from tests.training.tiny import TINY, tiny_home
 from training.config import load_config
 from training.datamodule import SequenceDataModule, item_counts
-from training.optim import lr_factor
+from training.model import build_model
+from training.optim import lr_factor, make_optimizers
 from training.trainer import build_module
 
 
@@ -243,3 +244,22 @@ def test_rounds_every_n_steps_keep_a_last_checkpoint_inside_the_epoch(tmp_path) 
         fit(cfg, splits, run, start=kill, resumable=True)
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
     assert state["epoch"] == 0 and state["global_step"] >= 1  # a round inside epoch 0
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_decoupled_weight_decay_shrinks_a_weight_without_gradient_by_lr_times_decay(
+    decoupled: bool,
+) -> None:
+    train = load_config(overrides=["train.lr=0.01", "train.weight_decay=0.5"]).train
+    train.decoupled_weight_decay = decoupled
+    model = build_model({"dim": 8, "max_len": 4, "num_layers": 1, "num_heads": 1}, 20)
+    weight = model.query_tower.pos_embedding.weight
+    before = weight.detach().clone()
+    (optimizer,) = make_optimizers(model, [], train)
+    for param in model.parameters():
+        param.grad = torch.zeros_like(param)
+    optimizer.step()
+    if decoupled:  # AdamW: w <- w (1 - lr wd), whatever the gradient's scale
+        assert torch.allclose(weight, before * (1 - 0.01 * 0.5))
+    else:  # L2 in Adam: the gradient wd w is rescaled to about lr times its sign
+        assert torch.allclose(weight, before - 0.01 * before.sign(), atol=1e-4)
