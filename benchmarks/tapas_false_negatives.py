@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import typer
 
-from training.config import load_config
+from training.config_loading import load_config
 from training.corrections import query_windows
 from training.datamodule import SequenceDataModule, item_counts
 from training.samplers import build_sampler

@@ -26,7 +26,8 @@ from data.split import Splits, build_splits
 from data.workspace import Workspace
 from training import finished_fit, memory
 from training.combinations import FULL, refuse_clashes
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.divergence import StopOnDivergence
 from training.final_round import capped_final_round

@@ -40,7 +40,8 @@ WITHIN = 0.03  # the sampled run's NDCG@10 may be this much below the full softm
 
 def _user_settings() -> tuple[str, ...]:
     """Undo every key of the sweeps' protocol: what `recsys train` would use, 30 minutes."""
-    from training.config import RecsysConfig, parse_override
+    from training.config import RecsysConfig
+    from training.config_loading import parse_override
 
     defaults = RecsysConfig().model_dump()
     undo = []

@@ -23,7 +23,8 @@ import torch
 
 from app.bench import options
 from data.errors import RecsysInputError
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 from training.trainer import build_module
 
 FULL = "full"

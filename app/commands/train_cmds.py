@@ -21,7 +21,8 @@ from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.workspace import Workspace
 from training.combinations import refuse_clashes
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 
 log = logging.getLogger("recsys.train")
 

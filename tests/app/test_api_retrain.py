@@ -14,7 +14,7 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from tests.app.test_api_reload import wait_for
 from tests.serving.server import running_server
-from training.config import load_config
+from training.config_loading import load_config
 from training.pipeline import train
 from training.retrain import RetrainRequest, retrain, served_config
 

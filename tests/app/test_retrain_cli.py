@@ -13,7 +13,7 @@ import pytest
 from data.lock import training_lock
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.config import load_config
+from training.config_loading import load_config
 from training.pipeline import train
 
 TINY = [

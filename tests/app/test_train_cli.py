@@ -13,7 +13,8 @@ import yaml
 
 from data.errors import RecsysInputError
 from data.synth import generate_events
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 from training.precision import resolve_precision
 from training.samplers import SAMPLERS
 

@@ -17,7 +17,8 @@ from app.commands.train_cmds import build_config
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 from training.pipeline import load_splits
 from training.trainer import MONITOR, fit
 from training.tune import (

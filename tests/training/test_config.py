@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from data.errors import RecsysInputError
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 
 
 def test_defaults_without_files() -> None:

@@ -11,7 +11,7 @@ import torch
 
 from data.split import Splits
 from tests.training.tiny import TINY, tiny_home
-from training.config import load_config
+from training.config_loading import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.examples import TrainWindows, make_windows
 from training.trainer import fit

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tests.training.tiny import TINY, tiny_home, validation_rounds
-from training.config import load_config
+from training.config_loading import load_config
 from training.trainer import fit
 
 

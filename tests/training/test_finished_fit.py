@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.training.tiny import TINY, tiny_home
 from training import finished_fit
-from training.config import load_config
+from training.config_loading import load_config
 from training.trainer import fit
 
 

@@ -9,7 +9,7 @@ import pytest
 from pytorch_lightning.callbacks import Callback
 
 from tests.training.tiny import TINY, tiny_home
-from training.config import load_config
+from training.config_loading import load_config
 from training.interrupt import interruptible_fit
 from training.trainer import fit
 

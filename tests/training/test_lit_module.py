@@ -11,7 +11,8 @@ from data.ingest import ingest_files
 from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.evaluation import evaluate_loader, rank_loader
 from training.lit_module import RetrievalModule

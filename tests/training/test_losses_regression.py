@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.config import load_config
+from training.config_loading import load_config
 from training.lit_module import RetrievalModule
 from training.losses import get_loss
 from training.model import build_model

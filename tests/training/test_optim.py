@@ -9,7 +9,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 
 from tests.training.tiny import TINY, tiny_home
-from training.config import load_config
+from training.config_loading import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.model import build_model
 from training.optim import lr_factor, make_optimizers

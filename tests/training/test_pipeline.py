@@ -12,7 +12,8 @@ from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.bundle import current_version, read_manifest
-from training.config import RecsysConfig, load_config
+from training.config import RecsysConfig
+from training.config_loading import load_config
 from training.pipeline import train
 from training.scoring import evaluate
 

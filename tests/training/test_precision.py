@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.training.tiny import TINY, tiny_home, validation_rounds
-from training.config import load_config
+from training.config_loading import load_config
 from training.datamodule import item_counts
 from training.precision import matmul_precision, native_bf16, resolve_precision
 from training.trainer import build_module, fit

@@ -19,7 +19,7 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training import journal
 from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
-from training.config import load_config
+from training.config_loading import load_config
 from training.pipeline import train
 from training.retrain import RetrainRequest, _resume_or_ingest, retrain, served_config
 

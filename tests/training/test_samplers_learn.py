@@ -10,7 +10,7 @@ from data.ingest import ingest_files
 from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.config import load_config
+from training.config_loading import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.evaluation import evaluate_loader
 from training.lit_module import RetrievalModule

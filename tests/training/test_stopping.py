@@ -9,7 +9,7 @@ import torch
 from pytorch_lightning.callbacks import EarlyStopping
 
 from tests.training.curves import NOISY_CLIMB, SPIKES
-from training.config import load_config
+from training.config_loading import load_config
 from training.stopping import SmoothedStopping, smoothed, stop_round
 from training.trainer import _stopping
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from training.config import load_config
+from training.config_loading import load_config
 from training.corrections import STEP_ORDER, Batch, correct, in_rows, query_windows
 from training.losses import SAMPLED_LOSSES, full_softmax, get_loss
 from training.samplers import Negatives

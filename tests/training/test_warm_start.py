@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.nn.functional import cosine_similarity, normalize
 
-from training.config import load_config
+from training.config_loading import load_config
 from training.trainer import build_module
 from training.warm_start import QUERY_TABLE, WarmStart, new_item_contexts
 
