@@ -156,7 +156,9 @@ class TrainConfig(_Section):
         description="all: a target at every position of a window (SASRec); last: one window "
         "per transition, its preceding L items predicting it (about L times the steps).",
     )
-    weight_decay: float = Field(0.0, ge=0.0)
+    weight_decay: float = Field(
+        0.0, ge=0.0, description="Weight decay of the dense optimiser (L2, or decoupled below)."
+    )
     decoupled_weight_decay: bool = Field(
         False,
         description="Decay the weights apart from Adam's gradient scaling (AdamW, Loshchilov & "

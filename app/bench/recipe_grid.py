@@ -97,8 +97,10 @@ CHOSEN = ("model.temperature=0.1", "model.max_len=20")
 DEFAULTS_PLUS: dict[str, tuple[str, ...]] = {
     "tau-0.1-len-20-ffn-4x": (*CHOSEN, "model.ffn_dim=1024"),
     "tau-0.1-len-20-adamw-0.1": (
-        *CHOSEN, "train.weight_decay=0.1", "train.decoupled_weight_decay=true",
-    ),  # fmt: skip
+        *CHOSEN,
+        "train.weight_decay=0.1",
+        "train.decoupled_weight_decay=true",
+    ),
 }
 
 
@@ -171,7 +173,7 @@ def recipe(out: Path) -> tuple[list[RunSpec], int]:
     specs += [_seed_spec(d, name) for d in DATASETS for name in SEED_CHECK]
     pairs = temperature_pairs(out)
     planned += len(pairs) - len(DATASETS) * len(TEMPERATURE_PAIRS)  # the second seeds' runs
-    plus = [_spec(d, name, sets) for name, sets in DEFAULTS_PLUS.items() for d in DATASETS]
+    plus = [_spec(d, name, extra) for name, extra in DEFAULTS_PLUS.items() for d in DATASETS]
     return specs + budget + logit_forms() + pairs + plus, planned
 
 

@@ -13,6 +13,7 @@ from app.bench.recipe_report import DEFAULT_DOC, PLOT, recipe_report, recipe_tab
 from app.bench.sweep_grid import RunSpec
 from data.synth import generate_events
 from tests.app.test_data_cli import run_inproc
+from training.config import ModelConfig
 
 VAL = {"defaults": 0.050, "cosine": 0.060, "cosine-warmup": 0.058, "d128": 0.052, "tau-0.1": 0.04}
 
@@ -37,13 +38,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    n_plus = 2 * len(recipe_grid.DEFAULTS_PLUS)
-    checks, plus = checks[:-n_plus], checks[-n_plus:]
-    assert [(s.dataset, s.name, s.sampler, s.sets[1:]) for s in plus] == [
-        (d, name, "full", sets)
-        for name, sets in recipe_grid.DEFAULTS_PLUS.items() for d in DATASETS
-    ]  # fmt: skip
-    assert all(s.sets[1:3] == ("model.temperature=0.1", "model.max_len=20") for s in plus)
+    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stage 8: its own test
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
     n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)
@@ -88,6 +83,21 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
         + " |"
     )
     assert table[-1].startswith("| tau-0.1 |")
+
+
+def test_stage_8_adds_a_4d_feed_forward_and_adamw_each_to_the_chosen_defaults_on_both(
+    tmp_path: Path,
+) -> None:
+    specs, _ = recipe(tmp_path)
+    chosen = ("train.max_minutes=20", "model.temperature=0.1", "model.max_len=20")
+    wide = f"model.ffn_dim={4 * ModelConfig().dim}"
+    adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
+    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-4:]] == [
+        (DATASETS[0], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
+        (DATASETS[1], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
+        (DATASETS[0], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
+        (DATASETS[1], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
+    ]
 
 
 def test_a_budget_schedule_runs_on_amazon_toys_only_if_it_beat_tau_0_1_on_amazon_beauty(

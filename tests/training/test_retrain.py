@@ -106,15 +106,17 @@ def test_zero_epochs_keeps_known_rows_and_the_tower(ws: Workspace, logs: tuple[P
     assert np.isfinite(fresh).all() and np.allclose(np.linalg.norm(fresh, axis=1), 1, atol=1e-5)
 
 
-def test_a_warm_retrain_trains_at_its_own_lr_and_weight_decay(
+def test_a_warm_retrain_trains_at_its_own_lr_and_weight_decay_form(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
     _served(ws, old)  # Adam at lr 3e-3, no weight decay, its state carried over
-    res = _retrain(ws, new, "train.lr=0.0123", "train.weight_decay=0.01", max_epochs=1)
+    decay = ("train.weight_decay=0.01", "train.decoupled_weight_decay=true")
+    res = _retrain(ws, new, "train.lr=0.0123", *decay, max_epochs=1)
     ckpt = torch.load(ws.runs_dir / res.version / "checkpoints" / "last.ckpt", weights_only=False)
     (group,) = ckpt["optimizer_states"][0]["param_groups"]
-    assert (group["lr"], group["weight_decay"]) == (0.0123, 0.01)  # was the served run's
+    settings = (group["lr"], group["weight_decay"], group["decoupled_weight_decay"])
+    assert settings == (0.0123, 0.01, True)  # was the served run's
     assert ckpt["optimizer_states"][0]["state"]  # the served moments did continue
 
 
