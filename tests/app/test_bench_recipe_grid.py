@@ -85,18 +85,21 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert table[-1].startswith("| tau-0.1 |")
 
 
-def test_stage_8_adds_a_4d_feed_forward_and_adamw_each_to_the_chosen_defaults_on_both(
+def test_stages_8_9_add_a_wide_ffn_adamw_and_esasrec_size_each_to_the_defaults_on_both(
     tmp_path: Path,
 ) -> None:
     specs, _ = recipe(tmp_path)
     chosen = ("train.max_minutes=20", "model.temperature=0.1", "model.max_len=20")
     wide = f"model.ffn_dim={4 * ModelConfig().dim}"
     adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
-    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-4:]] == [
+    small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
+    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-6:]] == [
         (DATASETS[0], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[1], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[0], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
         (DATASETS[1], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
+        (DATASETS[0], "tau-0.1-len-20-esasrec-size", "full", (*chosen, *small)),
+        (DATASETS[1], "tau-0.1-len-20-esasrec-size", "full", (*chosen, *small)),
     ]
 
 
