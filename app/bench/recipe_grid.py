@@ -36,8 +36,8 @@ AdamW: Adam's L2 form shrinks a rarely-updated item row by about lr a step whate
 each added to the chosen defaults (`tau-0.1-len-20`) on both datasets (`DEFAULTS_PLUS`).
 Stage 9 (the last entry of `DEFAULTS_PLUS`) gives the chosen defaults the architecture the
 eSASRec benchmark selected on both datasets: d = 64, one block, one head, dropout 0.2. Its
-epochs are several times cheaper, so a wall-clock budget asks whether the small model's
-extra epochs outweigh its capacity.
+epochs are cheaper, so a wall-clock budget asks whether the small model's extra epochs
+outweigh its capacity.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -96,7 +96,7 @@ LOGIT_FORMS: dict[str, tuple[str, ...]] = {
 TEMPERATURE_PAIRS = ("len-20", "lr-1e-3", "heads-1")
 
 
-# stage 8: the chosen defaults (temperature 0.1, history length 20) plus one choice each
+# stages 8 and 9: the chosen defaults (temperature 0.1, history length 20) plus one choice each
 CHOSEN = ("model.temperature=0.1", "model.max_len=20")
 DEFAULTS_PLUS: dict[str, tuple[str, ...]] = {
     "tau-0.1-len-20-ffn-4x": (*CHOSEN, "model.ffn_dim=1024"),
@@ -173,7 +173,7 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 8."""
+    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 9."""
     specs = stage_one()
     checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + 2 * len(LOGIT_FORMS)
     checks += len(TEMPERATURE_PAIRS) + len(DEFAULTS_PLUS)

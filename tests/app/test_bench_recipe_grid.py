@@ -38,7 +38,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stage 8: its own test
+    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stages 8 and 9: their own test
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
     n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)
