@@ -2,7 +2,8 @@
 
 A run's result file records its training settings (`training_settings`). It is reused when
 today's settings train as it did (`same_settings`), or when they differ only in when early
-stopping ends a run and the recorded run provably trained as today's would (`stops_alike`).
+stopping ends a run and the recorded run provably trained as today's would (`stops_alike`);
+`stands_for` is either.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:
         if any(old.get(key) != v for key, v in values.items()):
             return False
     return True
+
+
+def stands_for(record: dict[str, Any], current: dict[str, Any]) -> bool:
+    """True when the recorded run need not train again for `current`: it trained the same."""
+    return same_settings(record.get("config", {}), current) or stops_alike(record, current)
 
 
 def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:

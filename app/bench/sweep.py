@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from app.bench import options
-from app.bench.reuse import same_settings, stops_alike, training_settings
+from app.bench.reuse import stands_for, training_settings
 from app.bench.sweep_grid import PROTOCOL, Planner, RunSpec
 from data.errors import RecsysInputError
 from data.workspace import Workspace
@@ -112,7 +112,7 @@ def is_done(spec: RunSpec, sweep: Sweep) -> bool:
     current = training_settings(run_config(spec, sweep))
     if record.get("data_sha256") != sweep.fingerprint(spec.dataset):
         return False
-    return same_settings(record.get("config", {}), current) or stops_alike(record, current)
+    return stands_for(record, current)
 
 
 def require_valid_grid(specs: list[RunSpec], sweep: Sweep) -> None:
