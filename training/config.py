@@ -165,6 +165,13 @@ class TrainConfig(_Section):
         "Hutter 2019) instead of adding weight_decay * w to the gradient (L2). Either form "
         "decays every parameter the Adam optimiser holds.",
     )
+    ema_decay: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="Validate, keep and ship an exponential moving average of the weights "
+        "with this decay (training/weight_average.py); null: the weights themselves.",
+    )
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(
         None,

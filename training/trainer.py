@@ -40,6 +40,7 @@ from training.plateau import DecayBeforeStopping
 from training.progress import EpochBar, EpochProgress, EpochTimer
 from training.samplers import SamplerContext, build_sampler
 from training.stopping import SmoothedStopping
+from training.weight_average import WeightAverage
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ def _trainer(
             memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
             *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
+            *([WeightAverage(cfg.train.ema_decay)] if cfg.train.ema_decay else []),
             *extra,
         ],
         "enable_progress_bar": sys.stderr.isatty(),

@@ -38,6 +38,10 @@ Stage 9 (the last entry of `DEFAULTS_PLUS`) gives the chosen defaults the archit
 eSASRec benchmark selected on both datasets: d = 64, one block, one head, dropout 0.2. Its
 epochs are cheaper, so a wall-clock budget asks whether the small model's extra epochs
 outweigh its capacity.
+Stage 10 (after stage 9) validates and keeps an exponential moving average of the weights
+(`train.ema_decay=0.999`, whose warm-up averages about the last ninth of the steps run so
+far): the late-training noise that a decay of the lr did not turn into a gain, averaged away
+instead of annealed.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
 of the chosen recipe are measured once, at the end, by the final grid.
 """
@@ -96,7 +100,7 @@ LOGIT_FORMS: dict[str, tuple[str, ...]] = {
 TEMPERATURE_PAIRS = ("len-20", "lr-1e-3", "heads-1")
 
 
-# stages 8 and 9: the chosen defaults (temperature 0.1, history length 20) plus one choice each
+# stages 8 to 10: the chosen defaults (temperature 0.1, history length 20) plus one choice each
 CHOSEN = ("model.temperature=0.1", "model.max_len=20")
 DEFAULTS_PLUS: dict[str, tuple[str, ...]] = {
     "tau-0.1-len-20-ffn-4x": (*CHOSEN, "model.ffn_dim=1024"),
@@ -114,6 +118,8 @@ DEFAULTS_PLUS: dict[str, tuple[str, ...]] = {
         "model.num_heads=1",
         "model.dropout=0.2",
     ),
+    # stage 10: validate and keep a moving average of the weights
+    "tau-0.1-len-20-ema": (*CHOSEN, "train.ema_decay=0.999"),
 }
 
 

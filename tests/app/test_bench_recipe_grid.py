@@ -85,7 +85,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert table[-1].startswith("| tau-0.1 |")
 
 
-def test_stages_8_9_add_a_wide_ffn_adamw_and_esasrec_size_each_to_the_defaults_on_both(
+def test_stages_8_to_10_add_a_wide_ffn_adamw_esasrec_size_and_ema_each_to_the_defaults(
     tmp_path: Path,
 ) -> None:
     specs, _ = recipe(tmp_path)
@@ -93,13 +93,16 @@ def test_stages_8_9_add_a_wide_ffn_adamw_and_esasrec_size_each_to_the_defaults_o
     wide = f"model.ffn_dim={4 * ModelConfig().dim}"
     adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
     small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
-    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-6:]] == [
+    ema = "train.ema_decay=0.999"
+    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-8:]] == [
         (DATASETS[0], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[1], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[0], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
         (DATASETS[1], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
         (DATASETS[0], "tau-0.1-len-20-esasrec-size", "full", (*chosen, *small)),
         (DATASETS[1], "tau-0.1-len-20-esasrec-size", "full", (*chosen, *small)),
+        (DATASETS[0], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
+        (DATASETS[1], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
     ]
 
 

@@ -1,0 +1,115 @@
+"""An exponential moving average of the weights (`train.ema_decay`): the model validation ranks.
+
+After every optimiser step a shadow copy of each parameter moves toward the live one:
+
+    shadow <- shadow + (1 - d_t) (live - shadow),  d_t = min(decay, (1 + t) / (10 + t))
+
+at step t (counted from 1), the warm-up of TensorFlow's `ExponentialMovingAverage(num_updates)`:
+early on the average spans about the last t / 9 steps instead of holding the initial weights.
+Training moves the live weights; each validation round, the checkpoints, and the model that
+leaves the fit are the average:
+
+- a validation round swaps the shadow in at its start and the live weights back at its end
+  (this callback's hooks run before the module's, so the round's item table is the average's);
+- every checkpoint's `state_dict` is the average (what `best.ckpt` restores and a bundle
+  exports) and `live_state_dict` the weights training goes on from, so a resumed fit continues
+  both; a checkpoint written without the average resumes with the average at its weights;
+- when training ends the live weights become the average.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+from torch import Tensor
+
+LIVE_KEY = "live_state_dict"
+
+
+class WeightAverage(Callback):
+    """Keeps the exponential moving average of a module's parameters (see the module doc)."""
+
+    def __init__(self, decay: float) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"the average's decay must lie in (0, 1), not {decay}")
+        self.decay = decay
+        self.steps = 0
+        self.shadow: dict[str, Tensor] | None = None
+
+    def decay_at(self, step: int) -> float:
+        """d_t of step t (from 1): the warm-up's (1 + t) / (10 + t), capped at `decay`."""
+        return min(self.decay, (1.0 + step) / (10.0 + step))
+
+    def _start(self, module: pl.LightningModule) -> None:
+        self.shadow = {n: p.detach().clone() for n, p in module.named_parameters()}
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The average starts at the weights training starts from (unless resumed)."""
+        if self.shadow is None:
+            self._start(pl_module)
+
+    @torch.no_grad()
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int,
+    ) -> None:  # fmt: skip
+        """Move the average one step toward the live weights."""
+        assert self.shadow is not None  # on_train_start made it
+        self.steps += 1
+        live = [p.detach() for _, p in pl_module.named_parameters()]
+        torch._foreach_lerp_(list(self.shadow.values()), live, 1.0 - self.decay_at(self.steps))
+
+    @torch.no_grad()
+    def _swap(self, module: pl.LightningModule) -> None:
+        assert self.shadow is not None
+        for name, param in module.named_parameters():
+            kept = param.detach().clone()
+            param.copy_(self.shadow[name])
+            self.shadow[name] = kept
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The round ranks with the average (the shadow now holds the live weights)."""
+        if self.shadow is not None:
+            self._swap(pl_module)
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Training goes on from the live weights."""
+        if self.shadow is not None:
+            self._swap(pl_module)
+
+    @torch.no_grad()
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The fit's model is the average."""
+        if self.shadow is not None:
+            for name, param in pl_module.named_parameters():
+                param.copy_(self.shadow[name])
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """`state_dict` becomes the average; the live weights go to `live_state_dict`."""
+        if self.shadow is None:
+            return
+        self._swap(pl_module)  # through the module: its state_dict names a shared table twice
+        averaged = {name: t.detach().clone() for name, t in pl_module.state_dict().items()}
+        self._swap(pl_module)
+        checkpoint[LIVE_KEY], checkpoint["state_dict"] = checkpoint["state_dict"], averaged
+
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """Resume both: the module holds the checkpoint's average here; the live weights go back."""
+        self._start(pl_module)
+        if LIVE_KEY in checkpoint:
+            pl_module.load_state_dict(checkpoint[LIVE_KEY])
+
+    def state_dict(self) -> dict[str, Any]:
+        """The step count, for the warm-up of a resumed fit."""
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume the step count."""
+        self.steps = int(state_dict["steps"])
