@@ -38,7 +38,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stages 8 and 9: their own test
+    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stages 8 to 10: their own test
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
     n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)
@@ -104,6 +104,22 @@ def test_stages_8_to_10_add_a_wide_ffn_adamw_esasrec_size_and_ema_each_to_the_de
         (DATASETS[0], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
         (DATASETS[1], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
     ]
+
+
+def test_a_recipe_of_stages_8_to_10_that_beat_the_defaults_on_both_runs_with_the_second_seed(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, "tau-0.1-len-20", 0.0655)
+    _write(tmp_path, "tau-0.1-len-20-ema", 0.0660)  # ahead on both
+    _write(tmp_path, "tau-0.1-len-20-ffn-4x", 0.0660, DATASETS[:1])
+    _write(tmp_path, "tau-0.1-len-20-ffn-4x", 0.0650, DATASETS[1:])  # ahead on one only
+    specs, planned = recipe(tmp_path)
+    seeds = [s for s in specs if s.name.endswith("-seed43") and s.name.startswith("tau-0.1-len")]
+    assert [(s.dataset, s.name, s.sets[-2:]) for s in seeds] == [
+        (d, "tau-0.1-len-20-ema-seed43", ("train.ema_decay=0.999", "train.seed=43"))
+        for d in DATASETS
+    ]
+    assert planned == recipe(Path(tmp_path / "none"))[1] + 2
 
 
 def test_a_budget_schedule_runs_on_amazon_toys_only_if_it_beat_tau_0_1_on_amazon_beauty(
