@@ -18,13 +18,20 @@ from typing import Any
 
 import pytorch_lightning as pl_lightning
 import torch
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
 from training import finished_fit, memory
+from training.checkpoints import (
+    MONITOR,
+    best_and_last,
+    load_checkpoint,
+    restore_best,
+    resumable_checkpoint,
+)
 from training.combinations import FULL, refuse_clashes
 from training.config import RecsysConfig
 from training.config_loading import load_config
@@ -43,9 +50,6 @@ from training.stopping import SmoothedStopping
 from training.weight_average import WeightAverage
 
 log = logging.getLogger(__name__)
-
-MONITOR = "val/ndcg@10"
-LAST_CHECKPOINT = "last.ckpt"
 
 
 def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalModule:
@@ -96,7 +100,7 @@ def _trainer(
         "strategy": cfg.train.strategy,
         "use_distributed_sampler": False,  # the data module gives each rank its part itself
         "callbacks": [
-            *_checkpoints(cfg, run_dir, save_last),
+            *best_and_last(cfg, run_dir, save_last),
             _stopping(cfg, patience),
             *capped_final_round(cfg.train.max_minutes),
             StopOnDivergence(),
@@ -117,27 +121,6 @@ def _trainer(
     return pl_lightning.Trainer(**kwargs)
 
 
-def _checkpoints(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[ModelCheckpoint]:
-    """`best.ckpt` (by val NDCG@10) and, for a resumable fit, `last.ckpt`."""
-    # no version counter: a fit started afresh over a killed one's folder replaces its
-    # best.ckpt instead of writing best-v1.ckpt beside it (a warm start reads best.ckpt)
-    best = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max",
-        enable_version_counter=False,
-    )  # fmt: skip
-    # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
-    # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one; with
-    # rounds every N steps it keeps the latest round instead (an epoch may outlast the budget;
-    # Lightning resumes such a checkpoint mid-epoch, its loader going on after the batches the
-    # checkpoint had trained: `datamodule.TrainLoader`)
-    last = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename=Path(LAST_CHECKPOINT).stem, monitor=None,
-        save_top_k=1, enable_version_counter=False,
-        save_on_train_epoch_end=cfg.train.val_every_steps is None,
-    )  # fmt: skip
-    return [best, last] if save_last else [best]
-
-
 def _stopping(cfg: RecsysConfig, patience: int) -> SmoothedStopping:
     """Early stopping, or (`lr_schedule: plateau`) the decay it starts before it stops."""
     rule: dict[str, Any] = {"monitor": MONITOR, "mode": "max", "patience": patience}
@@ -155,28 +138,6 @@ def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str,
     return {"check_val_every_n_epoch": None, "val_check_interval": every_steps}
 
 
-def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]:
-    """Load a Lightning checkpoint's weights into `module` (on its device); the checkpoint."""
-    state: dict[str, Any] = torch.load(path, map_location=module.device, weights_only=False)
-    module.load_state_dict(state["state_dict"])
-    return state
-
-
-def _restore_best(trainer: pl_lightning.Trainer, module: RetrievalModule) -> Path | None:
-    """Load the best checkpoint into `module`; its path (None when none was saved)."""
-    callbacks = trainer.callbacks  # type: ignore[attr-defined]
-    ckpt = next(c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor == MONITOR)
-    if not ckpt.best_model_path:
-        return None
-    state = load_checkpoint(module, ckpt.best_model_path)
-    score = float(ckpt.best_model_score) if ckpt.best_model_score is not None else float("nan")
-    log.info(
-        "the best validation round is the model: epoch %d (step %d), %s %.4f",
-        state["epoch"] + 1, state["global_step"], MONITOR, score,
-    )  # fmt: skip
-    return Path(ckpt.best_model_path)
-
-
 def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
     """A finished run `HOME/runs/NAME`: its config, its home's splits, its best module.
 
@@ -189,21 +150,6 @@ def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
     module = build_module(cfg, splits.num_items, item_counts(splits))
     load_checkpoint(module, run_dir / "checkpoints" / "best.ckpt")
     return cfg, splits, module.eval()
-
-
-def _resumable_checkpoint(run_dir: Path) -> Path | None:
-    """`last.ckpt` of a killed run if it loads; one cut short by the kill is removed."""
-    last = run_dir / "checkpoints" / LAST_CHECKPOINT
-    if not last.is_file():
-        return None
-    try:
-        torch.load(last, map_location="cpu", weights_only=False)
-    except Exception as err:  # torch raises many types for a truncated file
-        log.warning("%s is unreadable (%s): training this run from its start", last, err)
-        last.unlink()
-        return None
-    log.info("resuming from %s", last)
-    return last
 
 
 @dataclass
@@ -264,7 +210,7 @@ def fit(
     if done is not None:
         load_checkpoint(module, done.best)
         return Fitted(module, dm, done.seconds, done.epoch_seconds)
-    resume_from = _resumable_checkpoint(run_dir) if resumable else None
+    resume_from = resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
     trainer = _trainer(cfg, run_dir, extra, resumable, patience, **overrides)
@@ -303,7 +249,7 @@ def _finish(
     fitted.seconds += timer.resumed_seconds
     if fitted.primary:
         fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
-        best = _restore_best(trainer, fitted.module)
+        best = restore_best(trainer, fitted.module)
         if record_in is not None and best is not None:
             finished_fit.write(record_in / "checkpoints", cfg, best, fitted.seconds, timer.seconds)
     return fitted

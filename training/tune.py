@@ -29,10 +29,10 @@ from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
 from training import distributed
+from training.checkpoints import MONITOR
 from training.combinations import sampler_fixes_the_temperature
 from training.config import RecsysConfig
 from training.divergence import TrainingDivergedError
-from training.trainer import MONITOR
 from training.tune_study import minutes_spent, record_minutes_run, trial_minutes
 from training.tune_study import open_study as open_study_at
 

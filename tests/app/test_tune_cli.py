@@ -17,10 +17,11 @@ from app.commands.train_cmds import build_config
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
+from training.checkpoints import MONITOR
 from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.pipeline import load_splits
-from training.trainer import MONITOR, fit
+from training.trainer import fit
 from training.tune import (
     SEARCH_SPACE,
     PruneOnValidation,
