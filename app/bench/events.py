@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from app.bench import options, serving
+from app.bench import options, server_process, serving
 from app.cli_common import require_writable
 
 TOKEN = "bench-token"
@@ -76,13 +76,13 @@ def run_size(
     import httpx
 
     home = _home(work, stored, num_items)
-    port = serving.free_port()
+    port = server_process.free_port()
     env = {"RECSYS_ADMIN_TOKEN": TOKEN}
-    proc = serving.serve(home, port, "flat", work / f"server-{stored}.log", env)
+    proc = server_process.serve(home, port, "flat", work / f"server-{stored}.log", env)
     rng = np.random.default_rng(1)
     post_ms, total_ms = [], []
     try:
-        serving.wait_ready(port, proc, timeout=600)
+        server_process.wait_ready(port, proc, timeout=600)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
             for r in range(repeats + 1):  # the first round warms the server up, not timed

@@ -17,8 +17,6 @@ import json
 import math
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +27,7 @@ import typer
 import uvloop
 
 from app.bench import options
+from app.bench.server_process import free_port, serve, wait_ready
 from app.cli_common import require_writable
 from data.errors import RecsysInputError
 
@@ -172,32 +171,6 @@ def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, A
     }
 
 
-def serve(
-    home: Path, port: int, kind: str, log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """`recsys serve` on `home` as a subprocess (no CURRENT polling), its output in `log`."""
-    env = {**os.environ, "RECSYS_RELOAD_INTERVAL": "0", "RECSYS_INDEX": kind, **(env or {})}
-    cmd = [sys.executable, "-m", "app", "serve", "--home", str(home), "--port", str(port)]
-    return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-
-
-def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float) -> float:
-    """Seconds until the server's /ready answers 200 (RuntimeError if it exits or times out)."""
-    import httpx
-
-    start = time.perf_counter()
-    while time.perf_counter() - start < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited before it was ready")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200:
-                return time.perf_counter() - start
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"server not ready after {timeout} s")
-
-
 def run_size(
     num_items: int, work: Path, *, kind: str, duration: float, concurrency: int, rate: float
 ) -> dict[str, Any]:
@@ -257,15 +230,6 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     options.save_figure(fig, path)
-
-
-def free_port() -> int:
-    """A TCP port free on localhost now."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def bench_serving(
