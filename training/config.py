@@ -170,7 +170,9 @@ class TrainConfig(_Section):
         gt=0.0,
         lt=1.0,
         description="Validate, keep and ship an exponential moving average of the weights "
-        "with this decay (training/weight_average.py); null: the weights themselves.",
+        "with this decay (training/weight_average.py); null: the weights themselves. It keeps "
+        "one more copy of every parameter and updates all of it each step, the whole item "
+        "table too (which sparse_embeddings otherwise spare).",
     )
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(

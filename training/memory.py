@@ -1,6 +1,7 @@
 """The memory a training needs, printed at its start: what to size a machine (or a rank) for.
 
-Item table and optimiser state are exact (the parameters' bytes, Adam's two moments each);
+Item table and optimiser state are exact (the parameters' bytes, Adam's two moments each; the
+moving average of `train.ema_decay` one more copy of them);
 the sampler's state is the bytes of the tensors it holds (a kernel tree's node sums, a copy of
 the item table, a proposal table); the per-rank batch is its logits and their gradient, the
 largest activation of a step at large catalogues (`[N, n + 1]` for the full softmax, or
@@ -49,18 +50,25 @@ def tensor_bytes(obj: Any, depth: int = 0) -> int:
 
 
 def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
-    """MiB of each part: item table, optimiser state, sampler state, one rank's batch logits."""
+    """MiB of each part: item table, optimiser state, sampler state, one rank's batch logits.
+
+    With `train.ema_decay`, also the moving average's copy of every parameter.
+    """
     params = [p for p in module.parameters() if p.requires_grad]
+    weights = sum(p.numel() * p.element_size() for p in params)
     table = module.model.item_embedding_weight  # its size only: no normalised copy
     full = logit_columns(table.shape[0], cfg.loss.full_chunk)  # above full_chunk: one chunk
     width = full if module.sampler is None else cfg.sampler.num_negatives
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
-    return {
+    parts = {
         "item table": table.numel() * table.element_size() / MIB,
-        "optimiser state": 2 * sum(p.numel() * p.element_size() for p in params) / MIB,
+        "optimiser state": 2 * weights / MIB,
         "sampler state": tensor_bytes(module.sampler) / MIB if module.sampler else 0.0,
         "batch logits per rank": 2 * targets * width * 4 / MIB,
     }
+    if cfg.train.ema_decay is not None:
+        parts["weight average"] = weights / MIB
+    return parts
 
 
 def describe(parts: dict[str, float], world: int) -> str:

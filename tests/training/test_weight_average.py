@@ -92,3 +92,15 @@ def test_the_decay_lies_strictly_between_0_and_1() -> None:
     with pytest.raises(RecsysInputError, match="ema_decay"):
         load_config(overrides=["train.ema_decay=1"])
     assert load_config().train.ema_decay is None  # off by default
+
+
+def test_the_memory_budget_counts_the_average_as_one_more_copy_of_the_weights() -> None:
+    from training import memory
+    from training.trainer import build_module
+
+    cfg = load_config(overrides=[*TINY, "train.ema_decay=0.99"])
+    module = build_module(cfg, 40, torch.ones(41))
+    parts = memory.budget(module, cfg, world=1)
+    assert parts["weight average"] == pytest.approx(parts["optimiser state"] / 2)
+    plain = load_config(overrides=TINY)
+    assert "weight average" not in memory.budget(build_module(plain, 40, torch.ones(41)), plain, 1)
