@@ -38,7 +38,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stages 8 to 10: their own test
+    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stages 8 to 11: their own test
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
     n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)
@@ -85,7 +85,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert table[-1].startswith("| tau-0.1 |")
 
 
-def test_stages_8_to_10_add_a_wide_ffn_adamw_esasrec_size_and_ema_each_to_the_defaults(
+def test_stages_8_to_11_add_ffn_adamw_esasrec_size_ema_and_lr_each_to_the_defaults(
     tmp_path: Path,
 ) -> None:
     specs, _ = recipe(tmp_path)
@@ -93,8 +93,8 @@ def test_stages_8_to_10_add_a_wide_ffn_adamw_esasrec_size_and_ema_each_to_the_de
     wide = f"model.ffn_dim={4 * ModelConfig().dim}"
     adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
     small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
-    ema = "train.ema_decay=0.999"
-    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-8:]] == [
+    ema, lr = "train.ema_decay=0.999", "train.lr=0.006"
+    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-10:]] == [
         (DATASETS[0], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[1], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[0], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
@@ -103,10 +103,12 @@ def test_stages_8_to_10_add_a_wide_ffn_adamw_esasrec_size_and_ema_each_to_the_de
         (DATASETS[1], "tau-0.1-len-20-esasrec-size", "full", (*chosen, *small)),
         (DATASETS[0], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
         (DATASETS[1], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
+        (DATASETS[0], "tau-0.1-len-20-lr-6e-3", "full", (*chosen, lr)),
+        (DATASETS[1], "tau-0.1-len-20-lr-6e-3", "full", (*chosen, lr)),
     ]
 
 
-def test_a_recipe_of_stages_8_to_10_that_beat_the_defaults_on_both_runs_with_the_second_seed(
+def test_a_recipe_of_stages_8_to_11_that_beat_the_defaults_on_both_runs_with_the_second_seed(
     tmp_path: Path,
 ) -> None:
     _write(tmp_path, "tau-0.1-len-20", 0.0655)
