@@ -166,14 +166,10 @@ class TrainConfig(_Section):
         "decays every parameter the Adam optimiser holds.",
     )
     ema_decay: float | None = Field(
-        None,
-        gt=0.0,
-        lt=1.0,
-        description="Validate, keep and ship an exponential moving average of the weights "
-        "with this decay (training/weight_average.py); null: the weights themselves. It keeps "
-        "one more copy of every parameter and updates all of it each step, the whole item "
-        "table too (which sparse_embeddings otherwise spare).",
-    )
+        None, gt=0.0, lt=1.0, description="Validate, keep and ship a moving average of the "
+        "weights with this decay (training/weight_average.py: a copy of every parameter, all of "
+        "it updated each step, a sparse item table too); null: the weights themselves.",
+    )  # fmt: skip
     max_epochs: int = Field(200, ge=1)
     max_minutes: float | None = Field(
         None,

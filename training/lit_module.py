@@ -241,7 +241,8 @@ class RetrievalModule(pl.LightningModule):
     def _eval_start(self) -> None:
         with torch.no_grad():
             item_emb = self.model.item_tower.all_embeddings()
-        self._round = ValidationRound(item_emb, self.cfg.train.eval_batch_size)
+        keep, tau = self.cfg.train.eval_batch_size, self.current_temperature()
+        self._round = ValidationRound(item_emb, keep, tau)
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
         ev, round_ = self.cfg.eval, self._round
@@ -250,7 +251,7 @@ class RetrievalModule(pl.LightningModule):
             self.model.query_tower,
             round_.item_emb,
             batch,
-            self.current_temperature(),
+            round_.temperature,
             ev.exclude_seen,
             ev.item_chunk,
             self.cfg.ranks_by_magnitude,
@@ -277,7 +278,7 @@ class RetrievalModule(pl.LightningModule):
                 self.sampler,
                 round_.queries,
                 round_.item_emb,
-                self.current_temperature(),
+                round_.temperature,
                 self.cfg.ranks_by_magnitude,
             )
             self.log("val/proposal_kl", kl)

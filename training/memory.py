@@ -66,8 +66,9 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
         "sampler state": tensor_bytes(module.sampler) / MIB if module.sampler else 0.0,
         "batch logits per rank": 2 * targets * width * 4 / MIB,
     }
-    if cfg.train.ema_decay is not None:
-        parts["weight average"] = weights / MIB
+    if cfg.train.ema_decay is not None:  # a copy of every parameter, frozen ones too
+        every = sum(p.numel() * p.element_size() for p in module.parameters())
+        parts["weight average"] = every / MIB
     return parts
 
 

@@ -15,10 +15,15 @@ from training import distributed
 
 
 class ValidationRound:
-    """The round's item table `[n + 1, d]`, ranks and log-probabilities, and KL queries."""
+    """The round's item table `[n + 1, d]` and temperature, ranks, log-probabilities, KL queries.
 
-    def __init__(self, item_emb: Tensor, keep: int) -> None:
+    The table and the temperature are the round's start's: the weights a moving average
+    (`training.weight_average`) swaps in for the round are back out before its last hook.
+    """
+
+    def __init__(self, item_emb: Tensor, keep: int, temperature: float) -> None:
         self.item_emb = item_emb
+        self.temperature = temperature
         self.keep = keep
         self.ranks: list[Tensor] = []
         self.log_p: list[Tensor] = []

@@ -3,7 +3,8 @@
 The vocabulary is append-only, so the served model's n_old items keep their rows 1..n_old and
 new items take rows n_old + 1..n. Everything else (the query tower, positions, blocks) is
 copied as it is. The source is the served version's training checkpoint
-(`runs/<version>/checkpoints/best.ckpt`: weights and Adam moments) when the home still has
+(`runs/<version>/checkpoints/best.ckpt`: weights and Adam moments; under `train.ema_decay`
+the weights are the served average, the moments the live weights') when the home still has
 it, else the bundle itself (the query tower, and the item table from the exported
 embeddings; the optimiser then starts fresh).
 

@@ -1,20 +1,27 @@
 """An exponential moving average of the weights (`train.ema_decay`): the model validation ranks.
 
-After every optimiser step a shadow copy of each parameter moves toward the live one:
+After every training batch (one optimiser step) a shadow copy of each parameter moves toward
+the live one:
 
     shadow <- shadow + (1 - d_t) (live - shadow),  d_t = min(decay, (1 + t) / (10 + t))
 
 at step t (counted from 1), the warm-up of TensorFlow's `ExponentialMovingAverage(num_updates)`:
-early on the average spans about the last t / 9 steps instead of holding the initial weights.
+early on the average spans about the last t / 9 steps instead of holding the initial weights
+(the cap `decay` binds from t = (10 decay - 1) / (1 - decay), about 9,000 steps at 0.999).
 Training moves the live weights; each validation round, the checkpoints, and the model that
 leaves the fit are the average:
 
 - a validation round swaps the shadow in at its start and the live weights back at its end
-  (this callback's hooks run before the module's, so the round's item table is the average's);
-- every checkpoint's `state_dict` is the average (what `best.ckpt` restores and a bundle
-  exports) and `live_state_dict` the weights training goes on from, so a resumed fit continues
-  both; a checkpoint written without the average resumes with the average at its weights;
+  (this callback's hooks run before the module's, so the round's item table and temperature
+  are the average's: `training.validation_round`);
+- every checkpoint's `state_dict` is the average (what `best.ckpt` restores, a bundle exports
+  and a warm start continues from, with the live weights' Adam moments) and `live_state_dict`
+  the weights training goes on from, so a resumed fit continues both; a checkpoint written
+  without the average resumes with the average at its weights;
 - when training ends the live weights become the average.
+
+Lightning's own `EMAWeightAveraging` keeps a deep copy of the whole module instead, which here
+would copy the sampler's state (a kernel tree, a proposal table) along with the weights.
 """
 
 from __future__ import annotations
@@ -37,19 +44,22 @@ class WeightAverage(Callback):
             raise ValueError(f"the average's decay must lie in (0, 1), not {decay}")
         self.decay = decay
         self.steps = 0
-        self.shadow: dict[str, Tensor] | None = None
+        self.shadow: dict[str, Tensor] | None = None  # parameter name -> its average
 
     def decay_at(self, step: int) -> float:
         """d_t of step t (from 1): the warm-up's (1 + t) / (10 + t), capped at `decay`."""
         return min(self.decay, (1.0 + step) / (10.0 + step))
 
-    def _start(self, module: pl.LightningModule) -> None:
-        self.shadow = {n: p.detach().clone() for n, p in module.named_parameters()}
-
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """The average starts at the weights training starts from (unless resumed)."""
+        """Start the average at the fit's first weights, or move a resumed one to their device.
+
+        Lightning restores a checkpoint before it moves the module to its device.
+        """
+        params = dict(pl_module.named_parameters())
         if self.shadow is None:
-            self._start(pl_module)
+            self.shadow = {name: p.detach().clone() for name, p in params.items()}
+        else:
+            self.shadow = {name: t.to(params[name].device) for name, t in self.shadow.items()}
 
     @torch.no_grad()
     def on_train_batch_end(
@@ -59,8 +69,9 @@ class WeightAverage(Callback):
         """Move the average one step toward the live weights."""
         assert self.shadow is not None  # on_train_start made it
         self.steps += 1
-        live = [p.detach() for _, p in pl_module.named_parameters()]
-        torch._foreach_lerp_(list(self.shadow.values()), live, 1.0 - self.decay_at(self.steps))
+        names, live = zip(*[(n, p.detach()) for n, p in pl_module.named_parameters()], strict=True)
+        averages = [self.shadow[name] for name in names]
+        torch._foreach_lerp_(averages, list(live), 1.0 - self.decay_at(self.steps))
 
     @torch.no_grad()
     def _swap(self, module: pl.LightningModule) -> None:
@@ -93,16 +104,17 @@ class WeightAverage(Callback):
         """`state_dict` becomes the average; the live weights go to `live_state_dict`."""
         if self.shadow is None:
             return
-        self._swap(pl_module)  # through the module: its state_dict names a shared table twice
-        averaged = {name: t.detach().clone() for name, t in pl_module.state_dict().items()}
-        self._swap(pl_module)
+        # by identity: the module's state_dict names a shared table twice
+        average = {id(p): self.shadow[name] for name, p in pl_module.named_parameters()}
+        state = pl_module.state_dict(keep_vars=True)
+        averaged = {name: average.get(id(t), t).detach().clone() for name, t in state.items()}
         checkpoint[LIVE_KEY], checkpoint["state_dict"] = checkpoint["state_dict"], averaged
 
     def on_load_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         """Resume both: the module holds the checkpoint's average here; the live weights go back."""
-        self._start(pl_module)
+        self.shadow = {n: p.detach().clone() for n, p in pl_module.named_parameters()}
         if LIVE_KEY in checkpoint:
             pl_module.load_state_dict(checkpoint[LIVE_KEY])
 

@@ -11,9 +11,10 @@ import torch
 
 from data.errors import RecsysInputError
 from tests.training.tiny import TINY, tiny_home, validation_rounds
+from training import memory
 from training.config_loading import load_config
 from training.scoring import measure
-from training.trainer import fit
+from training.trainer import build_module, fit
 from training.weight_average import LIVE_KEY, WeightAverage
 
 
@@ -29,29 +30,39 @@ class _Shared(pl.LightningModule):
 
 
 def _step(average: WeightAverage, module: pl.LightningModule, value: float) -> None:
+    """Set parameter i to value + 10 i, then one step of the average."""
     with torch.no_grad():
-        for param in module.parameters():
-            param.fill_(value)
+        for i, param in enumerate(module.parameters()):
+            param.fill_(value + 10 * i)
     average.on_train_batch_end(None, module, None, None, 0)  # type: ignore[arg-type]
 
 
-def test_the_average_follows_the_warm_up_then_the_decay() -> None:
-    average, module = WeightAverage(0.9), _Shared()
-    assert [average.decay_at(t) for t in (1, 8, 80, 10**6)] == [2 / 11, 0.5, 0.9, 0.9]
+def _started(decay: float) -> tuple[WeightAverage, _Shared]:
+    average, module = WeightAverage(decay), _Shared()
+    with torch.no_grad():
+        for i, param in enumerate(module.parameters()):
+            param.fill_(10 * i)  # the start: parameter i at 10 i
     average.on_train_start(None, module)  # type: ignore[arg-type]
-    expected = 0.0
+    return average, module
+
+
+def test_each_parameter_averages_its_own_values_with_the_warm_up_then_the_decay() -> None:
+    average, module = _started(0.9)
+    assert [average.decay_at(t) for t in (1, 8, 80, 10**6)] == [2 / 11, 0.5, 0.9, 0.9]
+    expected = 0.0  # parameter i's average is this + 10 i
     for t, value in enumerate([1.0, 2.0, 4.0, 8.0], start=1):
         _step(average, module, value)
         expected += (1 - average.decay_at(t)) * (value - expected)
-    assert average.shadow is not None
-    assert torch.allclose(average.shadow["table"], torch.full((3, 2), expected))
-    assert 0.0 < expected < 8.0  # an average, not the live weights
+    assert average.shadow is not None and 0.0 < expected < 8.0  # an average, not the live weights
+    for i, (name, param) in enumerate(module.named_parameters()):
+        assert torch.allclose(average.shadow[name], torch.full_like(param, expected + 10 * i))
+    average.on_train_end(None, module)  # type: ignore[arg-type]
+    assert torch.allclose(module.table.detach(), torch.full((3, 2), expected))  # the fit's model
 
 
-def test_a_checkpoint_holds_the_average_under_every_name_and_resumes_both(tmp_path: Path) -> None:
-    average, module = WeightAverage(0.5), _Shared()
-    average.on_train_start(None, module)  # type: ignore[arg-type]
-    _step(average, module, 4.0)  # the shadow moves from 0 by 1 - 2/11
+def test_a_checkpoint_holds_the_average_under_every_name_and_resumes_both() -> None:
+    average, module = _started(0.5)
+    _step(average, module, 4.0)
     _step(average, module, 6.0)
     shadow = average.shadow["table"].clone()  # type: ignore[index]
     live = {name: t.clone() for name, t in module.state_dict().items()}
@@ -63,9 +74,9 @@ def test_a_checkpoint_holds_the_average_under_every_name_and_resumes_both(tmp_pa
     assert torch.equal(module.table.detach(), torch.full((3, 2), 6.0))  # training's weights stay
 
     resumed, fresh = WeightAverage(0.5), _Shared()
-    fresh.load_state_dict(saved)  # what Lightning loads before the callbacks' hook
-    resumed.load_state_dict(average.state_dict())
+    fresh.load_state_dict(saved)  # Lightning loads the state_dict before the callbacks' hook
     resumed.on_load_checkpoint(None, fresh, checkpoint)  # type: ignore[arg-type]
+    resumed.load_state_dict(average.state_dict())
     assert torch.equal(fresh.table.detach(), torch.full((3, 2), 6.0))
     assert torch.equal(resumed.shadow["table"], shadow)  # type: ignore[index]
     assert resumed.steps == 2
@@ -86,21 +97,46 @@ def test_the_rounds_rank_the_average_and_the_fit_restores_it(tmp_path: Path) -> 
     assert not torch.equal(average[table], live[table])  # the average is not the live weights
 
 
+def test_a_resumed_fit_goes_on_from_the_saved_average_and_live_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, splits = tiny_home(tmp_path)
+    sets = [*TINY, "train.ema_decay=0.9"]
+    run = ws.runs_dir / "ema"
+    fit(load_config(overrides=[*sets, "train.max_epochs=1"]), splits, run, resumable=True)
+    saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    started: list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int]] = []
+    resume = WeightAverage.on_train_start
+
+    def spy(self: WeightAverage, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        resume(self, trainer, module)
+        assert self.shadow is not None
+        live = {n: p.detach().clone() for n, p in module.named_parameters()}
+        started.append(({n: t.clone() for n, t in self.shadow.items()}, live, self.steps))
+
+    monkeypatch.setattr(WeightAverage, "on_train_start", spy)
+    fit(load_config(overrides=[*sets, "train.max_epochs=2"]), splits, run, resumable=True)
+    ((shadow, live, steps),) = started
+    assert steps == saved["global_step"] > 0  # the warm-up goes on where it was
+    for name in shadow:
+        assert torch.equal(shadow[name], saved["state_dict"][name])
+        assert torch.equal(live[name], saved[LIVE_KEY][name])
+
+
 def test_the_decay_lies_strictly_between_0_and_1() -> None:
     with pytest.raises(ValueError, match="decay"):
         WeightAverage(1.0)
     with pytest.raises(RecsysInputError, match="ema_decay"):
         load_config(overrides=["train.ema_decay=1"])
-    assert load_config().train.ema_decay is None  # off by default
+    assert load_config().train.ema_decay is None  # off by default (docs/recipe_study.md)
 
 
 def test_the_memory_budget_counts_the_average_as_one_more_copy_of_the_weights() -> None:
-    from training import memory
-    from training.trainer import build_module
-
     cfg = load_config(overrides=[*TINY, "train.ema_decay=0.99"])
     module = build_module(cfg, 40, torch.ones(41))
-    parts = memory.budget(module, cfg, world=1)
-    assert parts["weight average"] == pytest.approx(parts["optimiser state"] / 2)
+    # TINY: 41 x 16 shared table, 10 x 16 positions, one block with d = 16 and 2 norms
+    block = 2 * 2 * 16 + (3 * 16 * 16 + 3 * 16) + (16 * 16 + 16) + 2 * (16 * 16 + 16)
+    expected = (41 * 16 + 10 * 16 + block + 2 * 16) * 4 / memory.MIB
+    assert memory.budget(module, cfg, world=1)["weight average"] == pytest.approx(expected)
     plain = load_config(overrides=TINY)
     assert "weight average" not in memory.budget(build_module(plain, 40, torch.ones(41)), plain, 1)
