@@ -34,7 +34,7 @@ Stage 8 measures the two choices the issue names that no earlier stage varied: t
 width (4 d, the transformer's usual width, against SASRec's d) and weight decay (decoupled, as
 AdamW: Adam's L2 form shrinks a rarely-updated item row by about lr a step whatever its size),
 each added to the chosen defaults (`tau-0.1-len-20`) on both datasets (`DEFAULTS_PLUS`).
-Stage 9 (the last entry of `DEFAULTS_PLUS`) gives the chosen defaults the architecture the
+Stage 9 (the third entry of `DEFAULTS_PLUS`) gives the chosen defaults the architecture the
 eSASRec benchmark selected on both datasets: d = 64, one block, one head, dropout 0.2. Its
 epochs are cheaper, so a wall-clock budget asks whether the small model's extra epochs
 outweigh its capacity.

@@ -121,7 +121,7 @@ def test_a_recipe_of_stages_8_to_11_that_beat_the_defaults_on_both_runs_with_the
         (d, "tau-0.1-len-20-ema-seed43", ("train.ema_decay=0.999", "train.seed=43"))
         for d in DATASETS
     ]
-    assert planned == recipe(Path(tmp_path / "none"))[1] + 2
+    assert planned == recipe(tmp_path / "none")[1] + 2
 
 
 def test_a_budget_schedule_runs_on_amazon_toys_only_if_it_beat_tau_0_1_on_amazon_beauty(
