@@ -43,7 +43,7 @@ Stage 10 (after stage 9) validates and keeps an exponential moving average of th
 far): the late-training noise that a decay of the lr did not turn into a gain, averaged away
 instead of annealed.
 Stage 11 doubles the lr: with temperature 0.1 a lower one (1e-3, stage 7) lost on both
-datasets, and the capped runs still climb at the cap.
+datasets, and the capped runs had their best rounds late.
 A recipe of stages 8 to 11 that beats the chosen defaults on both datasets runs again with the
 second seed, against `tau-0.1-len-20-seed43`, as stage 7's pairs do.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
