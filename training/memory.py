@@ -54,22 +54,24 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
 
     With `train.ema_decay`, also the moving average's copy of every parameter.
     """
-    params = [p for p in module.parameters() if p.requires_grad]
-    weights = sum(p.numel() * p.element_size() for p in params)
+    trained = [p for p in module.parameters() if p.requires_grad]
     table = module.model.item_embedding_weight  # its size only: no normalised copy
     full = logit_columns(table.shape[0], cfg.loss.full_chunk)  # above full_chunk: one chunk
     width = full if module.sampler is None else cfg.sampler.num_negatives
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
     parts = {
         "item table": table.numel() * table.element_size() / MIB,
-        "optimiser state": 2 * weights / MIB,
+        "optimiser state": 2 * _bytes(trained) / MIB,
         "sampler state": tensor_bytes(module.sampler) / MIB if module.sampler else 0.0,
         "batch logits per rank": 2 * targets * width * 4 / MIB,
     }
     if cfg.train.ema_decay is not None:  # a copy of every parameter, frozen ones too
-        every = sum(p.numel() * p.element_size() for p in module.parameters())
-        parts["weight average"] = every / MIB
+        parts["weight average"] = _bytes(module.parameters()) / MIB
     return parts
+
+
+def _bytes(params: Any) -> int:
+    return sum(p.numel() * p.element_size() for p in params)
 
 
 def describe(parts: dict[str, float], world: int) -> str:

@@ -108,7 +108,7 @@ def _trainer(
             memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
             *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
-            *([WeightAverage(cfg.train.ema_decay)] if cfg.train.ema_decay else []),
+            *([WeightAverage(cfg.train.ema_decay)] if cfg.train.ema_decay is not None else []),
             *extra,
         ],
         "enable_progress_bar": sys.stderr.isatty(),
