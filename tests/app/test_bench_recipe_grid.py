@@ -38,7 +38,8 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert all("train.max_minutes=20" in s.sets for s in specs)
     stage_one, checks = specs[: 2 * len(RECIPES)], specs[2 * len(RECIPES) :]
     assert all(s.sampler == "full" for s in stage_one) and planned == len(specs) + 2
-    checks = checks[: -2 * len(recipe_grid.DEFAULTS_PLUS)]  # stages 8 to 11: their own test
+    later = len(recipe_grid.DEFAULTS_PLUS) + len(recipe_grid.SMALL_SAMPLED)
+    checks = checks[: -2 * later]  # stages 8 to 12: their own tests
     n_sampled, n_seeds = 2 * len(recipe_grid.SAMPLED_CHECK), 2 * len(recipe_grid.SEED_CHECK)
     sampled, seeds = checks[:n_sampled], checks[n_sampled : n_sampled + n_seeds]
     n_pairs = 2 * len(recipe_grid.TEMPERATURE_PAIRS)
@@ -94,7 +95,7 @@ def test_stages_8_to_11_add_ffn_adamw_esasrec_size_ema_and_lr_each_to_the_defaul
     adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
     small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
     ema, lr = "train.ema_decay=0.999", "train.lr=0.006"
-    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-10:]] == [
+    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-14:-4]] == [
         (DATASETS[0], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[1], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[0], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
@@ -122,6 +123,32 @@ def test_a_recipe_of_stages_8_to_11_that_beat_the_defaults_on_both_runs_with_the
         for d in DATASETS
     ]
     assert planned == recipe(tmp_path / "none")[1] + 2
+
+
+def test_stage_12_trains_the_esasrec_size_sampled_and_seeds_again_what_beat_the_full_softmax(
+    tmp_path: Path,
+) -> None:
+    small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
+    chosen = ("model.temperature=0.1", "model.max_len=20", *small, "train.patience=50")
+    published = ("model.temperature=0.1", *small, "train.lr=0.001", "train.patience=50")
+    specs, planned = recipe(tmp_path)
+    rows = [(s.dataset, s.name, s.sampler, s.m, s.sets[1:]) for s in specs[-4:]]
+    assert rows == [
+        (d, f"{name}-uniform_m256", "uniform", 256, sets)
+        for name, sets in (("tau-0.1-len-20-esasrec-size-patience-50", chosen),
+                           ("tau-0.1-esasrec-settings", published))
+        for d in DATASETS
+    ]  # fmt: skip
+    _write(tmp_path, "tau-0.1-len-20", 0.0655)
+    _write(tmp_path, "tau-0.1-len-20-esasrec-size-patience-50-uniform_m256", 0.0660)
+    _write(tmp_path, "tau-0.1-esasrec-settings-uniform_m256", 0.0650)
+    specs, seeded = recipe(tmp_path)
+    assert [(s.dataset, s.name, s.sampler, s.sets[-1]) for s in specs[-2:]] == [
+        (d, "tau-0.1-len-20-esasrec-size-patience-50-seed43-uniform_m256", "uniform",
+         "train.seed=43")
+        for d in DATASETS
+    ]  # fmt: skip
+    assert seeded == planned + 2
 
 
 def test_a_budget_schedule_runs_on_amazon_toys_only_if_it_beat_tau_0_1_on_amazon_beauty(
