@@ -21,7 +21,6 @@ from training import distributed
 from training.clock import TrainingClock
 from training.config import RecsysConfig
 from training.corrections import query_windows
-from training.diagnostics import proposal_kl
 from training.evaluation import rank_batch
 from training.losses import SampledLoss
 from training.model import TwoTowerModel
@@ -259,31 +258,15 @@ class RetrievalModule(pl.LightningModule):
         round_.add(ranks, log_p, queries, batch["row"])
 
     def _eval_end(self, prefix: str) -> None:
-        from training.metrics import ranking_metrics
-
         round_, self._round = self._round, None
         if round_ is None:
             return
-        ranks, log_p = round_.gather()
-        if ranks.numel() == 0:
-            return
-        # DDP keeps the weights identical on every rank: a difference is a bug, not noise
-        fingerprint = round_.table_fingerprint()
-        distributed.check_same(fingerprint, "the item table", rel=1e-9, device=self.device)
-        metrics = ranking_metrics(ranks, log_p, self.cfg.eval.ks)
+        metrics = round_.metrics(self.cfg.eval.ks, self.device)
         for name, value in metrics.items():
-            self.log(f"{prefix}/{name}", float(value), prog_bar=name == "ndcg@10")
-        if prefix == "val" and self.sampler is not None:
-            kl = proposal_kl(
-                self.sampler,
-                round_.queries,
-                round_.item_emb,
-                round_.temperature,
-                self.cfg.ranks_by_magnitude,
-            )
+            self.log(f"{prefix}/{name}", value, prog_bar=name == "ndcg@10")
+        if metrics and prefix == "val" and self.sampler is not None:
+            kl = round_.proposal_kl(self.sampler, self.cfg.ranks_by_magnitude, self.device)
             self.log("val/proposal_kl", kl)
-            what = "the sampler's proposal (its tree or table)"
-            distributed.check_same(kl, what, rel=1e-9, device=self.device)
 
     def on_validation_epoch_start(self) -> None:
         """Normalise the item table once per validation round."""

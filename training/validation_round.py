@@ -12,6 +12,9 @@ import torch
 from torch import Tensor
 
 from training import distributed
+from training.diagnostics import proposal_kl
+from training.metrics import ranking_metrics
+from training.samplers import NegativeSampler
 
 
 class ValidationRound:
@@ -60,3 +63,23 @@ class ValidationRound:
         table = self.item_emb.double()
         weights = torch.arange(len(table), dtype=torch.float64, device=table.device)
         return float(table.sum(1) @ weights)
+
+    def metrics(self, ks: list[int], device: torch.device) -> dict[str, float]:
+        """Every rank's users' ranking metrics (`recall@K`, ...); empty for a round without users.
+
+        DDP keeps the weights identical on every rank: a different table is a bug, not noise.
+        """
+        ranks, log_p = self.gather()
+        if ranks.numel() == 0:
+            return {}
+        distributed.check_same(self.table_fingerprint(), "the item table", rel=1e-9, device=device)
+        return {name: float(value) for name, value in ranking_metrics(ranks, log_p, ks).items()}
+
+    def proposal_kl(
+        self, sampler: NegativeSampler, by_magnitude: bool, device: torch.device
+    ) -> float:
+        """KL(the round's softmax || `sampler`'s proposal) over the kept queries; rank-checked."""
+        kl = proposal_kl(sampler, self.queries, self.item_emb, self.temperature, by_magnitude)
+        what = "the sampler's proposal (its tree or table)"
+        distributed.check_same(kl, what, rel=1e-9, device=device)
+        return kl
