@@ -14,7 +14,9 @@ each variant runs `recsys retrain --logs new.csv`:
 - `warm_cosine18`: 18 warm rounds with the lr decayed over them (cosine);
 - `warm_mean3`, `full_mean3`: warm and full with today's defaults (early stopping on the mean
   of the last 3 rounds, precision auto); the base and the variants above ran before those,
-  each round alone and in fp32, and pin that (`AS_BEFORE`).
+  each round alone and in fp32, and pin that (`AS_BEFORE`);
+- `warm_base_mean3`: today's defaults warm, from `base_mean3`, a base trained with them too
+  (`BASES`): does a served model trained to today's stopping rule need fewer warm rounds?
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
@@ -66,7 +68,12 @@ VARIANTS = {
     # precision auto (bf16 on the machine of the committed runs)
     "warm_mean3": ["--set", "train.patience_window=3"],
     "full_mean3": ["--full", "--set", "train.patience_window=3"],
+    # today's defaults from a base trained with them too (`base_mean3`)
+    "warm_base_mean3": [],
 }
+# the served model each variant starts from: `base`, unless named here
+BASES = {"base": AS_BEFORE, "base_mean3": []}
+BASE_OF = {"warm_base_mean3": "base_mean3"}
 
 # the paired intervals: each file pairs its warm variants with its reference, the full retrain
 # under the same stopping rule
@@ -75,7 +82,7 @@ PAIRS = {
         "full",
         ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
     ),
-    "paired_mean3.json": ("full_mean3", ["warm_mean3"]),
+    "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
 }
 
 
@@ -126,17 +133,15 @@ def main(
     work.mkdir(parents=True, exist_ok=True)
     first, new = split_by_position(dataset, work)
     sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=20"]
-    base_home = work / "base"
 
-    def base() -> dict[str, Any]:
-        shutil.rmtree(base_home, ignore_errors=True)
-        res, secs = _run(
-            ["train", "--home", str(base_home), "--dataset", str(first), *sets, *AS_BEFORE],
-            threads,
-        )
-        return {"step": "base", "wall_seconds": secs, "train": res}
+    def base(name: str, flags: list[str]) -> dict[str, Any]:
+        shutil.rmtree(work / name, ignore_errors=True)
+        args = ["train", "--home", str(work / name), "--dataset", str(first), *sets, *flags]
+        res, secs = _run(args, threads)
+        return {"step": name, "wall_seconds": secs, "train": res}
 
-    _step(out / "base.json", base)
+    for name, flags in BASES.items():
+        _step(out / f"{name}.json", lambda n=name, f=flags: base(n, f))
     for name, flags in VARIANTS.items():
         _step(
             out / f"{name}.json", lambda n=name, f=flags: _variant(work, n, f, new, sets, threads)
@@ -151,7 +156,7 @@ def _variant(
 ) -> dict[str, Any]:
     home = work / name
     shutil.rmtree(home, ignore_errors=True)
-    shutil.copytree(work / "base", home)
+    shutil.copytree(work / BASE_OF.get(name, "base"), home)
     res, secs = _run(["retrain", "--home", str(home), "--logs", str(new), *flags, *sets], threads)
     test, _ = _run(
         ["evaluate", "--home", str(home), "--model", res["version"], "--split", "test"], threads
@@ -167,8 +172,9 @@ def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
     from training.pipeline import load_splits
     from training.scoring import bundle_metrics
 
-    base = json.loads((out / "base.json").read_text())["train"]["version"]
-    old_items = read_manifest(work / "base" / "models" / base)["num_items"]
+    base_name = BASE_OF.get(name, "base")
+    base = json.loads((out / f"{base_name}.json").read_text())["train"]["version"]
+    old_items = read_manifest(work / base_name / "models" / base)["num_items"]
     version = json.loads((out / f"{name}.json").read_text())["retrain"]["version"]
     model = ModelBundle.load(work / name / "models" / version)
     splits = load_splits(
