@@ -33,7 +33,8 @@ def _run_cell(record: dict[str, Any] | None) -> str:
     """`epochs x s / epoch, what stopped it, load before / after` of one run."""
     if record is None:
         return "-"
-    stop = {"time cap": "cap", "early stopping": "early"}.get(record.get("stopped_by", ""), "")
+    stops = {"time cap": "cap", "early stopping": "early", "max epochs": "max epochs"}
+    stop = stops.get(record.get("stopped_by", ""), "")
     load = record.get("load_avg") or {}
     shown = "/".join(f"{load[k][0]:.1f}" for k in ("before", "after") if k in load)
     cell = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s"

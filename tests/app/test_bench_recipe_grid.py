@@ -165,6 +165,15 @@ def test_a_budget_schedule_runs_on_amazon_toys_only_if_it_beat_tau_0_1_on_amazon
     assert specs[-1].sets == ("train.max_minutes=20", *recipe_grid.BUDGET_SCHEDULES[beaten])
 
 
+def test_the_table_names_what_stopped_each_run(tmp_path: Path) -> None:
+    _write(tmp_path, "defaults", 0.05)
+    for dataset, stopped in zip(DATASETS, ("max epochs", "early stopping"), strict=True):
+        path = tmp_path / dataset / "defaults.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "stopped_by": stopped}))
+    row = recipe_table(tmp_path).splitlines()[2]
+    assert row.endswith("| 9 x 60 s, max epochs, load 1.0/2.0 | 9 x 60 s, early, load 1.0/2.0 |")
+
+
 def test_the_report_plots_every_recipe_against_time_and_links_the_plot(tmp_path: Path) -> None:
     out = tmp_path / "recipe_study"
     for name in ("defaults", "cosine"):
