@@ -23,7 +23,8 @@ Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metri
 candidate) and is skipped when that file exists, so the sweep resumes. At the end,
 `DIR/paired.json` holds the paired bootstrap of test NDCG@10 of each warm variant against the
 full retrain (benchmarks/paired_ndcg.py), `DIR/paired_mean3.json` the same under today's
-stopping rule; each is computed again when its variants change. Timings
+stopping rule; each is computed again when its variants change. `DIR/curves.json` keeps each
+run's validation rounds (read from its home's `metrics.csv` while the home exists). Timings
 are wall clock; the file records the machine's load average before and after each step.
 """
 
@@ -149,6 +150,30 @@ def main(
         _step(out / f"{name}_new_items.json", lambda n=name: _new_item_rows(work, out, n))
     for file, (reference, names) in PAIRS.items():
         _paired(out, work, file, reference, names)
+    _curves(out, work, [*BASES, *VARIANTS])
+
+
+def _curves(out: Path, work: Path, names: list[str]) -> None:
+    """`DIR/curves.json`: each run's validation rounds (fit seconds, val NDCG@10), from its home.
+
+    A run whose home is gone keeps the curve recorded before (or has none).
+    """
+    path = out / "curves.json"
+    curves = json.loads(path.read_text()) if path.exists() else {}
+    for name in names:
+        step = out / f"{name}.json"
+        if name in curves or not step.exists():
+            continue
+        record = json.loads(step.read_text())
+        version = (record.get("retrain") or record.get("train") or {}).get("version")
+        metrics = work / name / "runs" / str(version) / "metrics.csv"
+        if version and metrics.exists():
+            rounds = pl.read_csv(metrics).filter(pl.col("val/ndcg@10").is_not_null())
+            curves[name] = [
+                {"round": i + 1, "fit_seconds": round(t, 1), "val_ndcg@10": round(v, 5)}
+                for i, (t, v) in enumerate(rounds.select("time/fit_seconds", "val/ndcg@10").rows())
+            ]
+    path.write_text(json.dumps(curves, indent=1) + "\n")
 
 
 def _variant(
