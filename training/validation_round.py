@@ -1,9 +1,10 @@
-"""One validation (or test) round of the training module: what it collects and gathers.
+"""One validation (or test) round of the training module: what it collects, gathers and scores.
 
 Each eval batch adds its users' full-ranking ranks and target log-probabilities, and the
 round keeps the first `keep` users' queries (split order) for the KL diagnostic. At the end
-`gather()` collects every rank's share (one process: its own), so that every rank computes
-the same metrics from the same users, each counted once.
+`metrics()` gathers every rank's share (one process: its own), so that every rank computes
+the same metrics from the same users, each counted once, and checks that the ranks' item
+tables agree; `proposal_kl()` then measures the sampler's bias on the gathered queries.
 """
 
 from __future__ import annotations
@@ -78,7 +79,11 @@ class ValidationRound:
     def proposal_kl(
         self, sampler: NegativeSampler, by_magnitude: bool, device: torch.device
     ) -> float:
-        """KL(the round's softmax || `sampler`'s proposal) over the kept queries; rank-checked."""
+        """KL(the round's softmax || `sampler`'s proposal) over the kept queries; rank-checked.
+
+        After `metrics()`, whose gather gives every rank the same queries (before it, each
+        rank's own: the ranks' check would fail).
+        """
         kl = proposal_kl(sampler, self.queries, self.item_emb, self.temperature, by_magnitude)
         what = "the sampler's proposal (its tree or table)"
         distributed.check_same(kl, what, rel=1e-9, device=device)

@@ -50,7 +50,7 @@ Stage 12 trains the eSASRec size as the published SASRec + sampled softmax was t
 uniform sampling at m = 256 and a patience of 50 rounds (`SMALL_SAMPLED`), with the chosen
 defaults' history length and lr, and with the benchmark's own (50 and 1e-3). Stage 9's full
 softmax spent 36 s a round on this model and its patience of 5 stopped it still climbing; an
-m = 256 round costs about a fifth of that, so the cap allows a hundred rounds. Against the
+m = 256 round costs about a seventh of that, so the cap allows some 200 rounds. Against the
 chosen defaults (the full softmax); one that beats them on both datasets runs again with the
 second seed.
 The runs never evaluate the test split (`Sweep.test` is off for this grid): the test metrics
@@ -199,7 +199,7 @@ def combined_sets(out: Path) -> tuple[str, ...] | None:
 
 
 def recipe(out: Path) -> tuple[list[RunSpec], int]:
-    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 11."""
+    """Stage 1, then (once it is complete) the combined recipe; stages 3 to 12."""
     specs = stage_one()
     checks = 1 + len(SAMPLED_CHECK) + len(SEED_CHECK) + 2 * len(LOGIT_FORMS)
     checks += len(TEMPERATURE_PAIRS) + len(DEFAULTS_PLUS) + len(SMALL_SAMPLED)
