@@ -72,6 +72,8 @@ VARIANTS = {
     # today's defaults from a base trained with them too (`base_mean3`)
     "warm_base_mean3": [],
 }
+# runs made by hand on a copy of the base home: result name -> home
+BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
 # the served model each variant starts from: `base`, unless named here
 BASES = {"base": AS_BEFORE, "base_mean3": []}
 BASE_OF = {"warm_base_mean3": "base_mean3"}
@@ -150,23 +152,25 @@ def main(
         _step(out / f"{name}_new_items.json", lambda n=name: _new_item_rows(work, out, n))
     for file, (reference, names) in PAIRS.items():
         _paired(out, work, file, reference, names)
-    _curves(out, work, [*BASES, *VARIANTS])
+    homes = {name: name for name in [*BASES, *VARIANTS]}
+    _curves(out, work, {**homes, **BY_HAND})
 
 
-def _curves(out: Path, work: Path, names: list[str]) -> None:
+def _curves(out: Path, work: Path, homes: dict[str, str]) -> None:
     """`DIR/curves.json`: each run's validation rounds (fit seconds, val NDCG@10), from its home.
 
-    A run whose home is gone keeps the curve recorded before (or has none).
+    `homes`: result name -> its home's folder in `work`. A run whose home is gone keeps the
+    curve recorded before (or has none).
     """
     path = out / "curves.json"
     curves = json.loads(path.read_text()) if path.exists() else {}
-    for name in names:
+    for name, home in homes.items():
         step = out / f"{name}.json"
         if name in curves or not step.exists():
             continue
         record = json.loads(step.read_text())
         version = (record.get("retrain") or record.get("train") or {}).get("version")
-        metrics = work / name / "runs" / str(version) / "metrics.csv"
+        metrics = work / home / "runs" / str(version) / "metrics.csv"
         if version and metrics.exists():
             rounds = pl.read_csv(metrics).filter(pl.col("val/ndcg@10").is_not_null())
             curves[name] = [
