@@ -1,6 +1,6 @@
 """Sampler diagnostics: how far a sampler's proposal is from the model's softmax (its bias).
 
-`proposal_kl` is what the LightningModule logs as `val/proposal_kl` once a validation round
+`proposal_kl` is what the LightningModule logs as `val/proposal_kl` once per validation round
 (`ValidationRound.proposal_kl`, on the round's first `eval_batch_size` users).
 """
 
