@@ -76,6 +76,12 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
     caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)
     if caveat is not None:
         log.warning(caveat)
+    if cfg.sampler.num_negatives >= n:
+        log.warning(
+            "sampler.num_negatives=%d is not below the catalogue's %d items: the full softmax "
+            "(--sampler full) scores every item once, at no more cost than that many negatives",
+            cfg.sampler.num_negatives, n,
+        )  # fmt: skip
     return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
 
 
