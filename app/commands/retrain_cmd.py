@@ -71,7 +71,9 @@ def retrain_command(
     """Retrain on new logs: warm start from the served model, publish only if not worse.
 
     The served model's config is the base; --config and --set apply on top. When no stored
-    event is new to the served model, nothing is trained (--full or --force trains anyway).
+    event is new to the served model, nothing is trained (--full or --force trains anyway);
+    on a home with no served model it trains from scratch (the defaults under --config and
+    --set) and publishes, as `recsys train` would.
     Exit 0 when the candidate was published or kept out by the gate, or nothing was new (the
     output says which), 1 on failure, 2 on bad input or a home another training holds. Run the
     same command again after a crash: it resumes, and ingests nothing twice.
