@@ -15,7 +15,6 @@ import polars as pl
 
 from data import store, vocab
 from data.errors import RecsysInputError
-from data.formats import read_item_titles
 from data.ingest import (
     DEFAULT_LAYOUT,
     SYNTHETIC_SOURCE,
@@ -103,7 +102,7 @@ def _folder_titles(path: Path) -> pl.DataFrame | None:
     items = path / TITLES_FILE
     if not (path.is_dir() and items.is_file()):
         return None
-    return read_item_titles(items, "csv", "item_id", "title")
+    return vocab.read_item_titles(items, "csv", "item_id", "title").titles
 
 
 def datasets_root() -> Path:
@@ -125,6 +124,25 @@ def _dataset_path(dataset: str) -> Path:
     )
 
 
+def check_dataset(ws: Workspace, dataset: str | None) -> None:
+    """Refuse bad `prepare_dataset` arguments before the home is touched.
+
+    No dataset on a home without events, or a dataset path that is missing or holds no logs.
+
+    Raises:
+        RecsysInputError: as `prepare_dataset`, but for the mixing of synthetic and real events.
+
+    """
+    if dataset is None and not store.has_events(ws):
+        raise RecsysInputError(
+            f"{ws.root} has no events: ingest logs (`recsys ingest FILE`), or pass --dataset "
+            "with a log file, folder or dataset name, or --dataset synthetic for a generated "
+            "demo log"
+        )
+    if dataset is not None and dataset != "synthetic":
+        dataset_files(_dataset_path(dataset))
+
+
 def prepare_dataset(ws: Workspace, dataset: str | None, layout: LogLayout = DEFAULT_LAYOUT) -> str:
     """Make sure the home has events; return the dataset's name for the manifest.
 
@@ -143,13 +161,8 @@ def prepare_dataset(ws: Workspace, dataset: str | None, layout: LogLayout = DEFA
             the dataset would mix synthetic and real events.
 
     """
+    check_dataset(ws, dataset)
     if dataset is None:
-        if not store.has_events(ws):
-            raise RecsysInputError(
-                f"{ws.root} has no events: ingest logs (`recsys ingest FILE`), or pass --dataset "
-                "with a log file, folder or dataset name, or --dataset synthetic for a generated "
-                "demo log"
-            )
         return "synthetic" if holds_synthetic_demo(ws) else "workspace"
     if dataset == "synthetic":
         return _synthetic_demo(ws)

@@ -133,33 +133,7 @@ def scan_file(path: Path, fmt: str) -> pl.LazyFrame:
     return pl.scan_ndjson(path, infer_schema_length=None)
 
 
-def read_item_titles(path: Path, fmt: str, id_col: str, title_col: str) -> pl.DataFrame:
-    """`item_id, title` from an item metadata file (ids stripped).
-
-    Rows without an id or a title are dropped: a blank title never replaces a stored one.
-
-    Raises:
-        RecsysInputError: the file is missing, unreadable, or lacks either column.
-
-    """
-    lf = scan_file(path, fmt)
-    try:
-        schema = lf.collect_schema()
-        names = schema.names()
-        for col in (id_col, title_col):
-            if col not in names:
-                raise RecsysInputError(f"{path}: no column {col!r} (columns found: {names[:10]})")
-        titles = lf.select(
-            _id_text(id_col, schema[id_col]).alias("item_id"),
-            pl.col(title_col).cast(pl.String).alias("title"),
-        ).collect()
-    except pl.exceptions.PolarsError as err:
-        raise RecsysInputError(f"{path}: cannot read: {str(err).splitlines()[0]}") from None
-    given = [pl.col(c).is_not_null() & (pl.col(c).str.strip_chars() != "") for c in titles.columns]
-    return titles.filter(*given)
-
-
-def _id_text(col: str, dtype: pl.DataType) -> pl.Expr:
+def id_text(col: str, dtype: pl.DataType) -> pl.Expr:
     """An id column as stripped text; a float column's whole numbers without `.0`.
 
     pandas writes an int column holding a missing value as floats: 123.0 is the id 123. NaN
@@ -253,8 +227,8 @@ def read_raw(
         out = lf.select(
             pl.lit(file_no, dtype=pl.Int32).alias("file_no"),
             (pl.int_range(pl.len(), dtype=pl.Int64) + 1).alias("row"),
-            _id_text(user_col, schema[user_col]).alias("user_id"),
-            _id_text(item_col, schema[item_col]).alias("item_id"),
+            id_text(user_col, schema[user_col]).alias("user_id"),
+            id_text(item_col, schema[item_col]).alias("item_id"),
             _timestamp_expr(time_col, schema[time_col]).alias("timestamp"),
             pl.col(time_col).cast(pl.String).alias("ts_raw"),
         )

@@ -12,15 +12,19 @@ the vocabulary, `sum(count)` no longer equals the number of stored events and th
 rebuild it from the events, giving exactly the indices an uninterrupted ingest would have.
 
 Optional item metadata (`vocab/item_meta.parquet`: `item_id, title`) comes from
-`recsys ingest-items`.
+`recsys ingest-items` (or a dataset folder's `items.csv`): `read_item_titles` reads such a
+file, `save_item_titles` merges it into the home's.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 
+from data.errors import RecsysInputError
+from data.formats import id_text, scan_file
 from data.store import count_events, read_events, write_parquet_atomic, writer_lock
 from data.workspace import Workspace
 
@@ -180,3 +184,40 @@ def save_item_titles(ws: Workspace, titles: pl.DataFrame) -> int:
         titles = titles.unique("item_id", keep="last", maintain_order=True).sort("item_id")
         write_parquet_atomic(titles, path)
     return titles.height
+
+
+def read_item_titles(path: Path, fmt: str, id_col: str, title_col: str) -> TitlesRead:
+    """`item_id, title` from an item metadata file (ids stripped), one row per item.
+
+    Rows without an id or a title are dropped: a blank title never replaces a stored one; of
+    rows repeating an id, the last is kept. The counts of both come back beside the titles.
+
+    Raises:
+        RecsysInputError: the file is missing, unreadable, or lacks either column.
+
+    """
+    lf = scan_file(path, fmt)
+    try:
+        schema = lf.collect_schema()
+        names = schema.names()
+        for col in (id_col, title_col):
+            if col not in names:
+                raise RecsysInputError(f"{path}: no column {col!r} (columns found: {names[:10]})")
+        titles = lf.select(
+            id_text(id_col, schema[id_col]).alias("item_id"),
+            pl.col(title_col).cast(pl.String).alias("title"),
+        ).collect()
+    except pl.exceptions.PolarsError as err:
+        raise RecsysInputError(f"{path}: cannot read: {str(err).splitlines()[0]}") from None
+    given = [pl.col(c).is_not_null() & (pl.col(c).str.strip_chars() != "") for c in titles.columns]
+    usable = titles.filter(*given)
+    unique = usable.unique("item_id", keep="last", maintain_order=True)
+    return TitlesRead(unique, titles.height - usable.height, usable.height - unique.height)
+
+
+class TitlesRead(NamedTuple):
+    """An item metadata file's titles, one row per item, and the rows left out."""
+
+    titles: pl.DataFrame  # item_id, title
+    blank: int  # rows without an id or a title
+    repeated: int  # rows whose id a later row gave again

@@ -1,9 +1,12 @@
 """Settings that do not train together, refused before anything is built (exit 2).
 
 Each rule says which settings clash and why; `build_module` calls `refuse_clashes` first.
+`refuse_missing_accelerator` refuses an accelerator this machine lacks.
 """
 
 from __future__ import annotations
+
+import torch
 
 from data.errors import RecsysInputError
 from training.config import RecsysConfig, SamplerConfig
@@ -75,3 +78,14 @@ def sampler_fixes_the_temperature(sampler: SamplerConfig) -> bool:
         "tapas": sampler.tapas_temperature is None,  # its annealing starts from tau
     }
     return fixed.get(sampler.name, False)
+
+
+def refuse_missing_accelerator(accelerator: str) -> None:
+    """Refuse `train.accelerator` naming a device torch cannot see here (Lightning: exit 1)."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    present = {"gpu": cuda or mps, "cuda": cuda, "mps": mps}.get(accelerator, True)
+    if not present:
+        raise RecsysInputError(
+            f"train.accelerator={accelerator}, but torch sees no such device on this machine: "
+            "use auto (the best device there is) or cpu"
+        )

@@ -18,7 +18,7 @@ import polars as pl
 import torch
 
 from data import owner, vocab
-from data.datasets import prepare_dataset
+from data.datasets import check_dataset, prepare_dataset
 from data.errors import RecsysInputError
 from data.ingest import DEFAULT_LAYOUT, LogLayout
 from data.lock import training_lock
@@ -124,6 +124,8 @@ def train(
     bundle.check_version_name(version)
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
+    if not secondary:
+        check_dataset(ws, dataset)  # a refused run leaves no home behind (the lock makes it)
     with contextlib.nullcontext() if secondary else training_lock(ws, "train"):
         label = "" if secondary else prepare_dataset(ws, dataset, layout)
         splits = load_splits(ws, cfg, shard=data_shard(cfg))

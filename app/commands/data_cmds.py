@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, require_writable, workspace
-from data.datasets import ingest_recorded
+from data.datasets import dataset_files, ingest_recorded
 from data.errors import RecsysInputError
-from data.formats import FORMATS, check_file, detect_format, read_item_titles
+from data.formats import FORMATS, check_file, detect_format
 from data.ingest import LogLayout
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
-from data.vocab import save_item_titles
+from data.vocab import read_item_titles, save_item_titles
 
 log = logging.getLogger("recsys.data")
 
@@ -32,7 +32,13 @@ TimeColOption = Annotated[
 
 
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Event log files (csv, parquet, ndjson).")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Event log files (csv, parquet, ndjson) or folders (a folder's "
+            "interactions.csv, else its log files, as `train --dataset` reads it)."
+        ),
+    ],
     home: HomeOption = None,
     fmt: FormatOption = None,
     user_col: UserColOption = "user_id",
@@ -46,7 +52,8 @@ def ingest(
     same file does not read it again.
     """
     ws = workspace(home)
-    report = ingest_recorded(ws, paths, LogLayout(fmt, user_col, item_col, time_col))
+    files = [f for path in paths for f in (dataset_files(path) if path.is_dir() else [path])]
+    report = ingest_recorded(ws, files, LogLayout(fmt, user_col, item_col, time_col))
     if as_json:
         emit_json(report.to_dict())
         return
@@ -69,12 +76,19 @@ def ingest_items(
     """Store item titles (vocab/item_meta.parquet) for display in recommendations."""
     ws = workspace(home)
     check_file(path)  # "no such file" says more than "cannot tell the format"
-    titles = read_item_titles(path, detect_format(path, fmt), id_col, title_col)
-    total = save_item_titles(ws, titles)
+    read = read_item_titles(path, detect_format(path, fmt), id_col, title_col)
+    total = save_item_titles(ws, read.titles)
     if as_json:
-        emit_json({"read": titles.height, "titles_total": total})
-    else:
-        sys.stdout.write(f"stored {titles.height} titles; {total} items have a title\n")
+        emit_json(
+            {"read": read.titles.height, "blank": read.blank, "repeated": read.repeated,
+             "titles_total": total}
+        )  # fmt: skip
+        return
+    sys.stdout.write(
+        f"stored the titles of {read.titles.height} items ({read.blank} rows without an id or a "
+        f"title skipped, {read.repeated} repeating an earlier id: the last kept); the home "
+        f"holds titles for {total} items\n"
+    )
 
 
 def synth(

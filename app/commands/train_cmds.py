@@ -20,7 +20,7 @@ from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, U
 from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.workspace import Workspace
-from training.combinations import refuse_clashes
+from training.combinations import refuse_clashes, refuse_missing_accelerator
 from training.config import RecsysConfig
 from training.config_loading import load_config
 
@@ -68,6 +68,7 @@ def build_config(
     cfg = load_config(files, flags, base)
     _check_names(cfg)
     refuse_clashes(cfg)  # before any lock, ingest or study: a fixed command then starts clean
+    refuse_missing_accelerator(cfg.train.accelerator)
     return cfg
 
 

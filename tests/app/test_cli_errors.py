@@ -140,3 +140,29 @@ def test_only_stdouts_own_reader_gone_is_a_quiet_141(monkeypatch: pytest.MonkeyP
         assert not cli._stdout_gone()  # its reader is there: the error came from elsewhere
         os.close(read)
         assert cli._stdout_gone()
+
+
+@pytest.mark.parametrize("accelerator", ["mps", "cuda"])
+def test_an_accelerator_this_machine_lacks_is_bad_input_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], accelerator: str
+) -> None:
+    import torch
+
+    if accelerator == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has the device")
+    home = tmp_path / "home"
+    args = ["train", "--home", str(home), "--dataset", "synthetic"]
+    code, _, err = _main(capsys, *args, "--set", f"train.accelerator={accelerator}")
+    assert code == 2 and f"train.accelerator={accelerator}, but torch sees no such" in err
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("dataset", [None, "no-such-log.csv"])
+def test_a_refused_training_leaves_no_home_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str | None
+) -> None:
+    home = tmp_path / "home"
+    given = [] if dataset is None else ["--dataset", str(tmp_path / dataset)]
+    code, _, err = _main(capsys, "train", "--home", str(home), *given)
+    assert code == 2 and ("has no events" in err if dataset is None else "no such file" in err)
+    assert not home.exists()

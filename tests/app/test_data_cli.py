@@ -213,7 +213,7 @@ def test_ingest_items_titles(
     path.write_text('item_id,name\n1,"Toy Story (1995)"\n2,Heat\n')
     out = run_inproc(capsys, "ingest-items", str(path), "--title-col", "name", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"read": 2, "titles_total": 2}
+    assert json.loads(out.stdout) == {"read": 2, "blank": 0, "repeated": 0, "titles_total": 2}
     path.write_text("item_id,name\n2,Heat (1995)\n3,Up\n")
     assert run_inproc(capsys, "ingest-items", str(path), "--title-col", "name").returncode == 0
     assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
@@ -221,6 +221,33 @@ def test_ingest_items_titles(
     assert run_inproc(capsys, "ingest-items", str(path), "--title-col", "name").returncode == 0
     assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
     assert run_inproc(capsys, "ingest-items", str(path)).returncode == 2  # no 'title' column
+
+
+def test_ingest_items_counts_the_rows_it_left_out(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "items.csv"
+    path.write_text("item_id,title\n1,One\n2,Two\n1,One again\n,No id\n3,\n4,Four\n")
+    out = run_inproc(capsys, "ingest-items", str(path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (
+        "stored the titles of 3 items (2 rows without an id or a title skipped, 1 repeating an "
+        "earlier id: the last kept); the home holds titles for 3 items\n"
+    )
+    assert load_item_titles(ws) == {"1": "One again", "2": "Two", "4": "Four"}
+
+
+def test_ingest_takes_a_folder_as_train_does(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.csv").write_text("user_id,item_id,timestamp\nu1,i1,1\nu1,i2,2\n")
+    (logs / "b.csv").write_text("user_id,item_id,timestamp\nu2,i1,3\n")
+    (logs / "notes.txt").write_text("not a log")
+    out = run_inproc(capsys, "ingest", str(logs), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["accepted"] == 3
 
 
 def test_ingest_items_of_a_missing_file_says_so(
