@@ -97,7 +97,17 @@ def dataset_files(path: Path) -> list[Path]:
     return files
 
 
-def _folder_titles(path: Path) -> pl.DataFrame | None:
+def ingest_paths(ws: Workspace, paths: list[Path], layout: LogLayout) -> IngestReport:
+    """`recsys ingest`: log files, and folders read as `--dataset` reads one (titles too)."""
+    titles = [t for path in paths if (t := folder_titles(path)) is not None]  # refused first
+    files = [f for path in paths for f in (dataset_files(path) if path.is_dir() else [path])]
+    report = ingest_recorded(ws, files, layout)
+    for frame in titles:
+        vocab.save_item_titles(ws, frame)
+    return report
+
+
+def folder_titles(path: Path) -> pl.DataFrame | None:
     """A dataset folder's `items.csv` titles (read as `recsys ingest-items` reads them), if any."""
     items = path / TITLES_FILE
     if not (path.is_dir() and items.is_file()):
@@ -167,7 +177,7 @@ def prepare_dataset(ws: Workspace, dataset: str | None, layout: LogLayout = DEFA
     if dataset == "synthetic":
         return _synthetic_demo(ws)
     path = _dataset_path(dataset)
-    titles = _folder_titles(path)  # a bad titles file is refused before any event is stored
+    titles = folder_titles(path)  # a bad titles file is refused before any event is stored
     ingest_once(ws, dataset_files(path), layout=layout)
     if titles is not None:
         vocab.save_item_titles(ws, titles)

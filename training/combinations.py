@@ -6,7 +6,7 @@ Each rule says which settings clash and why; `build_module` calls `refuse_clashe
 
 from __future__ import annotations
 
-import torch
+from lightning_fabric.accelerators import CUDAAccelerator, MPSAccelerator
 
 from data.errors import RecsysInputError
 from training.config import RecsysConfig, SamplerConfig
@@ -81,10 +81,14 @@ def sampler_fixes_the_temperature(sampler: SamplerConfig) -> bool:
 
 
 def refuse_missing_accelerator(accelerator: str) -> None:
-    """Refuse `train.accelerator` naming a device torch cannot see here (Lightning: exit 1)."""
-    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
-    present = {"gpu": cuda or mps, "cuda": cuda, "mps": mps}.get(accelerator, True)
-    if not present:
+    """Refuse `train.accelerator` naming a device Lightning would not find here (its exit 1).
+
+    `gpu` is CUDA or MPS, as Lightning picks; `auto` and `cpu` always run.
+    """
+    if accelerator not in ("gpu", "cuda", "mps"):
+        return
+    cuda, mps = CUDAAccelerator.is_available(), MPSAccelerator.is_available()
+    if not {"gpu": cuda or mps, "cuda": cuda, "mps": mps}[accelerator]:
         raise RecsysInputError(
             f"train.accelerator={accelerator}, but torch sees no such device on this machine: "
             "use auto (the best device there is) or cpu"

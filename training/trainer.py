@@ -76,11 +76,11 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
     caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)
     if caveat is not None:
         log.warning(caveat)
-    if cfg.sampler.num_negatives >= n:
+    if cfg.sampler.num_negatives >= n and cfg.sampler.name != "in-batch":  # in-batch: unused
         log.warning(
             "sampler.num_negatives=%d is not below the catalogue's %d items: the full softmax "
-            "(--sampler full) scores every item once, at no more cost than that many negatives",
-            cfg.sampler.num_negatives, n,
+            "(sampler.name=full; train --sampler full) scores every item once, at no more cost "
+            "than that many negatives", cfg.sampler.num_negatives, n,
         )  # fmt: skip
     return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
 

@@ -137,13 +137,15 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
         HomeBusyError: a training, retrain or tune holds the home.
 
     """
-    from data.datasets import prepare_dataset
+    from data.datasets import check_dataset, prepare_dataset
     from data.lock import training_lock
     from training.pipeline import load_splits
 
     base = request.base.train
     distributed.require_one_process(base.devices, base.num_nodes, "tune")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # `_progress` says what matters
+    if not ws.root.exists():  # a refused run leaves no home behind (the lock would make it)
+        check_dataset(ws, dataset)  # (in a home, a study of other settings is refused first)
     with training_lock(ws, "tune"):
         study = open_study(request)  # before the data: a study of other settings is refused
         prepare_dataset(ws, dataset)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, require_writable, workspace
-from data.datasets import dataset_files, ingest_recorded
+from data.datasets import ingest_paths
 from data.errors import RecsysInputError
 from data.formats import FORMATS, check_file, detect_format
 from data.ingest import LogLayout
@@ -35,8 +35,8 @@ def ingest(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Event log files (csv, parquet, ndjson) or folders (a folder's "
-            "interactions.csv, else its log files, as `train --dataset` reads it)."
+            help="Event log files (csv, parquet, ndjson) or folders, read as `train --dataset` "
+            "reads one: its interactions.csv, else its log files, and its items.csv titles."
         ),
     ],
     home: HomeOption = None,
@@ -52,8 +52,7 @@ def ingest(
     same file does not read it again.
     """
     ws = workspace(home)
-    files = [f for path in paths for f in (dataset_files(path) if path.is_dir() else [path])]
-    report = ingest_recorded(ws, files, LogLayout(fmt, user_col, item_col, time_col))
+    report = ingest_paths(ws, paths, LogLayout(fmt, user_col, item_col, time_col))
     if as_json:
         emit_json(report.to_dict())
         return
@@ -79,9 +78,10 @@ def ingest_items(
     read = read_item_titles(path, detect_format(path, fmt), id_col, title_col)
     total = save_item_titles(ws, read.titles)
     if as_json:
+        rows = read.titles.height + read.blank + read.repeated
         emit_json(
-            {"read": read.titles.height, "blank": read.blank, "repeated": read.repeated,
-             "titles_total": total}
+            {"read": rows, "stored": read.titles.height, "blank": read.blank,
+             "repeated": read.repeated, "titles_total": total}
         )  # fmt: skip
         return
     sys.stdout.write(

@@ -146,9 +146,10 @@ def test_only_stdouts_own_reader_gone_is_a_quiet_141(monkeypatch: pytest.MonkeyP
 def test_an_accelerator_this_machine_lacks_is_bad_input_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], accelerator: str
 ) -> None:
-    import torch
+    from lightning_fabric.accelerators import CUDAAccelerator, MPSAccelerator
 
-    if accelerator == "cuda" and torch.cuda.is_available():
+    present = {"cuda": CUDAAccelerator, "mps": MPSAccelerator}[accelerator].is_available()
+    if present:
         pytest.skip("this machine has the device")
     home = tmp_path / "home"
     args = ["train", "--home", str(home), "--dataset", "synthetic"]
@@ -157,12 +158,13 @@ def test_an_accelerator_this_machine_lacks_is_bad_input_before_any_work(
     assert not home.exists()
 
 
+@pytest.mark.parametrize("command", [["train"], ["tune", "--budget-minutes", "1"]])
 @pytest.mark.parametrize("dataset", [None, "no-such-log.csv"])
 def test_a_refused_training_leaves_no_home_behind(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str | None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dataset: str | None, command: list[str]
 ) -> None:
     home = tmp_path / "home"
     given = [] if dataset is None else ["--dataset", str(tmp_path / dataset)]
-    code, _, err = _main(capsys, "train", "--home", str(home), *given)
+    code, _, err = _main(capsys, *command, "--home", str(home), *given)
     assert code == 2 and ("has no events" in err if dataset is None else "no such file" in err)
     assert not home.exists()

@@ -213,7 +213,8 @@ def test_ingest_items_titles(
     path.write_text('item_id,name\n1,"Toy Story (1995)"\n2,Heat\n')
     out = run_inproc(capsys, "ingest-items", str(path), "--title-col", "name", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"read": 2, "blank": 0, "repeated": 0, "titles_total": 2}
+    counts = {"read": 2, "stored": 2, "blank": 0, "repeated": 0, "titles_total": 2}
+    assert json.loads(out.stdout) == counts
     path.write_text("item_id,name\n2,Heat (1995)\n3,Up\n")
     assert run_inproc(capsys, "ingest-items", str(path), "--title-col", "name").returncode == 0
     assert load_item_titles(ws) == {"1": "Toy Story (1995)", "2": "Heat (1995)", "3": "Up"}
@@ -235,9 +236,11 @@ def test_ingest_items_counts_the_rows_it_left_out(
         "earlier id: the last kept); the home holds titles for 3 items\n"
     )
     assert load_item_titles(ws) == {"1": "One again", "2": "Two", "4": "Four"}
+    counts = json.loads(run_inproc(capsys, "ingest-items", str(path), "--json").stdout)
+    assert counts == {"read": 6, "stored": 3, "blank": 2, "repeated": 1, "titles_total": 3}
 
 
-def test_ingest_takes_a_folder_as_train_does(
+def test_ingest_takes_a_folder_as_train_does_with_its_titles(
     ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     logs = tmp_path / "logs"
@@ -245,9 +248,11 @@ def test_ingest_takes_a_folder_as_train_does(
     (logs / "a.csv").write_text("user_id,item_id,timestamp\nu1,i1,1\nu1,i2,2\n")
     (logs / "b.csv").write_text("user_id,item_id,timestamp\nu2,i1,3\n")
     (logs / "notes.txt").write_text("not a log")
+    (logs / "items.csv").write_text("item_id,title\ni1,First\n")  # titles, never a log
     out = run_inproc(capsys, "ingest", str(logs), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["accepted"] == 3
+    assert load_item_titles(ws) == {"i1": "First"}
 
 
 def test_ingest_items_of_a_missing_file_says_so(
