@@ -124,8 +124,8 @@ def train(
     bundle.check_version_name(version)
     if publish and (ws.models_dir / version).exists():
         raise RecsysInputError(f"model version {version!r} already exists")
-    if not secondary:
-        check_dataset(ws, dataset)  # a refused run leaves no home behind (the lock makes it)
+    if not secondary and not ws.root.exists():  # a refused run leaves no home behind
+        check_dataset(ws, dataset)  # (the lock would make it; prepare_dataset checks again)
     with contextlib.nullcontext() if secondary else training_lock(ws, "train"):
         label = "" if secondary else prepare_dataset(ws, dataset, layout)
         splits = load_splits(ws, cfg, shard=data_shard(cfg))

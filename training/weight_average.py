@@ -55,10 +55,10 @@ class WeightAverage(Callback):
 
         Lightning restores a checkpoint before it moves the module to its device.
         """
-        params = dict(pl_module.named_parameters())
         if self.shadow is None:
-            self.shadow = {name: p.detach().clone() for name, p in params.items()}
+            self.shadow = _copy_of(pl_module)
         else:
+            params = dict(pl_module.named_parameters())
             self.shadow = {name: t.to(params[name].device) for name, t in self.shadow.items()}
 
     @torch.no_grad()
@@ -114,7 +114,7 @@ class WeightAverage(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         """Resume both: the module holds the checkpoint's average here; the live weights go back."""
-        self.shadow = {n: p.detach().clone() for n, p in pl_module.named_parameters()}
+        self.shadow = _copy_of(pl_module)
         if LIVE_KEY in checkpoint:
             pl_module.load_state_dict(checkpoint[LIVE_KEY])
 
@@ -125,3 +125,8 @@ class WeightAverage(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume the step count."""
         self.steps = int(state_dict["steps"])
+
+
+def _copy_of(module: pl.LightningModule) -> dict[str, Tensor]:
+    """Parameter name -> a detached copy of its current value."""
+    return {name: p.detach().clone() for name, p in module.named_parameters()}
