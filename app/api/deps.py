@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 
 from app.api.schemas import Item, RecommendResponse
 from serving.batcher import RequestBatcher
@@ -64,6 +66,23 @@ def check_token(request: Request, authorization: str | None, what: str) -> None:
         raise HTTPException(
             401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
         )
+
+
+def once_each(*names: str) -> Callable[[Request], Awaitable[None]]:
+    """A dependency refusing (422) a single-valued query parameter given more than once.
+
+    FastAPI would answer for the last value (`?user_id=a&user_id=b` is user b's answer).
+    """
+
+    async def refuse_repeats(request: Request) -> None:
+        repeated = [n for n in names if len(request.query_params.getlist(n)) > 1]
+        if repeated:
+            raise RequestValidationError([
+                {"type": "repeated", "loc": ("query", n), "msg": "given more than once; send it once"}
+                for n in repeated
+            ])  # fmt: skip
+
+    return refuse_repeats
 
 
 Rec = Annotated[Recommender, Depends(recommender)]

@@ -102,6 +102,20 @@ def test_batch_bad_body(api: httpx.Client, body: object, field: str) -> None:
     check_422(api.post("/recommend/batch", json=body), field)
 
 
+@pytest.mark.parametrize("name", ["user_id", "k", "exclude_seen"])
+def test_a_single_valued_parameter_given_twice_is_refused(api: httpx.Client, name: str) -> None:
+    values = {"user_id": ["a", "b"], "k": ["3", "4"], "exclude_seen": ["true", "false"]}[name]
+    params = {"user_id": "u", name: values}
+    check_422(api.get("/recommend", params=params), name)
+    check_422(api.get("/similar/i1", params={"k": ["3", "4"]}), "k")
+
+
+def test_repeated_items_stay_a_history(api: httpx.Client) -> None:
+    resp = api.get("/recommend", params={"items": ["i1", "i2"], "k": 3})
+    assert resp.status_code == 200, resp.text
+    assert len(resp.json()["items"]) == 3
+
+
 @pytest.mark.parametrize("k", ["0", "1001", "x"])
 def test_similar_bad_k(api: httpx.Client, k: str) -> None:
     check_422(api.get("/similar/i1", params={"k": k}), "k")

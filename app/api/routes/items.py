@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import Batcher, Rec, item_out
+from app.api.deps import Batcher, Rec, item_out, once_each
 from app.api.schemas import MAX_K, ErrorResponse, ItemResponse, SimilarResponse
 
 router = APIRouter(tags=["items"])
@@ -22,6 +22,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
     response_model=SimilarResponse,
     response_model_exclude_none=True,
     responses=ERRORS,
+    dependencies=[Depends(once_each("k"))],
 )
 async def similar(
     item_id: str, rec: Rec, batch: Batcher, k: Annotated[int, Query(ge=1, le=MAX_K)] = 10

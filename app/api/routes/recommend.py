@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import Batcher, Rec, response_of
+from app.api.deps import Batcher, Rec, once_each, response_of
 from app.api.schemas import (
     MAX_HISTORY,
     MAX_ID_LENGTH,
@@ -37,6 +37,7 @@ def _query(body: RecommendRequest) -> RecQuery:
     response_model=RecommendResponse,
     response_model_exclude_none=True,
     responses=ERRORS,
+    dependencies=[Depends(once_each("user_id", "k", "exclude_seen"))],
 )
 async def recommend_get(
     rec: Rec,
