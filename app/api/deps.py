@@ -77,10 +77,10 @@ def once_each(*names: str) -> Callable[[Request], Awaitable[None]]:
     async def refuse_repeats(request: Request) -> None:
         repeated = [n for n in names if len(request.query_params.getlist(n)) > 1]
         if repeated:
-            raise RequestValidationError([
-                {"type": "repeated", "loc": ("query", n), "msg": "given more than once; send it once"}
-                for n in repeated
-            ])  # fmt: skip
+            message = "given more than once; send it once"
+            raise RequestValidationError(
+                [{"type": "repeated", "loc": ("query", n), "msg": message} for n in repeated]
+            )
 
     return refuse_repeats
 
