@@ -40,16 +40,31 @@ def _pad_exclude(exclude: Exclude, num_rows: int, device: torch.device) -> Tenso
     return out
 
 
-def _chunk_mask(excl: Tensor, targets: Tensor, start: int, stop: int) -> Tensor:
-    """Bool `[U, stop - start]`: excluded items (or the target) within item range [start, stop)."""
-    mask = torch.zeros(excl.shape[0], stop - start, dtype=torch.bool, device=excl.device)
-    rows = torch.arange(excl.shape[0], device=excl.device)
-    in_range = (excl >= start) & (excl < stop) & (excl != 0)
-    r, c = rows.unsqueeze(1).expand_as(excl)[in_range], excl[in_range] - start
-    mask[r, c] = True
-    own = (targets >= start) & (targets < stop)
-    mask[rows[own], targets[own] - start] = True
-    return mask
+def _competitors(excl: Tensor, targets: Tensor) -> Tensor:
+    """`[U, L + 1]` the items that never compete with a row's target, each once.
+
+    Its excluded items and the target itself; 0 = none, and a repeat of an earlier entry
+    becomes 0.
+    """
+    ids = torch.cat([targets.unsqueeze(1), excl], dim=1).sort(dim=1).values
+    repeat = torch.zeros_like(ids, dtype=torch.bool)
+    repeat[:, 1:] = ids[:, 1:] == ids[:, :-1]
+    return ids.masked_fill(repeat, 0)
+
+
+def _counted_above(scores: Tensor, target_score: Tensor, skip: Tensor, start: int) -> Tensor:
+    """`[U]` items of the chunk `scores [U, c]` (items start..) scoring at least the target.
+
+    The `skip [U, S]` items (`_competitors`) that fall in the chunk do not count: they are
+    gathered from the same scores, so they are uncounted exactly as they were counted, and
+    no `[U, c]` mask is built.
+    """
+    # int32 sums: summing bools into int64 first copies the whole [U, c] mask (6x slower)
+    above = (scores >= target_score.unsqueeze(1)).sum(1, dtype=torch.int32)
+    column = skip - start
+    inside = (skip != 0) & (column >= 0) & (column < scores.shape[1])
+    theirs = scores.gather(1, column.clamp(0, scores.shape[1] - 1))
+    return above - ((theirs >= target_score.unsqueeze(1)) & inside).sum(1, dtype=torch.int32)
 
 
 @torch.no_grad()
@@ -82,7 +97,7 @@ def rank_targets(
     """
     queries = queries.to(torch.float32)
     targets = targets.to(device=queries.device, dtype=torch.int64)
-    excl = _pad_exclude(exclude, queries.shape[0], queries.device)
+    skip = _competitors(_pad_exclude(exclude, queries.shape[0], queries.device), targets)
     target_score = (queries * item_emb[targets].to(queries)).sum(1)  # [U]
     if absolute:
         target_score = target_score.abs()
@@ -91,17 +106,14 @@ def rank_targets(
     run_sum = torch.zeros_like(target_score)
     n = item_emb.shape[0] - 1
     for start in range(1, n + 1, item_chunk):
-        stop = min(start + item_chunk, n + 1)
-        scores = queries @ item_emb[start:stop].to(queries).T  # [U, c]
+        scores = queries @ item_emb[start : min(start + item_chunk, n + 1)].to(queries).T
         if absolute:
-            scores = scores.abs()
-        skip = _chunk_mask(excl, targets, start, stop)
-        above += ((scores >= target_score.unsqueeze(1)) & ~skip).sum(1)
-        logits = scores / temperature
+            scores.abs_()
+        above += _counted_above(scores, target_score, skip, start)
+        logits = scores.div_(temperature)  # in place from here on: [U, c] passes, no copies
         new_max = torch.maximum(run_max, logits.max(1).values)
-        run_sum = run_sum * torch.exp(run_max - new_max) + torch.exp(
-            logits - new_max.unsqueeze(1)
-        ).sum(1)
+        run_sum = run_sum * torch.exp(run_max - new_max)
+        run_sum += logits.sub_(new_max.unsqueeze(1)).exp_().sum(1)
         run_max = new_max
     log_p = target_score / temperature - (run_max + torch.log(run_sum))
     # a NaN score (a diverged model) compares False with everything: it would rank first

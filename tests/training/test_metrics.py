@@ -103,6 +103,21 @@ def test_chunked_equals_unchunked_and_brute_force() -> None:
     torch.testing.assert_close(full[1], log_p.squeeze(1), atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 10])
+def test_a_repeated_history_item_and_the_target_in_its_history_are_uncounted_once(
+    chunk: int,
+) -> None:
+    items = _line_items([5.0, 3.0, 3.0, 1.0, 4.0, 6.0])  # items 1..6
+    q = torch.ones(2, 1)
+    targets = torch.tensor([3, 4])
+    # row 0: item 1 (5.0) twice and item 3, its own target, in the history; row 1: item 6 (6.0)
+    # three times and item 5 (4.0) once, its target 4 (1.0) not in it
+    hist = torch.tensor([[1, 1, 3, 0], [6, 6, 5, 6]])
+    ranks, _ = rank_targets(q, items, targets, 1.0, hist, item_chunk=chunk)
+    # row 0 (3.0): items 2 (3.0, a tie), 5 and 6 count; row 1 (1.0): items 1, 2, 3 count
+    assert ranks.tolist() == [3, 3]
+
+
 def test_popularity_baseline_ranks_by_count() -> None:
     counts = torch.tensor([0.0, 10.0, 5.0, 1.0])
     m = popularity_baseline(counts, torch.tensor([1, 2, 3]), ks=(1, 2))
