@@ -138,28 +138,6 @@ class SampledLoss:
         return self.family(correct(pos_scores, neg_scores, batch, self.steps))
 
 
-def full_softmax(logits: Tensor, positives: Tensor, user_items: Tensor | None = None) -> Tensor:
-    """Cross-entropy of the softmax over all items 1..n.
-
-    Args:
-        logits: `[N, n + 1]` logits (already / temperature); column 0 is padding, masked.
-        positives: `[N]` int64 item_idx.
-        user_items: `[N, W]` each query's window items (0 = none), masked but for the row's
-            positive (`loss.mask_user_items`; None: none masked).
-
-    Returns:
-        Scalar mean cross-entropy.
-
-    """
-    low = torch.finfo(logits.dtype).min
-    masked = logits.clone()
-    masked[:, 0] = low
-    if user_items is not None:
-        others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
-        masked.scatter_(1, others, low)
-    return F.cross_entropy(masked, positives)
-
-
 SAMPLED_LOSSES: dict[str, SampledLoss] = {
     "sampled_softmax": SampledLoss(softmax_ce, CORRECTED),
     # softmax(|o|), Blanc & Rendle sec. 3.3: pair with the quadratic kernel, even in o.

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from training.config import SamplerConfig
-from training.losses import full_softmax, get_loss
+from training.full_softmax import full_softmax_loss
+from training.losses import get_loss
 from training.samplers import SAMPLERS, Negatives, SamplerContext
 
 N_ITEMS, DIM, BATCH, TAU, DRAWS = 40, 8, 12, 0.15, 200
@@ -39,7 +40,7 @@ def _grad(b: dict[str, torch.Tensor], loss_of) -> torch.Tensor:
 
 
 def _full_grad(b: dict[str, torch.Tensor]) -> torch.Tensor:
-    return _grad(b, lambda q, e: full_softmax(q @ e.T / TAU, b["positives"]))
+    return _grad(b, lambda q, e: full_softmax_loss(q, e, b["positives"], TAU, chunk=N_ITEMS))
 
 
 def _mean_sampled_grad(b, sampler, num: int, correct: bool) -> torch.Tensor:

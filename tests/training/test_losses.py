@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from data.errors import RecsysInputError
+from training.full_softmax import full_softmax_loss
 from training.losses import (
     SAMPLED_LOSSES,
     UNCORRECTED,
     SampledLoss,
     binary_loss_caveat,
-    full_softmax,
     get_loss,
     ranking_family,
 )
@@ -171,9 +171,9 @@ def test_blackout_weighted_discriminative_objective() -> None:
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
-def test_full_softmax_masks_padding_column() -> None:
-    logits = torch.tensor([[100.0, 1.0, 2.0], [100.0, 0.0, 0.0]])
-    loss = full_softmax(logits, torch.tensor([1, 2]))
+def test_full_softmax_leaves_out_the_padding_column() -> None:
+    logits = torch.tensor([[100.0, 1.0, 2.0], [100.0, 0.0, 0.0]])  # queries x the identity table
+    loss = full_softmax_loss(logits, torch.eye(3), torch.tensor([1, 2]), 1.0, chunk=16)
     expected = 0.5 * ((-1.0 + math.log(E + E**2)) + math.log(2.0))
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 

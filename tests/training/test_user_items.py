@@ -10,7 +10,8 @@ import torch.nn.functional as F  # noqa: N812
 
 from training.config_loading import load_config
 from training.corrections import STEP_ORDER, Batch, correct, in_rows, query_windows
-from training.losses import SAMPLED_LOSSES, full_softmax, get_loss
+from training.full_softmax import full_softmax_loss
+from training.losses import SAMPLED_LOSSES, get_loss
 from training.samplers import Negatives
 from training.trainer import build_module
 
@@ -77,13 +78,15 @@ def test_sampled_softmax_without_the_windows_negatives() -> None:
 
 
 def test_full_softmax_masks_the_window_but_never_the_positive() -> None:
-    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0, 0.5]], requires_grad=True)
-    loss = full_softmax(logits, torch.tensor([2]), torch.tensor([[0, 2, 3]]))
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0, 0.5]], requires_grad=True)  # x the identity
+    table = torch.eye(5)
+    window = torch.tensor([[0, 2, 3]])
+    loss = full_softmax_loss(logits, table, torch.tensor([2]), 1.0, window, chunk=16)
     # item 3 (and padding 0) masked, positive 2 kept: softmax over items 1, 2, 4
     assert loss.item() == pytest.approx(-2.0 + math.log(math.e + math.e**2 + math.e**0.5))
     loss.backward()
     assert logits.grad[0, 3].item() == 0.0 and logits.grad[0, 4].item() > 0.0
-    plain = full_softmax(logits, torch.tensor([2]))
+    plain = full_softmax_loss(logits, table, torch.tensor([2]), 1.0, chunk=16)
     assert plain.item() == pytest.approx(F.cross_entropy(logits[:, 1:], torch.tensor([1])).item())
 
 
