@@ -24,7 +24,7 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
-from training import finished_fit, memory
+from training import distributed, finished_fit, memory
 from training.checkpoints import (
     MONITOR,
     best_and_last,
@@ -68,21 +68,30 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
         return RetrievalModule(model, cfg, None, full_loss=full_loss)
     ctx = SamplerContext(n, counts, cfg.model.temperature, cfg.train.seed)
     sampler = build_sampler(cfg.sampler, ctx)
-    if cfg.sampler.per_query and not sampler.per_query:
-        log.warning(
-            "sampler.per_query=true is ignored: the %s sampler draws one set shared by the batch",
-            cfg.sampler.name,
-        )
-    caveat = binary_loss_caveat(cfg.loss.name, sampler.per_query, cfg.sampler.num_negatives)
-    if caveat is not None:
-        log.warning(caveat)
-    if cfg.sampler.num_negatives >= n and cfg.sampler.name != "in-batch":  # in-batch: unused
-        log.warning(
-            "sampler.num_negatives=%d is not below the catalogue's %d items: the full softmax "
-            "(sampler.name=full; train --sampler full) scores every item once, at no more cost "
-            "than that many negatives", cfg.sampler.num_negatives, n,
-        )  # fmt: skip
+    if not distributed.launched_as_secondary():  # every rank builds the module: warn once
+        for caveat in _sampler_caveats(cfg, sampler.per_query, n):
+            log.warning(caveat)
     return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
+
+
+def _sampler_caveats(cfg: RecsysConfig, per_query: bool, n: int) -> list[str]:
+    """What is likely wrong with a sampled run's settings (no error: it still trains)."""
+    caveats = []
+    if cfg.sampler.per_query and not per_query:
+        caveats.append(
+            f"sampler.per_query=true is ignored: the {cfg.sampler.name} sampler draws one set "
+            "shared by the batch"
+        )
+    binary = binary_loss_caveat(cfg.loss.name, per_query, cfg.sampler.num_negatives)
+    if binary is not None:
+        caveats.append(binary)
+    if cfg.sampler.num_negatives >= n and cfg.sampler.name != "in-batch":  # in-batch: unused
+        caveats.append(
+            f"sampler.num_negatives={cfg.sampler.num_negatives} is not below the catalogue's "
+            f"{n} items: the full softmax (sampler.name=full; train --sampler full) scores "
+            "every item once, at no more cost than that many negatives"
+        )
+    return caveats
 
 
 def _trainer(
