@@ -55,7 +55,7 @@ def full_softmax_loss(
     others = None
     if user_items is not None:
         others = user_items.masked_fill(user_items == positives.unsqueeze(1), 0)
-    if logit_columns(items.shape[0], chunk) == items.shape[0]:
+    if logit_columns(items.shape[0], chunk) == items.shape[0] - 1:
         return _one_piece(scaled, items, positives, others)
     # split, not slices: a slice's backward writes its gradient into a zero table of its own
     blocks = items.split(chunk)
@@ -84,8 +84,8 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
 
 
 def logit_columns(rows: int, chunk: int) -> int:
-    """Logit columns a step holds at once for a table of `rows` (n + 1): all up to chunk items."""
-    return rows if rows - 1 <= chunk else chunk
+    """Logit columns a step holds at once for a table of `rows` (n + 1): n up to chunk items."""
+    return rows - 1 if rows - 1 <= chunk else chunk
 
 
 def _chunk_lse(scaled: Tensor, block: Tensor, start: int, others: Tensor | None) -> Tensor:

@@ -1,4 +1,4 @@
-"""Training objectives: the full softmax and the sampled loss families over corrected logits.
+"""The sampled losses: their families over corrected logits (the full softmax: full_softmax.py).
 
 A sampled loss is a `SampledLoss`: the correction steps it takes (`training/corrections.py`:
 magnitude, temperature, log q, accidental hits, user items, repeats, always in that order) and

@@ -4,7 +4,7 @@ Item table and optimiser state are exact (the parameters' bytes, Adam's two mome
 moving average of `train.ema_decay` one more copy of them);
 the sampler's state is the bytes of the tensors it holds (a kernel tree's node sums, a copy of
 the item table, a proposal table); the per-rank batch is its logits and their gradient, the
-largest activation of a step at large catalogues (`[N, n + 1]` for the full softmax, or
+largest activation of a step at large catalogues (`[N, n]` for the full softmax, or
 `[N, loss.full_chunk]` above that many items; `[N, m]` sampled; N = the rank's share of
 batch_size x max_len targets at most).
 """

@@ -40,7 +40,7 @@ def _pad_exclude(exclude: Exclude, num_rows: int, device: torch.device) -> Tenso
     return out
 
 
-def _competitors(excl: Tensor, targets: Tensor) -> Tensor:
+def _uncounted(excl: Tensor, targets: Tensor) -> Tensor:
     """`[U, L + 1]` the items that never compete with a row's target, each once.
 
     Its excluded items and the target itself; 0 = none, and a repeat of an earlier entry
@@ -55,7 +55,7 @@ def _competitors(excl: Tensor, targets: Tensor) -> Tensor:
 def _counted_above(scores: Tensor, target_score: Tensor, skip: Tensor, start: int) -> Tensor:
     """`[U]` items of the chunk `scores [U, c]` (items start..) scoring at least the target.
 
-    The `skip [U, S]` items (`_competitors`) that fall in the chunk do not count: they are
+    The `skip [U, S]` items (`_uncounted`) that fall in the chunk do not count: they are
     gathered from the same scores, so they are uncounted exactly as they were counted, and
     no `[U, c]` mask is built.
     """
@@ -97,7 +97,7 @@ def rank_targets(
     """
     queries = queries.to(torch.float32)
     targets = targets.to(device=queries.device, dtype=torch.int64)
-    skip = _competitors(_pad_exclude(exclude, queries.shape[0], queries.device), targets)
+    skip = _uncounted(_pad_exclude(exclude, queries.shape[0], queries.device), targets)
     target_score = (queries * item_emb[targets].to(queries)).sum(1)  # [U]
     if absolute:
         target_score = target_score.abs()

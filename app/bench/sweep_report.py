@@ -35,15 +35,30 @@ def with_intervals(
     out: Path, records: list[dict[str, Any]], resamples: int, seed: int
 ) -> list[dict[str, Any]]:
     """Each record with `vs_full`: (relative gap, low, high), or None (no full run, or full)."""
-    full = next((r for r in records if r["sampler"] == "full"), None)
-    ref = sweep.load_ndcg(out, full) if full is not None else None
+    fulls = [r for r in records if r["sampler"] == "full"]
     rows = []
     for rec in records:
-        interval = None
-        if ref is not None and rec is not full:
-            interval = paired_interval(ref, sweep.load_ndcg(out, rec), resamples, seed)
+        ref, interval = reference_of(rec, fulls), None
+        if ref is not None and rec["sampler"] != "full":
+            interval = paired_interval(
+                sweep.load_ndcg(out, ref), sweep.load_ndcg(out, rec), resamples, seed
+            )
         rows.append({**rec, "vs_full": interval})
     return rows
+
+
+def reference_of(rec: dict[str, Any], fulls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The full-softmax run `rec` is paired with: the first of its own model settings.
+
+    A stage that changes the temperature reruns the full softmax beside it; a run whose
+    settings no full-softmax run shares is paired with the grid's first.
+    """
+
+    def same_model(full: dict[str, Any]) -> bool:  # on every key both records hold
+        mine, theirs = rec["config"]["model"], full["config"]["model"]
+        return all(mine[key] == theirs[key] for key in mine.keys() & theirs.keys())
+
+    return next((f for f in fulls if same_model(f)), fulls[0] if fulls else None)
 
 
 def _fmt(value: float | None, digits: int) -> str:
@@ -121,7 +136,11 @@ def _bias_panel(ax: Any, dataset: str, rows: list[dict[str, Any]], colors: dict[
         ax.plot(*zip(*pts, strict=True), marker="o", label=label, color=colors[label])
     for row in plain:
         if row["sampler"] == "full":
-            ax.axhline(row["test"]["ndcg@10"], color="black", ls="--", label="full softmax")
+            first = row["label"] == "full"
+            label = "full softmax" if first else row["label"]
+            ax.axhline(
+                row["test"]["ndcg@10"], color="black", ls="--" if first else "-.", label=label
+            )
     if dataset in PUBLISHED:
         ax.axhline(PUBLISHED[dataset], color="grey", ls=":", label="best published")
     ax.set_xscale("log", base=2)

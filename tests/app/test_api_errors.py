@@ -107,6 +107,9 @@ def test_a_single_valued_parameter_given_twice_is_refused(api: httpx.Client, nam
     values = {"user_id": ["a", "b"], "k": ["3", "4"], "exclude_seen": ["true", "false"]}[name]
     params = {"user_id": "u", name: values}
     check_422(api.get("/recommend", params=params), name)
+
+
+def test_similar_refuses_a_second_k(api: httpx.Client) -> None:
     check_422(api.get("/similar/i1", params={"k": ["3", "4"]}), "k")
 
 

@@ -147,41 +147,6 @@ def test_the_combinations_beside_the_refused_ones_still_build(
     assert isinstance(module.sampler, SAMPLERS[cfg.sampler.name])
 
 
-def test_as_many_negatives_as_items_is_a_warning_that_names_the_full_softmax(
-    splits: Splits, caplog: pytest.LogCaptureFixture
-) -> None:
-    n = splits.num_items
-    for m, warned in ((n - 1, False), (n, True)):
-        caplog.clear()
-        cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={m}"])
-        with caplog.at_level("WARNING", logger="training.trainer"):
-            build_module(cfg, n, item_counts(splits))
-        said = f"sampler.num_negatives={m} is not below the catalogue's {n} items" in caplog.text
-        assert said == warned and ("--sampler full" in caplog.text) == warned
-
-
-def test_the_ranks_a_launcher_starts_do_not_repeat_rank_zeros_warnings(
-    splits: Splits, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    n = splits.num_items
-    cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={n}"])
-    monkeypatch.setenv("LOCAL_RANK", "1")  # as Lightning starts its second process
-    with caplog.at_level("WARNING", logger="training.trainer"):
-        build_module(cfg, n, item_counts(splits))
-    assert "is not below the catalogue's" not in caplog.text
-
-
-@pytest.mark.parametrize("name", ["tapas", "bernoulli", "in-batch"])
-def test_per_query_with_a_sampler_that_only_shares_its_draw_is_a_warning(
-    splits: Splits, name: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    cfg = load_config(overrides=[*TINY, f"sampler.name={name}", "sampler.per_query=true"])
-    with caplog.at_level("WARNING", logger="training.trainer"):
-        module = build_module(cfg, splits.num_items, item_counts(splits))
-    assert module.sampler is not None and not module.sampler.per_query
-    assert f"per_query=true is ignored: the {name} sampler" in caplog.text
-
-
 class RecordingSampler:
     """Delegates to a real sampler and records what the module tells it."""
 
