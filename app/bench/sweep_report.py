@@ -36,13 +36,13 @@ def with_intervals(
 ) -> list[dict[str, Any]]:
     """Each record with `vs_full`: (relative gap, low, high), or None (no full run, or full)."""
     fulls = [r for r in records if r["sampler"] == "full"]
+    loaded = {f["name"]: sweep.load_ndcg(out, f) for f in fulls}  # each reference read once
     rows = []
     for rec in records:
         ref, interval = reference_of(rec, fulls), None
         if ref is not None and rec["sampler"] != "full":
-            interval = paired_interval(
-                sweep.load_ndcg(out, ref), sweep.load_ndcg(out, rec), resamples, seed
-            )
+            ndcg = sweep.load_ndcg(out, rec)
+            interval = paired_interval(loaded[ref["name"]], ndcg, resamples, seed)
         rows.append({**rec, "vs_full": interval})
     return rows
 
