@@ -37,6 +37,10 @@ class FeatureMap(Protocol):
         """Exact kernel values K from dot products h . c (any shape, same shape out)."""
         ...
 
+    def pairwise_kernel(self, h: Tensor, c: Tensor) -> Tensor:
+        """K(h_b, c_j) for every pair: `h [B, d]`, `c [k, d]` -> `[B, k]`."""
+        ...
+
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b K(h_b, c_j): `h [B, d]`, `coef [B]`, `c [k, d]` -> `[k]`."""
         ...
@@ -71,6 +75,10 @@ class QuadraticFeatures:
     def kernel(self, dots: Tensor) -> Tensor:
         """The exact kernel alpha dots^2 + 1."""
         return self.alpha * dots.square() + 1.0
+
+    def pairwise_kernel(self, h: Tensor, c: Tensor) -> Tensor:
+        """The kernel alpha (h . c)^2 + 1 of every pair `[B, k]`, in place on the product."""
+        return (h @ c.T).square_().mul_(self.alpha).add_(1.0)
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """Quadratic form c^T M c with M = alpha sum_b coef_b h_b h_b^T: O(k d^2), not O(k B d)."""
@@ -127,19 +135,34 @@ class RandomFourierFeatures:
 
     def features(self, x: Tensor) -> Tensor:
         """`[..., d]` -> `[..., 2D]`: [cos(W x), sin(W x)] / sqrt(D)."""
+        return self._cos_sin(x).mul_(1.0 / math.sqrt(self.num_frequencies))
+
+    def _cos_sin(self, x: Tensor) -> Tensor:
+        """`[..., 2D]` [cos(W x), sin(W x)], unscaled, written into one buffer (no concat)."""
         proj = x @ self.w.to(x.device).T
-        scale = 1.0 / math.sqrt(self.num_frequencies)
-        return torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1) * scale
+        out = proj.new_empty(*proj.shape[:-1], self.dim)
+        torch.cos(proj, out=out[..., : self.num_frequencies])
+        torch.sin(proj, out=out[..., self.num_frequencies :])
+        return out
 
     def kernel(self, dots: Tensor) -> Tensor:
         """exp(nu (dots - 1)): the Gaussian kernel on unit vectors, in (0, 1]."""
         return torch.exp(self.nu * (dots - 1.0))
 
+    def pairwise_kernel(self, h: Tensor, c: Tensor) -> Tensor:
+        """exp(nu (h . c - 1)) for every pair `[B, k]`: scale and shift inside the product."""
+        shift = torch.full((1, 1), -self.nu, dtype=h.dtype, device=h.device)
+        return torch.addmm(shift, h, c.T, alpha=self.nu).exp_()
+
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product, exp in place."""
-        shift = torch.full((1, 1), -self.nu, dtype=h.dtype, device=h.device)
-        return coef @ torch.addmm(shift, h, c.T, alpha=self.nu).exp_()
+        return coef @ self.pairwise_kernel(h, c)
 
     def bucket_sums(self, x: Tensor, weight: Tensor) -> Tensor:
-        """sum_j weight_j phi(x_j) per group: `x [G, b, d]`, `weight [G, b]` -> `[G, 2D]`."""
-        return torch.einsum("gbf,gb->gf", self.features(x), weight)
+        """sum_j weight_j phi(x_j) per group: `x [G, b, d]`, `weight [G, b]` -> `[G, 2D]`.
+
+        A `[G, 1, b] x [G, b, 2D]` product that reads the features row by row, with the
+        1 / sqrt(D) scale on the b weights rather than on the G b 2D features.
+        """
+        scaled = (weight * (1.0 / math.sqrt(self.num_frequencies))).unsqueeze(1)
+        return torch.bmm(scaled, self._cos_sin(x)).squeeze(1)

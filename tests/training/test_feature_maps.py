@@ -73,3 +73,20 @@ def test_frequency_distributions() -> None:
         gram - torch.diag(torch.diagonal(gram)), torch.zeros(8, 8), atol=1e-4, rtol=0
     )
     assert orf.w.shape == (20, 8) and orf.dim == 40
+
+
+@pytest.mark.parametrize(
+    "fmap", [QuadraticFeatures(6, 100.0), RandomFourierFeatures(6, 32, 4.0, seed=2)]
+)
+def test_pairwise_and_bucket_sums_agree_with_the_kernel_and_the_features(
+    fmap: QuadraticFeatures | RandomFourierFeatures,
+) -> None:
+    """The fused forms the tree uses (scale and shift inside the product, weighted bucket
+    sums, the mixture) equal the plain kernel of the dot products and the plain feature sums."""
+    h, c = unit(4, 6, seed=5), unit(9, 6, seed=6)
+    torch.testing.assert_close(fmap.pairwise_kernel(h, c), fmap.kernel(h @ c.T))
+    coef = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    torch.testing.assert_close(fmap.mixture_kernel(h, coef, c), coef @ fmap.kernel(h @ c.T))
+    groups, weight = c[:8].view(2, 4, 6), torch.tensor([[1.0, 0, 1, 1], [1, 1, 0.5, 0]])
+    expected = (fmap.features(groups) * weight.unsqueeze(-1)).sum(1)
+    torch.testing.assert_close(fmap.bucket_sums(groups, weight), expected)

@@ -124,9 +124,9 @@ def test_incremental_updates_equal_a_full_rebuild() -> None:
         tree = KernelTree(fmap, 6)
         tree.rebuild(emb)
         changed = emb.clone()
-        for step in range(5):
-            idx = torch.randint(1, n + 1, (30,), generator=torch.Generator().manual_seed(step))
-            new = unit(30, d, seed=10 + step)
+        for step, rows in enumerate([30, 30, 30, 400, 30]):  # 400 draws: over n / 2 distinct
+            idx = torch.randint(1, n + 1, (rows,), generator=torch.Generator().manual_seed(step))
+            new = unit(rows, d, seed=10 + step)
             tree.update(idx, new)
             changed[idx] = new  # last occurrence wins, as in update
         fresh = KernelTree(fmap, 6)

@@ -25,9 +25,16 @@ import math
 import torch
 from torch import Tensor
 
+from training.kernel_tree.buckets import (
+    TINY,
+    log_share,
+    masked,
+    pick_gathered,
+    pick_in_bucket,
+    pick_scoring_all,
+)
 from training.kernel_tree.node_sums import CHUNK, NodeSums
 
-_TINY = 1e-30  # keeps a bucket's exact kernel weights from summing to 0 after underflow
 _GATHER_COST = 16  # multiply-adds of a matrix product per gathered float (CPU, measured order)
 _SCORE_ALL_FACTOR = 16  # per-query draws score all n items when n <= this * m * b
 
@@ -117,27 +124,6 @@ class KernelTree(NodeSums):
             node = 2 * node + go_right.long()
         return node, log_p
 
-    def _pick_in_bucket(self, weights: Tensor, ok: Tensor) -> tuple[Tensor, Tensor]:
-        """Draw one slot per row of `weights [R, b]`; returns slots `[R]` and log-probs `[R]`."""
-        w = self._masked(weights, ok)
-        cdf = torch.cumsum(w, dim=1)
-        total = cdf[:, -1:]
-        # Inverse CDF: the first slot whose cumulative weight reaches u (cheaper than
-        # multinomial's exponentials); the clamp guards against u rounding past the last slot.
-        slot = (cdf < torch.rand_like(total) * total).sum(1)
-        slot = torch.minimum(slot, ok.sum(1) - 1)
-        return slot, self._log_share(w, slot)
-
-    @staticmethod
-    def _masked(weights: Tensor, ok: Tensor) -> Tensor:
-        """Bucket weights `[R, b]` kept off 0 by _TINY, exactly 0 at padding slots."""
-        return torch.where(ok, weights.clamp_min(_TINY), torch.zeros_like(weights))
-
-    @staticmethod
-    def _log_share(w: Tensor, slot: Tensor) -> Tensor:
-        """`[R]` log of slot `slot [R]`'s share of its row of masked bucket weights `[R, b]`."""
-        return torch.log(w.gather(1, slot.unsqueeze(-1)).squeeze(-1)) - torch.log(w.sum(1))
-
     @torch.no_grad()
     def sample(
         self, h: Tensor, num: int, shared: bool, positives: Tensor | None = None
@@ -185,10 +171,10 @@ class KernelTree(NodeSums):
         """Shared draws `[m]` from the summed kernel: one descent with p_bar, summed weights."""
         leaf, log_p = self._descend(p, num)
         uniq, inverse = torch.unique(leaf[0], return_inverse=True)
-        rows, ok = self._bucket_rows(uniq)  # [U, b]
+        rows, ok = self.bucket_rows(uniq)  # [U, b]
         bucket_items = self.items.index_select(0, rows.flatten())
         weights = self.fmap.mixture_kernel(h, coef, bucket_items).view_as(rows)
-        slot, log_w = self._pick_in_bucket(weights[inverse], ok[inverse])
+        slot, log_w = pick_in_bucket(weights[inverse], ok[inverse])
         ids = rows[inverse, slot]
         return ids, log_p[0] + log_w
 
@@ -197,29 +183,17 @@ class KernelTree(NodeSums):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel.
 
-        With `score_all` (a catalogue of at most _SCORE_ALL_FACTOR m b items) the bucket
-        dots come from one dense [Q, d] x [d, n] product, faster than gathering the m b
-        bucket rows of every query. `positives [Q]` ride along as column m (`_descend`).
+        `positives [Q]` ride along the descent as column m (`_descend`); the pick inside the
+        buckets scores all n items at once (`score_all`, a catalogue of at most
+        _SCORE_ALL_FACTOR m b items) or gathers each draw's bucket.
         """
         forced = None if positives is None else (positives - 1) // self.b
         leaf, log_p = self._descend(p, num, forced)
-        rows, ok = self._bucket_rows(leaf)  # [Q, cols, b]
-        if score_all:
-            dots = (h @ self.items.T).gather(1, rows.flatten(1)).view_as(rows)
-        else:
-            bucket_items = self.items.index_select(0, rows.flatten()).view(*rows.shape, -1)
-            dots = torch.einsum("qmbd,qd->qmb", bucket_items, h)
-        weights = self.fmap.kernel(dots)
-        drawn = weights[:, :num].flatten(0, 1), ok[:, :num].flatten(0, 1)
-        slot, log_w = self._pick_in_bucket(*drawn)
-        ids = rows[:, :num].flatten(0, 1).gather(1, slot.unsqueeze(-1)).view(-1, num)
-        draws = log_p[:, :num] + log_w.view(-1, num)
-        if positives is None or forced is None:
-            return ids, draws, None
-        mine = self._log_share(
-            self._masked(weights[:, num], ok[:, num]), positives - 1 - forced * self.b
-        )
-        return ids, draws, log_p[:, num] + mine
+        pick = pick_scoring_all if score_all else pick_gathered
+        ids, log_w, pos_log_w = pick(self, h, leaf, num, positives)
+        if pos_log_w is None:
+            return ids, log_p[:, :num] + log_w, None
+        return ids, log_p[:, :num] + log_w, log_p[:, num] + pos_log_w
 
     @torch.no_grad()
     def log_prob_all(self, h: Tensor, shared: bool = False) -> Tensor:
@@ -241,14 +215,14 @@ class KernelTree(NodeSums):
             weights = torch.cat(parts).unsqueeze(0)
         else:
             p = self._per_query_vectors(h)
-            weights = self.fmap.kernel(h @ items.T)
+            weights = self.fmap.pairwise_kernel(h, items)
         log_node = torch.zeros(p.shape[0], 1, device=p.device)
         for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
             pair = self._scores(p @ level.T, valid).view(p.shape[0], -1, 2)
             log_branch = (torch.log(pair) - torch.log(pair.sum(-1, keepdim=True))).flatten(1)
             parent = torch.arange(level.shape[0], device=p.device) // 2
             log_node = log_node[:, parent] + log_branch
-        weights = weights.clamp_min(_TINY)
+        weights = weights.clamp_min(TINY)
         leaf = torch.arange(self.num_items, device=p.device) // self.b
         bucket_mass = torch.zeros(p.shape[0], log_node.shape[1], device=p.device)
         bucket_mass.index_add_(1, leaf, weights)
@@ -280,9 +254,9 @@ class KernelTree(NodeSums):
             s = (p.unsqueeze(1) * self.z[level][pair]).sum(-1)
             s = self._scores(s, self.valid[level][pair])
             log_p += torch.log(s.gather(1, (node & 1).unsqueeze(1))[:, 0]) - torch.log(s.sum(1))
-        rows, ok = self._bucket_rows(leaf)  # [B, b]
+        rows, ok = self.bucket_rows(leaf)  # [B, b]
         if shared:
             weights = self.fmap.mixture_kernel(h, coef, self.items[rows.flatten()]).view_as(rows)
         else:
             weights = self.fmap.kernel(torch.einsum("qbd,qd->qb", self.items[rows], h))
-        return log_p + self._log_share(self._masked(weights, ok), ids - 1 - leaf * self.b)
+        return log_p + log_share(masked(weights, ok), ids - 1 - leaf * self.b)

@@ -18,6 +18,9 @@ from torch import Tensor
 from training.feature_maps import FeatureMap
 
 CHUNK = 1 << 24  # floats per temporary block (64 MiB)
+# floats per block of item features (16 MiB): a block this size is reused from the heap at
+# the next block, where a 64 MiB one is fresh pages every time (a rebuild 20% slower, measured)
+FEATURE_CHUNK = 1 << 22
 
 
 class NodeSums:
@@ -58,6 +61,10 @@ class NodeSums:
     def rebuild(self, item_emb: Tensor) -> None:
         """Recompute every node sum from `item_emb [n + 1, d]` (row 0 is padding, ignored)."""
         self.items = item_emb.detach().to(torch.float32).clone()
+        self._resum()
+
+    def _resum(self) -> None:
+        """Every node sum from the item table as it is: O(n F)."""
         leaves = math.ceil(self.num_items / self.b)
         if leaves < 1:
             raise ValueError("the kernel tree needs at least one item")
@@ -77,15 +84,15 @@ class NodeSums:
 
     def _bucket_sums(self, leaves: int) -> Tensor:
         """`[leaves, F]` sums of phi over each bucket, computed in memory-bounded chunks."""
-        per_chunk = max(1, CHUNK // (self.b * self.fmap.dim))
+        per_chunk = max(1, FEATURE_CHUNK // (self.b * self.fmap.dim))
         out = []
         for first in range(0, leaves, per_chunk):
             last = min(leaves, first + per_chunk)
-            rows, ok = self._bucket_rows(torch.arange(first, last, device=self.items.device))
+            rows, ok = self.bucket_rows(torch.arange(first, last, device=self.items.device))
             out.append(self.fmap.bucket_sums(self.items[rows], ok.to(self.items.dtype)))
         return torch.cat(out)
 
-    def _bucket_rows(self, leaf: Tensor) -> tuple[Tensor, Tensor]:
+    def bucket_rows(self, leaf: Tensor) -> tuple[Tensor, Tensor]:
         """item_idx `[..., b]` of buckets `leaf [...]` (clamped to n) and their validity mask."""
         rows = 1 + leaf.unsqueeze(-1) * self.b + torch.arange(self.b, device=leaf.device)
         ok = rows <= self.num_items
@@ -95,7 +102,9 @@ class NodeSums:
     def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
         """Set rows `item_idx [k]` to `item_emb [k, d]`; add the phi deltas along their paths.
 
-        O(k F log(n / b)). A repeated id takes its last row.
+        O(k F log(n / b)). A repeated id takes its last row. A path update maps 2 k rows (old
+        and new), a resum the n rows: from k = n / 2 distinct rows on, the sums are recomputed
+        whole instead (a sampled step's draws can touch most of a small catalogue).
         """
         item_idx = item_idx.to(self.items.device).long()
         item_emb = item_emb.detach().to(self.items)
@@ -105,7 +114,11 @@ class NodeSums:
         idx, emb = uniq, item_emb[last]
         if idx.numel() and (idx.min() < 1 or idx.max() > self.num_items):
             raise IndexError(f"item_idx outside 1..{self.num_items}")
-        step = max(1, CHUNK // self.fmap.dim)
+        if 2 * idx.numel() >= self.num_items:
+            self.items[idx] = emb
+            self._resum()
+            return
+        step = max(1, FEATURE_CHUNK // self.fmap.dim)
         for first in range(0, idx.numel(), step):
             rows, new = idx[first : first + step], emb[first : first + step]
             if self.fmap.grouped_sums:
