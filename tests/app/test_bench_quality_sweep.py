@@ -85,9 +85,10 @@ def test_report_writes_table_intervals_and_plots(swept: sweep.Sweep, tmp_path: P
 def test_comparison_grid_order_and_bias_stage(tmp_path: Path) -> None:
     specs, planned = sweep_grid.comparison(tmp_path)
     names = [s.name for s in specs]
-    assert planned == 39 and len(specs) == 31  # the m = 16 / 256 stage waits for beauty's m = 64
-    assert [s.name for s in specs[-3:]] == ["rff_m16", "full-tau0.1-len20", "rff-tau0.1-len20_m64"]
-    assert {s.dataset for s in specs[-3:]} == {"amazon-toys"}  # the preset checks, last
+    assert planned == 41 and len(specs) == 33  # the m = 16 / 256 stage waits for beauty's m = 64
+    today = ["full-tau0.1-len20", "rff-tau0.1-len20_m64"]
+    assert [s.name for s in specs[-5:]] == ["rff_m16", *today, *today]  # the preset checks, last
+    assert [s.dataset for s in specs[-5:]] == ["amazon-toys"] * 3 + ["amazon-beauty"] * 2
     assert names[:6] == ["full", "uniform_m64", "popularity_m64", "tapas-r1_m64", "tapas-r8_m64",
                          "rff_m64"]  # fmt: skip
     assert [s.dataset for s in specs[:22]] == ["amazon-beauty"] * 11 + ["amazon-toys"] * 11
@@ -96,7 +97,7 @@ def test_comparison_grid_order_and_bias_stage(tmp_path: Path) -> None:
     for i, spec in enumerate(sweep_grid.core("amazon-beauty")):
         (folder / f"{spec.name}.json").write_text(json.dumps({"val": {"ndcg@10": i / 100}}))
     staged = sweep_grid.bias(tmp_path)
-    assert staged is not None and len(sweep_grid.comparison(tmp_path)[0]) == 39
+    assert staged is not None and len(sweep_grid.comparison(tmp_path)[0]) == 41
     assert [s.name for s in staged][::2] == ["exact_m16", "quadratic_m16", "bernoulli_m16",
                                              "uniform_m16"]  # fmt: skip
     assert np.all([s.dataset == "amazon-beauty" for s in staged])
