@@ -141,8 +141,8 @@ def preset_today() -> list[RunSpec]:
     (nu = 5) was chosen against the softmax of temperature 0.05, whose logits span
     [-20, 20]; at today's 0.1 they span [-10, 10], a softmax half as sharp, which the same
     kernel follows more closely. The full softmax reruns at the same settings: the gap is
-    measured like for like. amazon-beauty's pair was added once the kernel tree's step had
-    been cut to a third (amazon-toys' rff run then ran again: the cap had stopped it).
+    measured like for like. amazon-beauty's pair was added once the kernel sampler's step had
+    been cut to 40% (amazon-toys' pair then ran again beside it: the cap had stopped rff).
     """
     return [
         RunSpec(dataset, label, sampler, m, sets=TODAYS_MODEL)

@@ -128,7 +128,8 @@ def test_incremental_updates_equal_a_full_rebuild() -> None:
             idx = torch.randint(1, n + 1, (rows,), generator=torch.Generator().manual_seed(step))
             new = unit(rows, d, seed=10 + step)
             tree.update(idx, new)
-            changed[idx] = new  # last occurrence wins, as in update
+            for row, vector in zip(idx.tolist(), new, strict=True):
+                changed[row] = vector  # last occurrence wins, as in update
         fresh = KernelTree(fmap, 6)
         fresh.rebuild(changed)
         torch.testing.assert_close(tree.items, fresh.items)
@@ -180,13 +181,14 @@ def test_few_draws_per_query_use_the_gather_path_and_stay_exact() -> None:
     assert chi2_pvalue(ids, expected.exp()) > 1e-3
 
 
-@pytest.mark.parametrize(("n", "b", "m"), [(300, 3, 2), (37, 5, 64), (1000, 1, 1)])
+@pytest.mark.parametrize(("n", "b", "m"), [(300, 3, 2), (37, 5, 64), (33, 4, 64), (1000, 1, 1)])
 @pytest.mark.parametrize("fmap", ["quadratic", "rff"])
 def test_the_positives_log_probs_from_a_draw_equal_the_brute_force(
     n: int, b: int, m: int, fmap: str
 ) -> None:
     """The positives' log q that ride along a draw (per query: one more forced path of the
-    descent, through gathered or whole-level scores) equal `log_prob_all` at those ids."""
+    descent, through gathered or whole-level scores) equal `log_prob_all` at those ids, as do
+    the draws' own (33 items in buckets of 4: an odd leaf level, padded with an empty node)."""
     d = 6
     quadratic = fmap == "quadratic"
     tree = KernelTree(
@@ -195,9 +197,11 @@ def test_the_positives_log_probs_from_a_draw_equal_the_brute_force(
     tree.rebuild(table(n, d))
     h = unit(40, d, seed=3)
     positives = torch.randint(1, n + 1, (40,), generator=torch.Generator().manual_seed(4))
-    _, _, pos = tree.sample(h, m, shared=False, positives=positives)
+    ids, log_p, pos = tree.sample(h, m, shared=False, positives=positives)
     assert pos is not None
-    torch.testing.assert_close(pos, tree.log_prob_all(h).gather(1, positives[:, None])[:, 0])
+    brute = tree.log_prob_all(h)
+    torch.testing.assert_close(pos, brute.gather(1, positives[:, None])[:, 0])
+    torch.testing.assert_close(log_p, brute.gather(1, ids))
     _, _, pos = tree.sample(h, m, shared=True, positives=positives)
     assert pos is not None
     torch.testing.assert_close(pos, tree.log_prob_all(h, shared=True)[0, positives])

@@ -151,7 +151,10 @@ class KernelTree(NodeSums):
         p = self._per_query_vectors(h)
         cols = num + (positives is not None)
         score_all = self.num_items <= _SCORE_ALL_FACTOR * cols * self.b
-        bucket_floats = self.num_items if score_all else cols * self.b * h.shape[1]
+        # scoring all: each row's weights and their CDF (2 n) and its draws' CDFs (m b)
+        bucket_floats = (
+            2 * self.num_items + cols * self.b if score_all else cols * self.b * h.shape[1]
+        )
         per_chunk = self._rows_per_chunk(cols, bucket_floats)
         pos = None if positives is None else positives.to(self.items.device)
         parts = [

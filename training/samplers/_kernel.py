@@ -68,7 +68,7 @@ class KernelTreeSampler:
 
     @torch.no_grad()
     def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """Rows `item_idx [k]` now hold `item_emb [k, d]`: O(k F log n) path updates."""
+        """Rows `item_idx [k]` now hold `item_emb [k, d]`: O(k F log n), or O(n F) from n / 2."""
         self._built().update(item_idx, item_emb)
 
     @torch.no_grad()
