@@ -16,7 +16,6 @@ COUNTS = torch.ones(N + 1)
 def test_as_many_negatives_as_items_is_a_warning_that_names_the_full_softmax(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-
     for m, warned in ((N - 1, False), (N, True)):
         caplog.clear()
         cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={m}"])
@@ -29,7 +28,6 @@ def test_as_many_negatives_as_items_is_a_warning_that_names_the_full_softmax(
 def test_the_ranks_a_launcher_starts_do_not_repeat_rank_zeros_warnings(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-
     cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={N}"])
     monkeypatch.setenv("LOCAL_RANK", "1")  # as Lightning starts its second process
     with caplog.at_level("WARNING", logger="training.trainer"):

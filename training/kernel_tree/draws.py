@@ -194,9 +194,8 @@ class KernelTree(NodeSums):
         leaf, log_p = self._descend(p, num, forced)
         pick = pick_scoring_all if score_all else pick_gathered
         ids, log_w, pos_log_w = pick(self, h, leaf, num, positives)
-        if pos_log_w is None:
-            return ids, log_p[:, :num] + log_w, None
-        return ids, log_p[:, :num] + log_w, log_p[:, num] + pos_log_w
+        pos_log_p = None if pos_log_w is None else log_p[:, num] + pos_log_w
+        return ids, log_p[:, :num] + log_w, pos_log_p
 
     @torch.no_grad()
     def log_prob_all(self, h: Tensor, shared: bool = False) -> Tensor:
