@@ -6,8 +6,6 @@ Each rule says which settings clash and why; `build_module` calls `refuse_clashe
 
 from __future__ import annotations
 
-from lightning_fabric.accelerators import CUDAAccelerator, MPSAccelerator
-
 from data.errors import RecsysInputError
 from training.config import RecsysConfig, SamplerConfig
 
@@ -87,6 +85,9 @@ def refuse_missing_accelerator(accelerator: str) -> None:
     """
     if accelerator not in ("gpu", "cuda", "mps"):
         return
+    # Lightning is imported here, not with the CLI: every other command starts without it
+    from lightning_fabric.accelerators import CUDAAccelerator, MPSAccelerator
+
     cuda, mps = CUDAAccelerator.is_available(), MPSAccelerator.is_available()
     if not {"gpu": cuda or mps, "cuda": cuda, "mps": mps}[accelerator]:
         raise RecsysInputError(

@@ -1,4 +1,8 @@
-"""`recsys serve` (uvicorn over the FastAPI app) and `recsys models list|show|rollback`."""
+"""`recsys serve` (uvicorn over the FastAPI app) and `recsys models list|show|rollback`.
+
+The bundle's owner (torch) and the web stack are imported inside the commands that use them,
+so that `recsys --help` and the commands without a model start in a second.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
-from training.bundle import current_version, describe, list_versions, read_manifest, rollback
 
 log = logging.getLogger("recsys.serve")
 models_app = typer.Typer(help="Model versions: list, show, roll back.")
@@ -97,6 +100,8 @@ def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
     `BROKEN: <reason>` (`broken` in the JSON, null for a good one); a retrain candidate the
     gate did not publish is marked `KEPT OUT: <reason>` (`kept_out`).
     """
+    from training.bundle import current_version, describe, list_versions
+
     models_dir = workspace(home).models_dir
     current = current_version(models_dir)
     rows = [describe(models_dir, version, current) for version in list_versions(models_dir)]
@@ -137,6 +142,8 @@ def _sampler_text(sampler: Any) -> str:
 @models_app.command("show")
 def show_model(version: VersionArgument, home: HomeOption = None) -> None:
     """Print one version's manifest (JSON)."""
+    from training.bundle import current_version, list_versions, read_manifest
+
     models_dir = workspace(home).models_dir
     if version not in list_versions(models_dir):
         raise RecsysInputError(f"no model version {version!r} in {models_dir}")
@@ -155,6 +162,8 @@ def rollback_model(
     as_json: JsonOption = False,
 ) -> None:
     """Serve VERSION again: validate its bundle, then point models/CURRENT at it atomically."""
+    from training.bundle import rollback
+
     previous = rollback(workspace(home).models_dir, version, force)
     if as_json:
         emit_json({"current": version, "previous": previous})

@@ -22,6 +22,18 @@ def test_unknown_command_is_usage_error() -> None:
     assert result.returncode == 2
 
 
+def test_the_cli_starts_without_torch_and_the_server_without_lightning() -> None:
+    """Commands import what they need when they run: `--help`, ingest or clean start in a second."""
+    check = (
+        "import sys; from app.cli import main; print('torch' in sys.modules);"
+        "import app.api.main; print(any(m.split('.')[0] in ('pytorch_lightning', "
+        "'lightning_fabric') for m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
+
+
 def test_json_output_writes_non_finite_floats_as_null(capsys: pytest.CaptureFixture[str]) -> None:
     from app.cli_common import emit_json
 
