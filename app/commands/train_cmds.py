@@ -17,6 +17,7 @@ import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, UserColOption
+from data.datasets import check_dataset
 from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.workspace import Workspace
@@ -160,14 +161,15 @@ def train_command(
     json_out: JsonOption = False,
 ) -> None:
     """Train a model, evaluate it on val and test, export and publish the bundle."""
-    from training.pipeline import train
-
     hardware = {"devices": devices, "num_nodes": num_nodes, "strategy": strategy}
     flags = [f"train.{key}={value}" for key, value in hardware.items() if value is not None]
     cfg = build_config(sampler, num_negatives, max_epochs, config or [], [*(set_ or []), *flags])
     ws = workspace(home)
     if reuse_published and _reusable(ws, json_out):
         return
+    check_dataset(ws, dataset)  # no events, or no such logs: said before Lightning is imported
+    from training.pipeline import train
+
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints
         layout = LogLayout(fmt, user_col, item_col, time_col)
         result = train(ws, cfg, dataset=dataset, layout=layout, version=version)
