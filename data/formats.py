@@ -224,6 +224,10 @@ def read_raw(
         if missing:
             found = ", ".join(schema.names()[:10]) or "none"
             raise RecsysInputError(f"{path}: no column {missing[0]!r} (columns found: {found})")
+        # a CSV header naming a column twice: the reader renames the second; which is meant?
+        repeated = [c for c in (user_col, item_col, time_col) if f"{c}_duplicated_0" in schema]
+        if repeated:
+            raise RecsysInputError(f"{path}: the header names column {repeated[0]!r} twice")
         out = lf.select(
             pl.lit(file_no, dtype=pl.Int32).alias("file_no"),
             (pl.int_range(pl.len(), dtype=pl.Int64) + 1).alias("row"),

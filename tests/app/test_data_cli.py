@@ -107,6 +107,7 @@ def _unreadable(tmp_path: Path, case: str) -> tuple[list[str], str]:
         "blank": b"\n\n  \n",
         "no-user-column": b"item_id,timestamp\ni,1\n",
         "no-time-column": b"user_id,item_id\nu,i\n",
+        "repeated-item-column": b"user_id,item_id,timestamp,item_id\nu,i,1,j\n",
         "binary": bytes(range(256)) * 4,
         "latin1": "user_id,item_id,timestamp\nJosé,i,1\n".encode("latin-1"),
         "utf16": "user_id,item_id,timestamp\nu,i,1\n".encode("utf-16"),  # with its BOM
@@ -118,6 +119,7 @@ def _unreadable(tmp_path: Path, case: str) -> tuple[list[str], str]:
         "blank": "empty file",
         "no-user-column": "no column 'user_id'",
         "no-time-column": "no column 'timestamp'",
+        "repeated-item-column": "the header names column 'item_id' twice",
         "binary": "binary content",
         "latin1": "not UTF-8",
         "utf16": "x.csv: UTF-16 text; logs are read as UTF-8: convert it first (iconv -f UTF-16",
@@ -134,6 +136,7 @@ UNREADABLE = [
     "blank",
     "no-user-column",
     "no-time-column",
+    "repeated-item-column",
     "binary",
     "latin1",
     "utf16",
