@@ -22,6 +22,7 @@ from training.clock import TrainingClock
 from training.config import RecsysConfig
 from training.corrections import query_windows
 from training.evaluation import rank_batch
+from training.gathered_scores import gathered_scores
 from training.losses import SampledLoss
 from training.model import TwoTowerModel
 from training.optim import make_optimizers, schedule_lr
@@ -108,11 +109,11 @@ class RetrievalModule(pl.LightningModule):
         with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
             ids = neg.ids.to(queries.device)
             pos_scores = (queries * self.model.item_tower(positives)).sum(-1)  # [N]
-            neg_emb = self.model.item_tower(ids)  # [m, d] or [N, m, d]
-            if ids.dim() == 1:
-                neg_scores = undo_autocast(queries @ neg_emb.T)  # [N, m]
-            else:
-                neg_scores = undo_autocast(torch.einsum("nd,nmd->nm", queries, neg_emb))
+            if ids.dim() == 1:  # shared by the batch
+                neg_scores = undo_autocast(queries @ self.model.item_tower(ids).T)  # [N, m]
+            else:  # per query [N, m]: scored at the rows of the distinct ids
+                rows, inverse = self.model.item_tower.distinct(ids)
+                neg_scores = undo_autocast(gathered_scores(queries, rows, inverse))
             loss = weight * self.sampled_loss(  # type: ignore[misc]
                 pos_scores, neg_scores, neg, positives, tau, user_items
             )

@@ -226,14 +226,19 @@ class ItemTower(nn.Module):
         self.normalize = normalize
 
     def forward(self, item_idx: Tensor) -> Tensor:
-        """`item_idx [*]` -> `[*, d]` (padding rows come out as zeros).
+        """`item_idx [*]` -> `[*, d]` (padding rows come out as zeros)."""
+        rows, inverse = self.distinct(item_idx)
+        return F.embedding(inverse, rows)
 
-        Each distinct id is looked up and normalised once and then repeated: per-query
-        negatives `[N, m]` repeat ids often, and normalising every copy (and its backward)
-        cost a sampled step more than its logits.
+    def distinct(self, item_idx: Tensor) -> tuple[Tensor, Tensor]:
+        """`item_idx [*]` -> (`[k, d]` rows of its k distinct ids, `[*]` each id's row number).
+
+        Each distinct id is looked up and normalised once: per-query negatives `[N, m]` repeat
+        ids often, and normalising every copy (and its backward) cost a sampled step more
+        than its logits.
         """
         distinct, inverse = torch.unique(item_idx, return_inverse=True)
-        return F.embedding(inverse, _unit_or_plain(self.embedding(distinct), self.normalize))
+        return _unit_or_plain(self.embedding(distinct), self.normalize), inverse
 
     def all_embeddings(self) -> Tensor:
         """The whole table as `forward` gives it: `[n + 1, d]`, row 0 zeros."""

@@ -4,9 +4,11 @@ The query tower and the training logits' matmuls run under bf16 autocast; their 
 taken back to fp32 (`undo_autocast`) before anything else sees them, so weights, gradients,
 the optimiser, the losses' softmax, the samplers and their log q, and every evaluation stay
 fp32. It pays where the hardware multiplies bf16 natively (docs/benchmarks.md, "bf16
-autocast"). A positive's own score is an fp32 elementwise product while the logits beside it
-are rounded bf16 products (about 3 significant digits), so under bf16 the two differ by that
-rounding: in the chunked full softmax the log-sum-exp holds a rounded copy of the positive.
+autocast"). Per-query negatives' logits on the CPU are sparse products in fp32
+(`training/gathered_scores.py`). A positive's own score is an fp32 elementwise product while
+the logits beside it are rounded bf16 products (about 3 significant digits), so under bf16 the
+two differ by that rounding: in the chunked full softmax the log-sum-exp holds a rounded copy
+of the positive.
 
 `train.precision: auto` (the default) is bf16 where the device multiplies bf16 natively (a CUDA
 GPU of compute capability 8.0 and up; a CPU with AVX512-BF16 or AMX) and fp32 elsewhere, where

@@ -1,0 +1,73 @@
+"""Per-query negatives' logits without a `[N, m, d]` copy of their rows.
+
+Per-query negatives give every query row n its own m items: the plain form gathers their
+embeddings into `[N, m, d]` and multiplies row by row (`einsum("nd,nmd->nm")`). At a sampled
+step's shapes (N about 1,400 targets, m = 64, d = 256) that tensor is 93 MB, written by the
+gather, read by the product, and its gradient of the same size written and then summed back
+into the table: that memory traffic, not the 23 M multiply-adds, was most of a per-query step.
+
+Here the m items of each row are the columns of a sparse `[N, k]` pattern over the k distinct
+rows: the forward pass is a sampled dense product at that pattern (`torch.sparse.sampled_addmm`,
+an SDDMM), the backward pass two sparse-dense products with the incoming gradient as the
+pattern's values. Nothing of size `N m d` is made. A row may hold an item twice (draws with
+replacement): each copy is its own entry, scored alike, and the gradients of the copies add up.
+Exact to float rounding against the plain form (tests/training/test_gathered_scores.py).
+
+The sparse kernels run on the CPU; other devices keep the plain form, which is what a GPU does
+well and where these kernels were not measured. The products are fp32 (bf16 autocast does not
+reach them; the towers give both in fp32): a small part of a step's arithmetic.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def gathered_scores(queries: Tensor, rows: Tensor, inverse: Tensor) -> Tensor:
+    """`[N, m]` scores `queries[n] . rows[inverse[n, j]]`.
+
+    Args:
+        queries: `[N, d]` query embeddings.
+        rows: `[k, d]` the distinct negatives' embeddings.
+        inverse: `[N, m]` int64, each query's negatives as row numbers of `rows`.
+
+    """
+    if queries.device.type != "cpu":
+        return torch.einsum("nd,nmd->nm", queries, rows[inverse])
+    with torch.autocast("cpu", enabled=False):
+        return _SparseGathered.apply(queries, rows, inverse)
+
+
+class _SparseGathered(torch.autograd.Function):
+    """The sampled product and its two sparse-dense gradients (module docstring)."""
+
+    @staticmethod
+    def forward(ctx: Any, queries: Tensor, rows: Tensor, inverse: Tensor) -> Tensor:
+        n, m = inverse.shape
+        starts = torch.arange(0, n * m + 1, m, device=queries.device)
+        zeros = queries.new_zeros(n * m)
+        with warnings.catch_warnings():  # torch's note that CSR tensors are a beta feature
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            pattern = torch.sparse_csr_tensor(
+                starts, inverse.reshape(-1), zeros, (n, rows.shape[0]), check_invariants=False
+            )
+        scores = torch.sparse.sampled_addmm(pattern, queries, rows.T, beta=0.0)
+        ctx.save_for_backward(queries, rows, inverse)
+        return scores.values().view(n, m)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        queries, rows, inverse = ctx.saved_tensors
+        n, m = inverse.shape
+        query_of = torch.arange(n, device=queries.device).repeat_interleave(m)
+        weights = torch.sparse_coo_tensor(
+            torch.stack([query_of, inverse.reshape(-1)]),
+            grad.reshape(-1),
+            (n, rows.shape[0]),
+            check_invariants=False,
+        )  # [N, k], a row's repeated item twice: the products sum the copies
+        return torch.sparse.mm(weights, rows), torch.sparse.mm(weights.t(), queries), None
