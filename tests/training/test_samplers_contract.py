@@ -205,6 +205,22 @@ def test_exact_sampler_nu_draws_from_the_tempered_softmax() -> None:
     )
 
 
+def test_exact_per_query_log_q_is_the_log_softmax_where_the_softmax_underflows() -> None:
+    """Unnormalised logits spread over hundreds: most probabilities are 0 in float32."""
+    ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=1.0)
+    sampler = build_sampler(SamplerConfig(name="exact", per_query=True), ctx)
+    gen = torch.Generator().manual_seed(5)
+    table = 30 * torch.randn(N_ITEMS + 1, DIM, generator=gen)
+    queries, positives = torch.randn(BATCH, DIM, generator=gen), torch.arange(1, BATCH + 1)
+    sampler.refresh(table.to(DEVICE))
+    neg = sampler.sample(queries.to(DEVICE), positives.to(DEVICE), 16)
+    log_p = math.log(16) + (queries @ table[1:].T).log_softmax(1)  # [B, n], item j at j - 1
+    assert (log_p.exp() == 0).any()  # some of the softmax underflows
+    torch.testing.assert_close(neg.log_q.cpu(), log_p.gather(1, neg.ids.cpu() - 1))
+    torch.testing.assert_close(neg.pos_log_q.cpu(), log_p.gather(1, positives[:, None] - 1)[:, 0])
+    assert torch.isfinite(neg.pos_log_q).all()
+
+
 def test_build_sampler_unknown_name_lists_known() -> None:
     ctx = SamplerContext(num_items=3, item_counts=torch.ones(4))
     with pytest.raises(RecsysInputError, match="uniform"):

@@ -22,6 +22,17 @@ from training.samplers.base import Negatives, SamplerContext, register_sampler
 _MAX_CHUNK_CELLS = 1 << 24  # query rows x items scored at once (bounds memory)
 
 
+def _softmax_and_lse(logits: Tensor) -> tuple[Tensor, Tensor]:
+    """`[c, n]` softmax rows and `[c, 1]` their log-sum-exp, in one softmax pass.
+
+    The log-sum-exp comes from each row's largest entry, whose probability is at least 1 / n:
+    log q of any item is then its logit minus it, exact where the softmax itself underflows.
+    """
+    top, at = logits.max(dim=1, keepdim=True)
+    probs = torch.softmax(logits, dim=1)
+    return probs, top - probs.gather(1, at).log()
+
+
 @register_sampler("exact")
 class ExactSampler:
     """Samples from the model's true softmax; see the module docstring."""
@@ -88,11 +99,12 @@ class ExactSampler:
             return self._negatives(ids0, log_m + log_mix[ids0], log_m + log_mix[pos0], queries)
         ids_parts, logq_parts, pos_parts = [], [], []
         for q, p0 in zip(self._row_chunks(queries), pos0.split(self._rows()), strict=True):
-            log_p = self._log_softmax(q)
-            ids0 = torch.multinomial(log_p.exp(), num, replacement=True)
+            logits = self._logits(q)  # [c, n]
+            probs, lse = _softmax_and_lse(logits)
+            ids0 = torch.multinomial(probs, num, replacement=True)
             ids_parts.append(ids0)
-            logq_parts.append(log_m + log_p.gather(1, ids0))
-            pos_parts.append(log_m + log_p.gather(1, p0.unsqueeze(1))[:, 0])
+            logq_parts.append(log_m + logits.gather(1, ids0) - lse)
+            pos_parts.append(log_m + (logits.gather(1, p0.unsqueeze(1)) - lse)[:, 0])
         return self._negatives(
             torch.cat(ids_parts), torch.cat(logq_parts), torch.cat(pos_parts), queries
         )
