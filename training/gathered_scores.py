@@ -2,16 +2,20 @@
 
 Per-query negatives give every query row n its own m items: the plain form gathers their
 embeddings into `[N, m, d]` and multiplies row by row (`einsum("nd,nmd->nm")`). At a sampled
-step's shapes (N about 1,400 targets, m = 64, d = 256) that tensor is 93 MB, written by the
-gather, read by the product, and its gradient of the same size written and then summed back
-into the table: that memory traffic, not the 23 M multiply-adds, was most of a per-query step.
+step's shapes on amazon-toys (N about 860 targets, m = 64, d = 256) that tensor is 56 MB,
+written by the gather, read by the product, and its gradient of the same size written and then
+summed back into the table. The step's logits, loss and backward, where that traffic sat
+(not in its 14 M multiply-adds), were 40-50% of a per-query step; in this form they take 2.5x
+less time (docs/benchmarks.md, "The kernel sampler's step").
 
 Here the m items of each row are the columns of a sparse `[N, k]` pattern over the k distinct
 rows: the forward pass is a sampled dense product at that pattern (`torch.sparse.sampled_addmm`,
 an SDDMM), the backward pass two sparse-dense products with the incoming gradient as the
 pattern's values. Nothing of size `N m d` is made. A row may hold an item twice (draws with
 replacement): each copy is its own entry, scored alike, and the gradients of the copies add up.
-Exact to float rounding against the plain form (tests/training/test_gathered_scores.py).
+Such a pattern (columns unsorted and repeated) is not a canonical CSR tensor: the CPU kernel
+scores each entry on its own, which the tests check, repeats included. Exact to float rounding
+against the plain form (tests/training/test_gathered_scores.py).
 
 The sparse kernels run on the CPU; other devices keep the plain form, which is what a GPU does
 well and where these kernels were not measured. The products are fp32 (bf16 autocast does not
@@ -48,16 +52,16 @@ class _SparseGathered(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, queries: Tensor, rows: Tensor, inverse: Tensor) -> Tensor:
         n, m = inverse.shape
-        starts = torch.arange(0, n * m + 1, m, device=queries.device)
+        crow_indices = torch.arange(0, n * m + 1, m, device=queries.device)  # m entries a row
         zeros = queries.new_zeros(n * m)
         with warnings.catch_warnings():  # torch's note that CSR tensors are a beta feature
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             pattern = torch.sparse_csr_tensor(
-                starts, inverse.reshape(-1), zeros, (n, rows.shape[0]), check_invariants=False
+                crow_indices, inverse.reshape(-1), zeros, (n, rows.shape[0]), check_invariants=False
             )
         scores = torch.sparse.sampled_addmm(pattern, queries, rows.T, beta=0.0)
         ctx.save_for_backward(queries, rows, inverse)
-        return scores.values().view(n, m)
+        return scores.values().reshape(n, m).clone()  # its own storage, not a view
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:

@@ -233,9 +233,7 @@ class ItemTower(nn.Module):
     def distinct(self, item_idx: Tensor) -> tuple[Tensor, Tensor]:
         """`item_idx [*]` -> (`[k, d]` rows of its k distinct ids, `[*]` each id's row number).
 
-        Each distinct id is looked up and normalised once: per-query negatives `[N, m]` repeat
-        ids often, and normalising every copy (and its backward) cost a sampled step more
-        than its logits.
+        Each distinct id is looked up and normalised once (per-query negatives repeat ids).
         """
         distinct, inverse = torch.unique(item_idx, return_inverse=True)
         return _unit_or_plain(self.embedding(distinct), self.normalize), inverse

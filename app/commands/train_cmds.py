@@ -167,7 +167,10 @@ def train_command(
     ws = workspace(home)
     if reuse_published and _reusable(ws, json_out):
         return
-    check_dataset(ws, dataset)  # no events, or no such logs: said before Lightning is imported
+    from training import distributed
+
+    if not distributed.launched_as_secondary():  # the other ranks take the home as they find it
+        check_dataset(ws, dataset)  # no events, or no such logs: said before Lightning's import
     from training.pipeline import train
 
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ def test_unknown_command_is_usage_error() -> None:
 
 
 def test_the_cli_starts_without_torch_and_the_server_without_lightning() -> None:
-    """Commands import what they need when they run: `--help`, ingest or clean start in a second."""
+    """Commands import their heavy parts when they run: `--help` starts in about a second."""
     check = (
         "import sys; from app.cli import main; print('torch' in sys.modules);"
         "import app.api.main; print(any(m.split('.')[0] in ('pytorch_lightning', "
@@ -32,6 +33,20 @@ def test_the_cli_starts_without_torch_and_the_server_without_lightning() -> None
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_train_on_a_home_without_events_is_refused_before_lightning_is_imported(
+    tmp_path: Path,
+) -> None:
+    check = (
+        "import sys; from app.cli import main\n"
+        f"sys.argv = ['recsys', 'train', '--home', {str(tmp_path / 'home')!r}]\n"
+        "try:\n    main()\nexcept SystemExit as done:\n"
+        "    print(done.code, 'pytorch_lightning' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert "has no events" in done.stderr
+    assert done.stdout.split() == ["2", "False"]
 
 
 def test_json_output_writes_non_finite_floats_as_null(capsys: pytest.CaptureFixture[str]) -> None:

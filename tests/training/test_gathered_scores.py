@@ -60,10 +60,12 @@ def test_no_tensor_of_queries_by_negatives_by_dim_is_kept_for_the_backward_pass(
     assert max(sizes) >= N * M * D  # the plain form keeps the gathered rows: the check can fail
 
 
-def test_the_item_towers_distinct_rows_rebuild_its_forward() -> None:
+def test_the_item_towers_distinct_rows_are_its_normalised_lookups() -> None:
     tower = ItemTower(20, D)
     ids = torch.tensor([[3, 5, 3, 0], [7, 7, 7, 1]])
     rows, inverse = tower.distinct(ids)
     assert rows.shape == (5, D) and inverse.shape == ids.shape  # 0, 1, 3, 5, 7
-    torch.testing.assert_close(rows[inverse], tower(ids))
+    looked_up = torch.nn.functional.normalize(tower.embedding.weight[ids], dim=-1)
+    torch.testing.assert_close(rows[inverse], looked_up)
+    torch.testing.assert_close(tower(ids), looked_up)
     assert torch.all(tower(ids)[0, 3] == 0)  # padding rows are zeros

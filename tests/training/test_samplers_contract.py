@@ -211,11 +211,12 @@ def test_exact_per_query_log_q_is_the_log_softmax_where_the_softmax_underflows()
     sampler = build_sampler(SamplerConfig(name="exact", per_query=True), ctx)
     gen = torch.Generator().manual_seed(5)
     table = 30 * torch.randn(N_ITEMS + 1, DIM, generator=gen)
-    queries, positives = torch.randn(BATCH, DIM, generator=gen), torch.arange(1, BATCH + 1)
+    queries = torch.randn(BATCH, DIM, generator=gen)
+    log_p = math.log(16) + (queries @ table[1:].T).log_softmax(1)  # [B, n], item j at j - 1
+    positives = log_p.argmin(1) + 1  # each row's least likely item
+    assert (log_p.gather(1, positives[:, None] - 1).exp() == 0).any()  # some underflow
     sampler.refresh(table.to(DEVICE))
     neg = sampler.sample(queries.to(DEVICE), positives.to(DEVICE), 16)
-    log_p = math.log(16) + (queries @ table[1:].T).log_softmax(1)  # [B, n], item j at j - 1
-    assert (log_p.exp() == 0).any()  # some of the softmax underflows
     torch.testing.assert_close(neg.log_q.cpu(), log_p.gather(1, neg.ids.cpu() - 1))
     torch.testing.assert_close(neg.pos_log_q.cpu(), log_p.gather(1, positives[:, None] - 1)[:, 0])
     assert torch.isfinite(neg.pos_log_q).all()
