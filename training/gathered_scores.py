@@ -12,10 +12,11 @@ Here the m items of each row are the columns of a sparse `[N, k]` pattern over t
 rows: the forward pass is a sampled dense product at that pattern (`torch.sparse.sampled_addmm`,
 an SDDMM), the backward pass two sparse-dense products with the incoming gradient as the
 pattern's values. Nothing of size `N m d` is made. A row may hold an item twice (draws with
-replacement): each copy is its own entry, scored alike, and the gradients of the copies add up.
-Such a pattern (columns unsorted and repeated) is not a canonical CSR tensor: the CPU kernel
-scores each entry on its own, which the tests check, repeats included. Exact to float rounding
-against the plain form (tests/training/test_gathered_scores.py).
+replacement, and m may exceed k): the pattern holds each distinct (query, row) pair once, in
+order, as a CSR tensor must (a pattern with a row's column twice broke torch's kernel once a
+row held more entries than there are columns); its score is copied to every draw of it, and
+the draws' gradients are summed into it. Exact to float rounding against the plain form
+(tests/training/test_gathered_scores.py).
 
 The sparse kernels run on the CPU; other devices keep the plain form, which is what a GPU does
 well and where these kernels were not measured. The products are fp32 (bf16 autocast does not
@@ -51,27 +52,40 @@ class _SparseGathered(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, queries: Tensor, rows: Tensor, inverse: Tensor) -> Tensor:
-        n, m = inverse.shape
-        crow_indices = torch.arange(0, n * m + 1, m, device=queries.device)  # m entries a row
-        zeros = queries.new_zeros(n * m)
+        n, k = inverse.shape[0], rows.shape[0]
+        query_of, column, slot = _distinct_pairs(inverse, k)
+        starts = torch.zeros(n + 1, dtype=torch.int64, device=queries.device)
+        starts[1:] = torch.bincount(query_of, minlength=n).cumsum(0)
         with warnings.catch_warnings():  # torch's note that CSR tensors are a beta feature
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            pattern = torch.sparse_csr_tensor(
-                crow_indices, inverse.reshape(-1), zeros, (n, rows.shape[0]), check_invariants=False
+            pattern = torch.sparse_csr_tensor(  # canonical by construction: not checked
+                starts, column, queries.new_zeros(column.shape[0]), (n, k), check_invariants=False
             )
-        scores = torch.sparse.sampled_addmm(pattern, queries, rows.T, beta=0.0)
-        ctx.save_for_backward(queries, rows, inverse)
-        return scores.values().reshape(n, m).clone()  # its own storage, not a view
+        scores = torch.sparse.sampled_addmm(pattern, queries, rows.T, beta=0.0).values()
+        ctx.save_for_backward(queries, rows, query_of, column, slot)
+        return scores[slot]  # [N, m]: a repeated item's entry, once per copy
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
-        queries, rows, inverse = ctx.saved_tensors
-        n, m = inverse.shape
-        query_of = torch.arange(n, device=queries.device).repeat_interleave(m)
+        queries, rows, query_of, column, slot = ctx.saved_tensors
+        per_pair = grad.new_zeros(column.shape[0]).index_add_(0, slot.reshape(-1), grad.reshape(-1))
         weights = torch.sparse_coo_tensor(
-            torch.stack([query_of, inverse.reshape(-1)]),
-            grad.reshape(-1),
-            (n, rows.shape[0]),
+            torch.stack([query_of, column]),
+            per_pair,
+            (queries.shape[0], rows.shape[0]),
+            is_coalesced=True,
             check_invariants=False,
-        )  # [N, k], a row's repeated item twice: the products sum the copies
+        )  # [N, k]: the copies of a repeated item summed into its pair
         return torch.sparse.mm(weights, rows), torch.sparse.mm(weights.t(), queries), None
+
+
+def _distinct_pairs(inverse: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The distinct (query, row) pairs of `inverse [N, m]`, in (query, row) order.
+
+    Returns:
+        (query `[P]`, row `[P]` of each pair, `[N, m]` each entry's pair number).
+
+    """
+    rows_of = torch.arange(inverse.shape[0], device=inverse.device).unsqueeze(1)
+    pairs, slot = torch.unique(rows_of * k + inverse, return_inverse=True)  # sorted
+    return pairs // k, pairs % k, slot

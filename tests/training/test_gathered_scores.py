@@ -11,12 +11,14 @@ from training.model import ItemTower
 N, M, K, D = 60, 9, 11, 6  # few rows: a query's draws repeat items, as draws with replacement do
 
 
-def _inputs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _inputs(
+    dtype: torch.dtype, m: int = M, k: int = K
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     queries = torch.randn(N, D, generator=gen, dtype=dtype).requires_grad_()
-    rows = torch.randn(K, D, generator=gen, dtype=dtype).requires_grad_()
-    inverse = torch.randint(0, K, (N, M), generator=gen)
-    assert any(len(set(row.tolist())) < M for row in inverse)  # repeats within a row
+    rows = torch.randn(k, D, generator=gen, dtype=dtype).requires_grad_()
+    inverse = torch.randint(0, k, (N, m), generator=gen)
+    assert any(len(set(row.tolist())) < m for row in inverse)  # repeats within a row
     return queries, rows, inverse
 
 
@@ -24,13 +26,15 @@ def _plain(queries: torch.Tensor, rows: torch.Tensor, inverse: torch.Tensor) -> 
     return torch.einsum("nd,nmd->nm", queries, rows[inverse])
 
 
+@pytest.mark.parametrize("m, k", [(M, K), (3 * K, K), (M, 1)], ids=["m<k", "m>k", "one-row"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_scores_and_gradients_equal_the_gathered_form(dtype: torch.dtype) -> None:
-    queries, rows, inverse = _inputs(dtype)
-    weights = torch.randn(N, M, dtype=dtype, generator=torch.Generator().manual_seed(1))
+def test_scores_and_gradients_equal_the_gathered_form(dtype: torch.dtype, m: int, k: int) -> None:
+    """Draws with replacement repeat items in a row; more draws than rows repeat them all."""
+    queries, rows, inverse = _inputs(dtype, m, k)
+    weights = torch.randn(N, m, dtype=dtype, generator=torch.Generator().manual_seed(1))
     want = _plain(queries, rows, inverse)
     got = gathered_scores(queries, rows, inverse)
-    assert got.shape == (N, M)
+    assert got.shape == (N, m)
     tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {}
     torch.testing.assert_close(got, want, **tol)
     grads_want = torch.autograd.grad((want * weights).sum(), [queries, rows])
