@@ -1,7 +1,7 @@
 """`recsys serve` (uvicorn over the FastAPI app) and `recsys models list|show|rollback`.
 
 The bundle's owner (torch) and the web stack are imported inside the commands that use them,
-so that `recsys --help` and the commands without a model start in a second.
+so that `recsys --help` and the data commands start without them.
 """
 
 from __future__ import annotations
