@@ -206,7 +206,7 @@ def test_exact_sampler_nu_draws_from_the_tempered_softmax() -> None:
 
 
 def test_exact_per_query_log_q_is_the_log_softmax_where_the_softmax_underflows() -> None:
-    """Unnormalised logits spread over hundreds: most probabilities are 0 in float32."""
+    """Unnormalised logits spread over hundreds: about 40% of the softmax is 0 in float32."""
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=1.0)
     sampler = build_sampler(SamplerConfig(name="exact", per_query=True), ctx)
     gen = torch.Generator().manual_seed(5)
