@@ -6,13 +6,13 @@
 # result, stderr log and per-round metrics.csv under $LOGS/<dataset>-<recipe>/. SET=ceiling
 # instead trains the defaults (full softmax, three seeds) and `exact` m = 64 (two seeds) on
 # amazon-beauty, to see where each levels off.
-#   usage: [SET=stage13|ceiling] benchmarks/gpu_convergence.sh PYTHON DATA_DIR   (DATA_DIR/<dataset>.csv)
+#   usage: [SET=stage13|stage14|ceiling] benchmarks/gpu_convergence.sh PYTHON DATA_DIR   (DATA_DIR/<dataset>.csv)
 set -uo pipefail
 PY=$1
 DATA=$2
 LOGS=${LOGS:-/tmp/gpu-convergence}
 MINUTES=${MINUTES:-5}
-SET=${SET:-stage13}  # stage13: recipe choices on both datasets; ceiling: the defaults' seeds
+SET=${SET:-stage13}  # stage13, stage14: recipe choices on both datasets; ceiling: the defaults' seeds
 if [ "$SET" = stage13 ]; then
     DATASETS="amazon-beauty amazon-toys"
     declare -A RECIPES=(
@@ -21,6 +21,12 @@ if [ "$SET" = stage13 ]; then
         [dropout-0.7]="--set model.dropout=0.7"
         [len-50]="--set model.max_len=50"
         [blocks-1]="--set model.num_layers=1"
+    )
+elif [ "$SET" = stage14 ]; then
+    DATASETS="amazon-beauty amazon-toys"
+    declare -A RECIPES=(
+        [separate-tables]="--set model.share_embeddings=false"
+        [heads-4]="--set model.num_heads=4"
     )
 else
     DATASETS="amazon-beauty"
