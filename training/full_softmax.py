@@ -72,15 +72,71 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
     """Cross-entropy over items 1..n from `scaled [N, d]` (queries / tau): logits `[N, n]`.
 
     Column j of the logits is item j + 1 (the padding row is not scored); `others [N, W]`
-    (0 = none) are masked.
+    (0 = none) are masked. In fp32 on the CPU the logits, their softmax and its gradient share
+    one `[N, n]` tensor (`_InPlaceCrossEntropy`); under autocast, or on another device, the
+    logits go through `F.cross_entropy`.
     """
     _, body = items.split([1, items.shape[0] - 1])
-    logits = undo_autocast(scaled @ body.T)
+    mask = None
     if others is not None:
-        mask = torch.zeros(logits.shape[0], items.shape[0], dtype=torch.bool, device=logits.device)
-        mask.scatter_(1, others, True)
-        logits = logits.masked_fill(mask[:, 1:], torch.finfo(logits.dtype).min)
+        mask = torch.zeros(scaled.shape[0], items.shape[0], dtype=torch.bool, device=scaled.device)
+        mask = mask.scatter_(1, others, True)[:, 1:]
+    if scaled.device.type == "cpu" and not torch.is_autocast_enabled("cpu"):
+        return _InPlaceCrossEntropy.apply(scaled, body, positives - 1, mask)
+    logits = undo_autocast(scaled @ body.T)
+    if mask is not None:
+        logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
     return F.cross_entropy(logits, positives - 1)
+
+
+# exp of anything below this is subnormal in fp32 (or 0), which torch's exp_ computes 15-40x
+# slower on the CPU; the probabilities it rounds up stay below 1.7e-38
+_EXP_FLOOR = -87.0
+
+
+class _InPlaceCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of `scaled @ body.T` with one `[N, n]` tensor for the whole step.
+
+    The forward pass writes the logits, turns them into their softmax in place and keeps that
+    for the backward pass, which turns it into the logits' gradient in place before its two
+    products. `F.cross_entropy` allocates four `[N, n]` tensors a step (logits, log-softmax,
+    the gradients of both); on the CPU each fresh one of more than 32 MB is mapped and faulted
+    in page by page, and the extra passes cost as much again (docs/benchmarks.md, "The full
+    softmax's one tensor"). Equal to the plain form to float rounding
+    (tests/training/test_full_softmax.py).
+    """
+
+    @staticmethod
+    def forward(  # noqa: D102
+        ctx: Any, scaled: Tensor, body: Tensor, targets: Tensor, mask: Tensor | None
+    ) -> Tensor:
+        probs = scaled @ body.T  # [N, n]
+        if mask is not None:
+            probs.masked_fill_(mask, torch.finfo(probs.dtype).min)
+        target_logits = probs.gather(1, targets.unsqueeze(1)).squeeze(1)
+        row_max = probs.amax(1, keepdim=True)
+        probs.sub_(row_max).clamp_(min=_EXP_FLOOR).exp_()
+        if mask is not None:
+            probs.masked_fill_(mask, 0.0)
+        sums = probs.sum(1, keepdim=True)
+        probs.div_(sums)
+        ctx.save_for_backward(scaled, body, targets, probs)
+        ctx.spent = False
+        lse = row_max.squeeze(1) + sums.squeeze(1).log()
+        return (lse - target_logits).mean()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # noqa: D102
+        if ctx.spent:
+            raise RuntimeError("the full softmax's backward pass reuses its softmax: run it once")
+        ctx.spent = True
+        scaled, body, targets, probs = ctx.saved_tensors
+        rows = torch.arange(probs.shape[0], device=probs.device)
+        probs[rows, targets] -= 1.0
+        probs.mul_(grad / probs.shape[0])  # now d loss / d logits
+        grad_scaled = probs @ body if ctx.needs_input_grad[0] else None
+        grad_body = probs.T @ scaled if ctx.needs_input_grad[1] else None
+        return grad_scaled, grad_body, None, None
 
 
 def logit_columns(rows: int, chunk: int) -> int:

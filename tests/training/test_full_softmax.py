@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -107,3 +109,54 @@ def test_the_training_step_uses_loss_full_chunk() -> None:
 
 def test_a_catalogue_of_chunk_items_is_one_piece() -> None:
     assert _largest_saved(ITEMS) >= N * ITEMS  # n = chunk items: no chunk of one row
+
+
+def _loss_and_grads_of(loss_fn, queries, items, positives, tau, window):  # noqa: ANN001, ANN202
+    loss = loss_fn(queries, items, positives, tau, window)
+    return [loss.detach(), *torch.autograd.grad(loss, [queries, items, tau])]
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
+@pytest.mark.parametrize("spread", [1.0, 400.0], ids=["cosine-like", "beyond-exp-floor"])
+def test_one_piece_loss_and_gradients_equal_the_reference(masked: bool, spread: float) -> None:
+    """The in-place softmax of the one-piece loss against autograd through the reference.
+
+    `spread` scales the queries so that most of each row's logits lie more than 87 below its
+    largest (their exp is clamped there), as with learned or dot-product logits.
+    """
+    queries, items, positives, window = _inputs(4)
+    queries = (queries.detach() * spread).requires_grad_()
+    tau = torch.tensor(0.5, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    window = window if masked else torch.zeros_like(window)
+
+    def reference(q, e, p, t, w):  # noqa: ANN001, ANN202
+        return _reference(q @ e.T / t, p, w)
+
+    want = _loss_and_grads_of(reference, queries, items, positives, tau, window)
+    got = _loss_and_grads_of(
+        functools.partial(full_softmax_loss, chunk=ITEMS), queries, items, positives, tau,
+        window if masked else None,
+    )  # fmt: skip
+    for expected, have in zip(want, got, strict=True):
+        torch.testing.assert_close(have, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_one_piece_loss_keeps_one_batch_by_catalogue_tensor() -> None:
+    queries, items, positives, _ = _inputs(5)
+    sizes: list[int] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        sizes.append(tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        full_softmax_loss(queries, items, positives, 0.5, chunk=ITEMS).backward()
+    assert sum(size >= N * ITEMS for size in sizes) == 1  # the softmax, turned into its gradient
+
+
+def test_one_piece_loss_refuses_a_second_backward_pass() -> None:
+    queries, items, positives, _ = _inputs(6)
+    loss = full_softmax_loss(queries, items, positives, 0.5, chunk=ITEMS)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="run it once"):
+        loss.backward()
