@@ -21,6 +21,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from training.precision import EXP_FLOOR
+
 Exclude = Tensor | Sequence[Tensor] | None
 UNRANKED = torch.iinfo(torch.int64).max  # the rank of a target with no score: below every cut-off
 
@@ -113,7 +115,7 @@ def rank_targets(
         logits = scores.div_(temperature)  # in place from here on: [U, c] passes, no copies
         new_max = torch.maximum(run_max, logits.max(1).values)
         run_sum = run_sum * torch.exp(run_max - new_max)
-        run_sum += logits.sub_(new_max.unsqueeze(1)).exp_().sum(1)
+        run_sum += logits.sub_(new_max.unsqueeze(1)).clamp_(min=EXP_FLOOR).exp_().sum(1)
         run_max = new_max
     log_p = target_score / temperature - (run_max + torch.log(run_sum))
     # a NaN score (a diverged model) compares False with everything: it would rank first

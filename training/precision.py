@@ -60,6 +60,12 @@ def native_bf16(device_type: str) -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
+# exp of anything below this is subnormal in fp32 (or 0), which torch's CPU exp_ computes 15-40x
+# slower (docs/benchmarks.md, "The full softmax's one tensor"): in-place softmax passes clamp
+# their shifted logits here; the probabilities that rounds up stay below 1.7e-38
+EXP_FLOOR = -87.0
+
+
 def undo_autocast(x: Tensor) -> Tensor:
     """A bf16 / fp16 result of an autocast product back in fp32; fp32 and fp64 as they are."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x

@@ -52,6 +52,16 @@ def test_log_p_is_the_full_softmax_over_items() -> None:
     assert ranks.item() == 1
 
 
+def test_log_p_holds_for_logits_spread_beyond_the_exp_floor() -> None:
+    """Items 100 and 1,000 logits apart (their exp clamped at -87 below the max), in chunks."""
+    items = _line_items([2.0, -1000.0, 1.9, -100.0, 0.0])
+    targets = torch.tensor([3, 4, 2])
+    want = torch.log_softmax(items[1:, 0].double(), dim=0)[targets - 1].float()
+    for chunk in (2, 5):
+        _, log_p = rank_targets(torch.ones(3, 1), items, targets, item_chunk=chunk)
+        torch.testing.assert_close(log_p, want)
+
+
 def test_absolute_ranks_and_log_p_use_the_magnitude() -> None:
     """An absolute-softmax model's best item may have the most negative dot product."""
     items = _line_items([2.0, -3.0, 1.0])
