@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 from training.precision import EXP_FLOOR, undo_autocast
@@ -81,12 +82,18 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
     if others is not None:
         mask = torch.zeros(scaled.shape[0], items.shape[0], dtype=torch.bool, device=scaled.device)
         mask = mask.scatter_(1, others, True)[:, 1:]
-    if scaled.device.type == "cpu" and not torch.is_autocast_enabled("cpu"):
+    if _in_place(scaled):
         return _InPlaceCrossEntropy.apply(scaled, body, positives - 1, mask)
     logits = undo_autocast(scaled @ body.T)
     if mask is not None:
         logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
     return F.cross_entropy(logits, positives - 1)
+
+
+def _in_place(scaled: Tensor) -> bool:
+    """Whether the one-piece loss runs in place: fp32 or fp64 on the CPU, outside autocast."""
+    full_precision = scaled.dtype in (torch.float32, torch.float64)
+    return scaled.device.type == "cpu" and full_precision and not torch.is_autocast_enabled("cpu")
 
 
 class _InPlaceCrossEntropy(torch.autograd.Function):
@@ -121,6 +128,7 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
         return (lse - target_logits).mean()
 
     @staticmethod
+    @once_differentiable  # the softmax is spent in place: no graph of the gradient
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # noqa: D102
         if ctx.spent:
             raise RuntimeError("the full softmax's backward pass reuses its softmax: run it once")

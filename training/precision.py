@@ -60,9 +60,9 @@ def native_bf16(device_type: str) -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
-# exp of anything below this is subnormal in fp32 (or 0), which torch's CPU exp_ computes 15-40x
+# exp below about -87.3 is subnormal in fp32 (or 0), which torch's CPU exp_ computes 15-40x
 # slower (docs/benchmarks.md, "The full softmax's one tensor"): in-place softmax passes clamp
-# their shifted logits here; the probabilities that rounds up stay below 1.7e-38
+# their shifted logits here; the probabilities the clamp rounds up stay below 1.7e-38
 EXP_FLOOR = -87.0
 
 

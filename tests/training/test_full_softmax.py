@@ -16,6 +16,7 @@ from training.full_softmax import full_softmax_loss
 from training.trainer import build_module
 
 N, ITEMS, DIM = 40, 500, 8
+CPU_ONLY = pytest.mark.skipif(DEVICE.type != "cpu", reason="the in-place softmax is the CPU's")
 
 
 def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -118,15 +119,19 @@ def _loss_and_grads_of(loss_fn, queries, items, positives, tau, window):  # noqa
 
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
 @pytest.mark.parametrize("spread", [1.0, 400.0], ids=["cosine-like", "beyond-exp-floor"])
-def test_one_piece_loss_and_gradients_equal_the_reference(masked: bool, spread: float) -> None:
-    """The in-place softmax of the one-piece loss against autograd through the reference.
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
+def test_one_piece_loss_and_gradients_equal_the_reference(
+    masked: bool, spread: float, dtype: torch.dtype
+) -> None:
+    """The one-piece loss (in place on the CPU) against autograd through the reference.
 
     `spread` scales the queries so that most of each row's logits lie more than 87 below its
     largest (their exp is clamped there), as with learned or dot-product logits.
     """
     queries, items, positives, window = _inputs(4)
-    queries = (queries.detach() * spread).requires_grad_()
-    tau = torch.tensor(0.5, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    queries = (queries.detach() * spread).to(dtype).requires_grad_()
+    items = items.detach().to(dtype).requires_grad_()
+    tau = torch.tensor(0.5, dtype=dtype, device=DEVICE, requires_grad=True)
     window = window if masked else torch.zeros_like(window)
 
     def reference(q, e, p, t, w):  # noqa: ANN001, ANN202
@@ -137,12 +142,15 @@ def test_one_piece_loss_and_gradients_equal_the_reference(masked: bool, spread: 
         functools.partial(full_softmax_loss, chunk=ITEMS), queries, items, positives, tau,
         window if masked else None,
     )  # fmt: skip
+    tolerance = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {}
     for expected, have in zip(want, got, strict=True):
-        torch.testing.assert_close(have, expected, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(have, expected, **tolerance)
 
 
-def test_one_piece_loss_keeps_one_batch_by_catalogue_tensor() -> None:
-    queries, items, positives, _ = _inputs(5)
+def _saved_batch_by_catalogue(
+    queries: torch.Tensor, items: torch.Tensor, positives: torch.Tensor
+) -> int:
+    """How many tensors of at least N x n elements the loss keeps for its backward pass."""
     sizes: list[int] = []
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -151,9 +159,25 @@ def test_one_piece_loss_keeps_one_batch_by_catalogue_tensor() -> None:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         full_softmax_loss(queries, items, positives, 0.5, chunk=ITEMS).backward()
-    assert sum(size >= N * ITEMS for size in sizes) == 1  # the softmax, turned into its gradient
+    return sum(size >= N * ITEMS for size in sizes)
 
 
+@CPU_ONLY
+def test_one_piece_loss_keeps_one_batch_by_catalogue_tensor() -> None:
+    queries, items, positives, _ = _inputs(5)
+    assert _saved_batch_by_catalogue(queries, items, positives) == 1  # softmax, then gradient
+
+
+@CPU_ONLY
+def test_under_autocast_the_one_piece_loss_is_plain_cross_entropy() -> None:
+    queries, items, positives, _ = _inputs(5)
+    queries, items = (x.detach().float().requires_grad_() for x in (queries, items))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # train.precision bf16
+        kept = _saved_batch_by_catalogue(queries, items, positives)
+    assert kept == 2  # F.cross_entropy: the log-softmax, saved by both of its halves
+
+
+@CPU_ONLY
 def test_one_piece_loss_refuses_a_second_backward_pass() -> None:
     queries, items, positives, _ = _inputs(6)
     loss = full_softmax_loss(queries, items, positives, 0.5, chunk=ITEMS)
