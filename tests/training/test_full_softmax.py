@@ -71,9 +71,10 @@ def test_both_paths_are_the_plain_cross_entropy() -> None:
     torch.testing.assert_close(full_softmax_loss(queries, items, positives, 0.5, chunk=9), plain)
 
 
-def _largest_saved(chunk: int) -> int:
-    """Elements of the largest tensor the forward pass keeps for the backward pass."""
-    queries, items, positives, _ = _inputs(2)
+def _saved_sizes(
+    queries: torch.Tensor, items: torch.Tensor, positives: torch.Tensor, chunk: int
+) -> list[int]:
+    """Elements of each tensor the loss's forward pass keeps for its backward pass."""
     sizes: list[int] = []
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -82,7 +83,13 @@ def _largest_saved(chunk: int) -> int:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         full_softmax_loss(queries, items, positives, 0.5, chunk=chunk).backward()
-    return max(sizes)
+    return sizes
+
+
+def _largest_saved(chunk: int) -> int:
+    """Elements of the largest tensor the forward pass keeps for the backward pass."""
+    queries, items, positives, _ = _inputs(2)
+    return max(_saved_sizes(queries, items, positives, chunk))
 
 
 def test_chunks_keep_no_batch_by_catalogue_tensor_for_the_backward_pass() -> None:
@@ -151,15 +158,7 @@ def _saved_batch_by_catalogue(
     queries: torch.Tensor, items: torch.Tensor, positives: torch.Tensor
 ) -> int:
     """How many tensors of at least N x n elements the loss keeps for its backward pass."""
-    sizes: list[int] = []
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        sizes.append(tensor.numel())
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        full_softmax_loss(queries, items, positives, 0.5, chunk=ITEMS).backward()
-    return sum(size >= N * ITEMS for size in sizes)
+    return sum(size >= N * ITEMS for size in _saved_sizes(queries, items, positives, ITEMS))
 
 
 @CPU_ONLY
