@@ -41,13 +41,16 @@ def _reference(logits: torch.Tensor, positives: torch.Tensor, window: torch.Tens
     return torch.nn.functional.cross_entropy(masked, positives)
 
 
+def _loss_and_grads_of(loss_fn, queries, items, positives, tau, window):  # noqa: ANN001, ANN202
+    """The loss and its gradients for the queries, the items and the (learned) temperature."""
+    loss = loss_fn(queries, items, positives, tau, window)
+    return [loss.detach(), *torch.autograd.grad(loss, [queries, items, tau])]
+
+
 def _loss_and_grads(chunk: int, masked: bool, tau: torch.Tensor) -> list[torch.Tensor]:
     queries, items, positives, window = _inputs()
-    loss = full_softmax_loss(
-        queries, items, positives, tau, window if masked else None, chunk=chunk
-    )
-    grads = torch.autograd.grad(loss, [queries, items, tau])
-    return [loss.detach(), *grads]
+    loss_fn = functools.partial(full_softmax_loss, chunk=chunk)
+    return _loss_and_grads_of(loss_fn, queries, items, positives, tau, window if masked else None)
 
 
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
@@ -117,11 +120,6 @@ def test_the_training_step_uses_loss_full_chunk() -> None:
 
 def test_a_catalogue_of_chunk_items_is_one_piece() -> None:
     assert _largest_saved(ITEMS) >= N * ITEMS  # n = chunk items: no chunk of one row
-
-
-def _loss_and_grads_of(loss_fn, queries, items, positives, tau, window):  # noqa: ANN001, ANN202
-    loss = loss_fn(queries, items, positives, tau, window)
-    return [loss.detach(), *torch.autograd.grad(loss, [queries, items, tau])]
 
 
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
