@@ -73,8 +73,8 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
     """Cross-entropy over items 1..n from `scaled [N, d]` (queries / tau): logits `[N, n]`.
 
     Column j of the logits is item j + 1 (the padding row is not scored); `others [N, W]`
-    (0 = none) are masked. In fp32 on the CPU the logits, their softmax and its gradient share
-    one `[N, n]` tensor (`_InPlaceCrossEntropy`); under autocast, or on another device, the
+    (0 = none) are masked. On the CPU the logits, their softmax and its gradient share one
+    `[N, n]` tensor (`_InPlaceCrossEntropy`; bf16 under bf16 autocast); on another device the
     logits go through `F.cross_entropy`.
     """
     _, body = items.split([1, items.shape[0] - 1])
@@ -82,18 +82,26 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
     if others is not None:
         mask = torch.zeros(scaled.shape[0], items.shape[0], dtype=torch.bool, device=scaled.device)
         mask = mask.scatter_(1, others, True)[:, 1:]
-    if _in_place(scaled):
-        return _InPlaceCrossEntropy.apply(scaled, body, positives - 1, mask)
+    in_place = _in_place_dtype(scaled)
+    if in_place is not None:
+        return _InPlaceCrossEntropy.apply(scaled, body, positives - 1, mask, in_place)
     logits = undo_autocast(scaled @ body.T)
     if mask is not None:
         logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
     return F.cross_entropy(logits, positives - 1)
 
 
-def _in_place(scaled: Tensor) -> bool:
-    """Whether the one-piece loss runs in place: fp32 or fp64 on the CPU, outside autocast."""
-    full_precision = scaled.dtype in (torch.float32, torch.float64)
-    return scaled.device.type == "cpu" and full_precision and not torch.is_autocast_enabled("cpu")
+def _in_place_dtype(scaled: Tensor) -> torch.dtype | None:
+    """The dtype of the in-place loss's products and `[N, n]` tensor, or None: not in place.
+
+    On the CPU: bf16 under bf16 autocast (`train.precision`), the input's own dtype in fp32 or
+    fp64 outside it. Other devices, and fp16 autocast, keep `F.cross_entropy`.
+    """
+    if scaled.device.type != "cpu" or scaled.dtype not in (torch.float32, torch.float64):
+        return None
+    if not torch.is_autocast_enabled("cpu"):
+        return scaled.dtype
+    return torch.bfloat16 if torch.get_autocast_dtype("cpu") == torch.bfloat16 else None
 
 
 class _InPlaceCrossEntropy(torch.autograd.Function):
@@ -102,30 +110,44 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
     The forward pass writes the logits, turns them into their softmax in place and keeps that
     for the backward pass, which turns it into the logits' gradient in place before its two
     products. `F.cross_entropy` allocates four `[N, n]` tensors a step (logits, log-softmax,
-    the gradients of both); on the CPU each fresh one of more than 32 MB is mapped and faulted
-    in page by page, and the extra passes cost as much again (docs/benchmarks.md, "The full
-    softmax's one tensor"). Equal to the plain form to float rounding
-    (tests/training/test_full_softmax.py).
+    the gradients of both; under autocast a fp32 copy of the bf16 logits besides); on the CPU
+    each fresh one of more than 32 MB is mapped and faulted in page by page, and the extra
+    passes cost as much again (docs/benchmarks.md, "The full softmax's one tensor").
+
+    `dtype` is that of the products and of the `[N, n]` tensor: the inputs' own, or bf16 under
+    bf16 autocast, where the softmax's passes run over half the bytes and each row's sum of
+    exps is rounded to bf16 too (by 2^-8 of it at most; the bf16 logits' own rounding moves
+    single probabilities ten times as much). Loss and
+    gradients come back in the inputs' dtype. Equal to the plain form to float rounding, and
+    under bf16 as close to fp64 as the plain autocast form (tests/training/test_full_softmax.py).
     """
 
     @staticmethod
     def forward(  # noqa: D102
-        ctx: Any, scaled: Tensor, body: Tensor, targets: Tensor, mask: Tensor | None
+        ctx: Any,
+        scaled: Tensor,
+        body: Tensor,
+        targets: Tensor,
+        mask: Tensor | None,
+        dtype: torch.dtype,
     ) -> Tensor:
-        probs = scaled @ body.T  # [N, n]
-        if mask is not None:
-            probs.masked_fill_(mask, torch.finfo(probs.dtype).min)
-        target_logits = probs.gather(1, targets.unsqueeze(1)).squeeze(1)
-        row_max = probs.amax(1, keepdim=True)
-        probs.sub_(row_max).clamp_(min=EXP_FLOOR).exp_()
-        if mask is not None:
-            probs.masked_fill_(mask, 0.0)
-        sums = probs.sum(1, keepdim=True)
-        probs.div_(sums)
-        ctx.save_for_backward(scaled, body, targets, probs)
-        ctx.spent = False
-        lse = row_max.squeeze(1) + sums.squeeze(1).log()
-        return (lse - target_logits).mean()
+        with torch.autocast("cpu", enabled=False):
+            scaled_c, body_c = scaled.to(dtype), body.to(dtype)
+            probs = scaled_c @ body_c.T  # [N, n]
+            if mask is not None:
+                probs.masked_fill_(mask, torch.finfo(probs.dtype).min)
+            target_logits = probs.gather(1, targets.unsqueeze(1)).squeeze(1)
+            row_max = probs.amax(1, keepdim=True)
+            probs.sub_(row_max).clamp_(min=EXP_FLOOR).exp_()
+            if mask is not None:
+                probs.masked_fill_(mask, 0.0)
+            sums = probs.sum(1, keepdim=True)
+            probs.div_(sums)
+        ctx.save_for_backward(scaled_c, body_c, targets, probs)
+        ctx.spent, ctx.input_dtype = False, scaled.dtype
+        dtype = scaled.dtype  # the loss in the inputs' precision, whatever the products'
+        lse = row_max.to(dtype).squeeze(1) + sums.to(dtype).squeeze(1).log()
+        return (lse - target_logits.to(dtype)).mean()
 
     @staticmethod
     @once_differentiable  # the softmax is spent in place: no graph of the gradient
@@ -137,9 +159,15 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
         rows = torch.arange(probs.shape[0], device=probs.device)
         probs[rows, targets] -= 1.0
         probs.mul_(grad / probs.shape[0])  # now d loss / d logits
-        grad_scaled = probs @ body if ctx.needs_input_grad[0] else None
-        grad_body = probs.T @ scaled if ctx.needs_input_grad[1] else None
-        return grad_scaled, grad_body, None, None
+        with torch.autocast("cpu", enabled=False):
+            grad_scaled = probs @ body if ctx.needs_input_grad[0] else None
+            grad_body = probs.T @ scaled if ctx.needs_input_grad[1] else None
+        return _as(grad_scaled, ctx.input_dtype), _as(grad_body, ctx.input_dtype), None, None, None
+
+
+def _as(grad: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """A gradient in its input's dtype (the products' may be bf16)."""
+    return None if grad is None else grad.to(dtype)
 
 
 def logit_columns(rows: int, chunk: int) -> int:

@@ -165,13 +165,62 @@ def test_one_piece_loss_keeps_one_batch_by_catalogue_tensor() -> None:
     assert _saved_batch_by_catalogue(queries, items, positives) == 1  # softmax, then gradient
 
 
+def _relative_error(have: torch.Tensor, want: torch.Tensor) -> float:
+    return float((have.double() - want).norm() / want.norm())
+
+
 @CPU_ONLY
-def test_under_autocast_the_one_piece_loss_is_plain_cross_entropy() -> None:
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
+def test_under_bf16_autocast_the_one_piece_loss_is_as_close_as_plain_cross_entropy(
+    masked: bool,
+) -> None:
+    """In place in bf16 (`train.precision` bf16): as far from fp64 as the plain autocast form.
+
+    The plain form is what autocast makes of `F.cross_entropy` over the same bf16 products (a
+    fp32 softmax of them); the in-place one rounds its softmax and row sums to bf16 as well.
+    Loss and gradients (queries, items, learned temperature) come back in fp32.
+    """
+    queries, items, positives, window = _inputs(7)
+    window = window if masked else torch.zeros_like(window)
+    tau = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+
+    def reference(q, e, p, t, w):  # noqa: ANN001, ANN202
+        return _reference((q / t) @ e.T, p, w)
+
+    def plain(q, e, p, t, w):  # noqa: ANN001, ANN202
+        return _reference(((q / t) @ e.T).float(), p, w)
+
+    want = _loss_and_grads_of(reference, queries, items, positives, tau, window)
+    inputs = [x.detach().float().requires_grad_() for x in (queries, items, tau)]
+    in_place = functools.partial(full_softmax_loss, chunk=ITEMS)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = _loss_and_grads_of(in_place, *inputs[:2], positives, inputs[2],
+                                 window if masked else None)  # fmt: skip
+        base = _loss_and_grads_of(plain, *inputs[:2], positives, inputs[2], window)
+    assert [x.dtype for x in got] == [torch.float32] * 4
+    for expected, have, plain_form in zip(want, got, base, strict=True):
+        error, plain_error = _relative_error(have, expected), _relative_error(plain_form, expected)
+        assert 0 < plain_error < 0.05  # bf16 products: rounded, not wrong
+        assert error <= 1.25 * plain_error + 1e-5
+
+
+@CPU_ONLY
+def test_under_bf16_autocast_the_one_piece_loss_keeps_one_bf16_batch_by_catalogue_tensor() -> None:
     queries, items, positives, _ = _inputs(5)
     queries, items = (x.detach().float().requires_grad_() for x in (queries, items))
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # train.precision bf16
-        kept = _saved_batch_by_catalogue(queries, items, positives)
-    assert kept == 2  # F.cross_entropy: the log-softmax, saved by both of its halves
+    kept: list[torch.dtype] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.numel() >= N * ITEMS:
+            kept.append(tensor.dtype)
+        return tensor
+
+    with (
+        torch.autocast("cpu", dtype=torch.bfloat16),
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
+    ):
+        full_softmax_loss(queries, items, positives, 0.5, chunk=ITEMS).backward()
+    assert kept == [torch.bfloat16]  # F.cross_entropy under autocast kept two fp32 ones
 
 
 @CPU_ONLY
