@@ -1,7 +1,8 @@
 """`recsys serve` (uvicorn over the FastAPI app) and `recsys models list|show|rollback`.
 
-The bundle's owner (torch) and the web stack are imported inside the commands that use them,
-so that `recsys --help` and the data commands start without them.
+The bundle's owner and the web stack are imported inside the commands that use them, so that
+`recsys --help` and the data commands start without them; the bundle's owner imports torch only
+to load or save a query tower, so `models list` and `show` start without it too.
 """
 
 from __future__ import annotations

@@ -11,12 +11,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-import torch
-from torch import nn
 
 from data.errors import RecsysInputError
 from training.bundle.layout import (
@@ -33,7 +31,9 @@ from training.bundle.layout import (
     check_version_name,
 )
 from training.config import ModelConfig
-from training.model import build_query_tower
+
+if TYPE_CHECKING:
+    from torch import nn
 
 ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
 FINITE_CHUNK_ROWS = 65_536  # rows of the embeddings checked for NaN at once ([chunk, d] bools)
@@ -236,6 +236,10 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
         BundleError: the file is missing, truncated or does not fit the manifest.
 
     """
+    import torch  # here, not at the top: listing and validating bundles start without torch
+
+    from training.model import build_query_tower
+
     where = path / QUERY_TOWER
     try:
         tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
@@ -251,6 +255,8 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
 
 def nonfinite_weights(tower: nn.Module) -> list[str]:
     """Names of the tower's floating-point weights holding a NaN or an infinity."""
+    import torch
+
     return [
         name
         for name, weight in tower.state_dict().items()
@@ -265,6 +271,8 @@ def _check_width(tower: Any, where: Path, dim: int) -> None:
         BundleError: w != dim, or the tower cannot encode a one-item history [1, 1].
 
     """
+    import torch
+
     try:
         with torch.inference_mode():
             width = int(tower.encode(torch.ones((1, 1), dtype=torch.int64)).shape[-1])

@@ -14,12 +14,10 @@ import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-import torch
-from torch import nn
 
 from data import owner
 from data.errors import RecsysInputError
@@ -36,6 +34,9 @@ from training.bundle.layout import (
     check_version_name,
 )
 from training.bundle.read import all_finite, nonfinite_weights
+
+if TYPE_CHECKING:
+    from torch import nn
 
 TEMP_MAX_AGE_S = 3600  # a temp with no owner record this old is a crashed writer's
 
@@ -172,6 +173,8 @@ def _write_files(
 ) -> None:
     """Write and fsync every bundle file; the manifest goes last (it marks a complete bundle)."""
     np.save(folder / ITEM_EMBEDDINGS, emb)
+    import torch  # here: the bundle package is imported by commands that never write one
+
     torch.save({k: v.detach().cpu() for k, v in tower.state_dict().items()}, folder / QUERY_TOWER)
     items.write_parquet(folder / ITEMS)
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
