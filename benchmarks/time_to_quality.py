@@ -71,7 +71,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(13, 6))
     for rec in sorted(records, key=lambda r: r["name"]):
         curve = rec["validation"]
         test = rec["result"]["metrics"]["test"]["ndcg@10"]
@@ -80,7 +80,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     ax.set(xlabel="wall-clock minutes of training", ylabel="val NDCG@10 (full ranking)",
            title="Time to quality: recsys train, 2-core machine (load: each JSON)")  # fmt: skip
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: many runs
     save_figure(fig, path)
 
 
