@@ -215,7 +215,8 @@ class TrainConfig(_Section):
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto",
         description="bf16: the query tower and the training logits' matmuls run in bfloat16 "
-        "autocast (weights, optimiser, losses, samplers and evaluation stay fp32). Pays where "
+        "autocast (weights, optimiser, losses, samplers and evaluation stay fp32, but for the "
+        "CPU full softmax's in-place softmax, bf16 too). Pays where "
         "the hardware multiplies bf16 natively (AVX512-BF16 or AMX CPUs, GPUs); elsewhere it "
         "is slower (docs/benchmarks.md). auto: bf16 where native, fp32 elsewhere.",
     )

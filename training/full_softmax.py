@@ -7,7 +7,8 @@ checkpointed (its logits are dropped after the forward pass and recomputed in th
 pass), so a step holds `[N, chunk]` at a time, for one more matmul over the table. Exact: the
 chunked loss and its gradients equal the one-piece ones to float rounding
 (tests/training/test_full_softmax.py). Under bf16 autocast (`train.precision`) the products
-run in bf16 and the logits are taken back to fp32 before any softmax.
+run in bf16; the chunks' logits are taken back to fp32 before their softmax, the one-piece
+loss on the CPU keeps its softmax in bf16 (`_InPlaceCrossEntropy`).
 
 Both forms divide the `[N, d]` queries by the temperature rather than the `[N, n]` logits, and
 the one-piece form leaves the padding row out of the product instead of masking its column:
@@ -74,8 +75,8 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
 
     Column j of the logits is item j + 1 (the padding row is not scored); `others [N, W]`
     (0 = none) are masked. On the CPU the logits, their softmax and its gradient share one
-    `[N, n]` tensor (`_InPlaceCrossEntropy`; bf16 under bf16 autocast); on another device the
-    logits go through `F.cross_entropy`.
+    `[N, n]` tensor (`_InPlaceCrossEntropy`; bf16 under bf16 autocast); on another device, or
+    under fp16 autocast, the logits go through `F.cross_entropy`.
     """
     _, body = items.split([1, items.shape[0] - 1])
     mask = None
@@ -94,12 +95,13 @@ def _one_piece(scaled: Tensor, items: Tensor, positives: Tensor, others: Tensor 
 def _in_place_dtype(scaled: Tensor) -> torch.dtype | None:
     """The dtype of the in-place loss's products and `[N, n]` tensor, or None: not in place.
 
-    On the CPU: bf16 under bf16 autocast (`train.precision`), the input's own dtype in fp32 or
-    fp64 outside it. Other devices, and fp16 autocast, keep `F.cross_entropy`.
+    On the CPU: bf16 for fp32 inputs under bf16 autocast (`train.precision`), else the inputs'
+    own fp32 or fp64 (autocast leaves fp64 alone). Other devices, and fp16 autocast, keep
+    `F.cross_entropy`.
     """
     if scaled.device.type != "cpu" or scaled.dtype not in (torch.float32, torch.float64):
         return None
-    if not torch.is_autocast_enabled("cpu"):
+    if not torch.is_autocast_enabled("cpu") or scaled.dtype == torch.float64:
         return scaled.dtype
     return torch.bfloat16 if torch.get_autocast_dtype("cpu") == torch.bfloat16 else None
 
@@ -115,11 +117,12 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
     passes cost as much again (docs/benchmarks.md, "The full softmax's one tensor").
 
     `dtype` is that of the products and of the `[N, n]` tensor: the inputs' own, or bf16 under
-    bf16 autocast, where the softmax's passes run over half the bytes and each row's sum of
-    exps is rounded to bf16 too (by 2^-8 of it at most; the bf16 logits' own rounding moves
-    single probabilities ten times as much). Loss and
-    gradients come back in the inputs' dtype. Equal to the plain form to float rounding, and
-    under bf16 as close to fp64 as the plain autocast form (tests/training/test_full_softmax.py).
+    bf16 autocast, where the softmax's passes run over half the bytes, the shifted logits and
+    the probabilities rounded to bf16 (the plain autocast form rounds the logits' gradient to
+    bf16 before its products); the loss, each row's sum and 1 - p(target) are taken in the
+    inputs' dtype (`_softmax_in_place`). Loss and gradients come back in the inputs' dtype.
+    Equal to the plain form to float rounding, and under bf16 as close to fp64 as the plain
+    autocast form (tests/training/test_full_softmax.py).
     """
 
     @staticmethod
@@ -134,20 +137,10 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
         with torch.autocast("cpu", enabled=False):
             scaled_c, body_c = scaled.to(dtype), body.to(dtype)
             probs = scaled_c @ body_c.T  # [N, n]
-            if mask is not None:
-                probs.masked_fill_(mask, torch.finfo(probs.dtype).min)
-            target_logits = probs.gather(1, targets.unsqueeze(1)).squeeze(1)
-            row_max = probs.amax(1, keepdim=True)
-            probs.sub_(row_max).clamp_(min=EXP_FLOOR).exp_()
-            if mask is not None:
-                probs.masked_fill_(mask, 0.0)
-            sums = probs.sum(1, keepdim=True)
-            probs.div_(sums)
-        ctx.save_for_backward(scaled_c, body_c, targets, probs)
-        ctx.spent, ctx.input_dtype = False, scaled.dtype
-        dtype = scaled.dtype  # the loss in the inputs' precision, whatever the products'
-        lse = row_max.to(dtype).squeeze(1) + sums.to(dtype).squeeze(1).log()
-        return (lse - target_logits.to(dtype)).mean()
+            losses, miss = _softmax_in_place(probs, targets, mask, scaled.dtype)
+        ctx.save_for_backward(scaled_c, body_c, targets, probs, miss)
+        ctx.spent = False
+        return losses.mean()
 
     @staticmethod
     @once_differentiable  # the softmax is spent in place: no graph of the gradient
@@ -155,19 +148,49 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
         if ctx.spent:
             raise RuntimeError("the full softmax's backward pass reuses its softmax: run it once")
         ctx.spent = True
-        scaled, body, targets, probs = ctx.saved_tensors
+        scaled, body, targets, probs, miss = ctx.saved_tensors
         rows = torch.arange(probs.shape[0], device=probs.device)
-        probs[rows, targets] -= 1.0
-        probs.mul_(grad / probs.shape[0])  # now d loss / d logits
+        probs[rows, targets] = -miss.to(probs.dtype)  # p - 1 (scatter_ copies a bf16 tensor)
+        # now d (summed loss) / d logits; the mean's 1 / N and `grad` scale the two products'
+        # results, not the [N, n] tensor: a pass less, and no second bf16 rounding of it
+        scale = grad / probs.shape[0]
         with torch.autocast("cpu", enabled=False):
             grad_scaled = probs @ body if ctx.needs_input_grad[0] else None
             grad_body = probs.T @ scaled if ctx.needs_input_grad[1] else None
-        return _as(grad_scaled, ctx.input_dtype), _as(grad_body, ctx.input_dtype), None, None, None
+        return _scaled(grad_scaled, scale), _scaled(grad_body, scale), None, None, None
 
 
-def _as(grad: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    """A gradient in its input's dtype (the products' may be bf16)."""
-    return None if grad is None else grad.to(dtype)
+def _softmax_in_place(
+    probs: Tensor, targets: Tensor, mask: Tensor | None, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """Turn the logits `probs [N, n]` into their softmax in place, but for the targets' column.
+
+    Returns `(losses [N], miss [N])` in `dtype`: each row's cross-entropy and 1 - p(target),
+    which the backward pass writes into the targets' column (left 0 here). The passes run in
+    the tensor's own dtype (bf16 under autocast: the shifted logits and the probabilities
+    rounded to it); the target's exp is taken in `dtype` and left out of the row's sum, so
+    1 - p(target) is the other items' share, accurate where the target holds nearly all the
+    mass (in bf16 a p near 1 rounds to 1, and p - 1 to 0). `mask [N, n]`: columns not scored.
+    """
+    rows = torch.arange(probs.shape[0], device=probs.device)
+    target_logits = probs[rows, targets].to(dtype)  # index_put and take: scatter_ copies bf16
+    if mask is not None:
+        probs.masked_fill_(mask, torch.finfo(probs.dtype).min)
+    row_max = probs.amax(1)
+    probs.sub_(row_max.unsqueeze(1)).clamp_(min=EXP_FLOOR).exp_()
+    if mask is not None:
+        probs.masked_fill_(mask, 0.0)
+    probs[rows, targets] = 0.0
+    others = probs.sum(1).to(dtype)
+    shift = row_max.to(dtype)
+    sums = others + (target_logits - shift).clamp(min=EXP_FLOOR).exp()
+    probs.div_(sums.unsqueeze(1).to(probs.dtype))
+    return shift + sums.log() - target_logits, others / sums
+
+
+def _scaled(grad: Tensor | None, scale: Tensor) -> Tensor | None:
+    """A product's result times `scale`, in the inputs' dtype (the product's may be bf16)."""
+    return None if grad is None else grad.to(scale.dtype) * scale
 
 
 def logit_columns(rows: int, chunk: int) -> int:
