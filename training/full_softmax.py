@@ -26,7 +26,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
-from training.precision import EXP_FLOOR, undo_autocast
+from training.precision import EXP_FLOOR, resolve_precision, undo_autocast
 
 
 def full_softmax_loss(
@@ -191,6 +191,20 @@ def _softmax_in_place(
 def _scaled(grad: Tensor | None, scale: Tensor) -> Tensor | None:
     """A product's result times `scale`, in the inputs' dtype (the product's may be bf16)."""
     return None if grad is None else grad.to(scale.dtype) * scale
+
+
+def logit_bytes(targets: int, rows: int, chunk: int, device: torch.device, precision: str) -> int:
+    """Bytes of a step's full-softmax logits and their gradient over a table of `rows` (n + 1).
+
+    `targets` x the columns held at once (`logit_columns`): on the CPU the one-piece loss holds
+    one tensor (`_InPlaceCrossEntropy`, bf16 where `train.precision` resolves to bf16); other
+    devices, and the chunks, count two fp32 ones.
+    """
+    columns = logit_columns(rows, chunk)
+    if device.type == "cpu" and columns == rows - 1:
+        width = 2 if resolve_precision(precision, device) == "bf16" else 4
+        return targets * columns * width
+    return 2 * targets * columns * 4
 
 
 def logit_columns(rows: int, chunk: int) -> int:

@@ -4,9 +4,10 @@ Item table and optimiser state are exact (the parameters' bytes, Adam's two mome
 moving average of `train.ema_decay` one more copy of them);
 the sampler's state is the bytes of the tensors it holds (a kernel tree's node sums, a copy of
 the item table, a proposal table); the per-rank batch is its logits and their gradient, the
-largest activation of a step at large catalogues (`[N, n]` for the full softmax, or
-`[N, loss.full_chunk]` above that many items; `[N, m]` sampled; N = the rank's share of
-batch_size x max_len targets at most).
+largest activation of a step at large catalogues (`[N, n]` for the full softmax, one tensor
+on the CPU, bf16 there under bf16: `full_softmax.logit_bytes`; or `[N, loss.full_chunk]` above
+that many items; `[N, m]` sampled; N = the rank's share of batch_size x max_len targets at
+most).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytorch_lightning as pl_lightning
 import torch
 
 from training.config import RecsysConfig
-from training.full_softmax import logit_columns
+from training.full_softmax import logit_bytes
 
 log = logging.getLogger(__name__)
 MIB = 2**20
@@ -56,14 +57,17 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     """
     trained = [p for p in module.parameters() if p.requires_grad]
     table = module.model.item_embedding_weight  # its size only: no normalised copy
-    full = logit_columns(table.shape[0], cfg.loss.full_chunk)  # above full_chunk: one chunk
-    width = full if module.sampler is None else cfg.sampler.num_negatives
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
+    if module.sampler is None:  # above full_chunk items: one chunk
+        rows, chunk = table.shape[0], cfg.loss.full_chunk
+        logits = logit_bytes(targets, rows, chunk, module.device, cfg.train.precision)
+    else:
+        logits = 2 * targets * cfg.sampler.num_negatives * 4  # fp32 logits and gradient
     parts = {
         "item table": table.numel() * table.element_size() / MIB,
         "optimiser state": 2 * _bytes(trained) / MIB,
         "sampler state": tensor_bytes(module.sampler) / MIB if module.sampler else 0.0,
-        "batch logits per rank": 2 * targets * width * 4 / MIB,
+        "batch logits per rank": logits / MIB,
     }
     if cfg.train.ema_decay is not None:  # a copy of every parameter, frozen ones too
         parts["weight average"] = _bytes(module.parameters()) / MIB

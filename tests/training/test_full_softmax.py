@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from tests.training.device import TEST_DEVICE as DEVICE
+from training import memory
 from training.config import RecsysConfig
-from training.full_softmax import full_softmax_loss
+from training.full_softmax import full_softmax_loss, logit_bytes
 from training.trainer import build_module
 
 N, ITEMS, DIM = 40, 500, 8
@@ -280,3 +281,19 @@ def test_one_piece_loss_refuses_a_second_backward_pass() -> None:
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="run it once"):
         loss.backward()
+
+
+def test_the_memory_budget_counts_the_logit_tensors_the_loss_holds() -> None:
+    """One `[N, n]` tensor on the CPU (bf16 under bf16), two fp32 ones for chunks and GPUs."""
+    cpu, rows = torch.device("cpu"), ITEMS + 1
+    assert logit_bytes(N, rows, ITEMS, cpu, "fp32") == N * ITEMS * 4
+    assert logit_bytes(N, rows, ITEMS, cpu, "bf16") == N * ITEMS * 2
+    assert logit_bytes(N, rows, 64, cpu, "fp32") == 2 * N * 64 * 4
+    assert logit_bytes(N, rows, ITEMS, torch.device("cuda"), "fp32") == 2 * N * ITEMS * 4
+    cfg = RecsysConfig.model_validate(
+        {"sampler": {"name": "full"}, "model": {"dim": 16, "num_layers": 1, "num_heads": 1,
+         "max_len": 5}, "train": {"precision": "fp32", "batch_size": 4}}
+    )  # fmt: skip
+    module = build_module(cfg, ITEMS, torch.ones(ITEMS + 1))
+    want = 4 * 5 * ITEMS * 4 / memory.MIB  # 4 windows of 5 targets against every item, fp32
+    assert memory.budget(module, cfg, world=1)["batch logits per rank"] == pytest.approx(want)
