@@ -150,7 +150,7 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
         ctx.spent = True
         scaled, body, targets, probs, miss = ctx.saved_tensors
         rows = torch.arange(probs.shape[0], device=probs.device)
-        probs[rows, targets] = -miss.to(probs.dtype)  # p - 1 (scatter_ copies a bf16 tensor)
+        probs[rows, targets] = -miss.to(probs.dtype)  # p(target) - 1
         # now d (summed loss) / d logits; the mean's 1 / N and `grad` scale the two products'
         # results, not the [N, n] tensor: a pass less, and no second bf16 rounding of it
         scale = grad / probs.shape[0]
@@ -173,7 +173,7 @@ def _softmax_in_place(
     mass (in bf16 a p near 1 rounds to 1, and p - 1 to 0). `mask [N, n]`: columns not scored.
     """
     rows = torch.arange(probs.shape[0], device=probs.device)
-    target_logits = probs[rows, targets].to(dtype)  # index_put and take: scatter_ copies bf16
+    target_logits = probs[rows, targets].to(dtype)  # by indexing: bf16 scatter_ copies it all
     if mask is not None:
         probs.masked_fill_(mask, torch.finfo(probs.dtype).min)
     row_max = probs.amax(1)
