@@ -172,9 +172,9 @@ def _write_files(
     folder: Path, tower: nn.Module, emb: np.ndarray, items: pl.DataFrame, manifest: dict[str, Any]
 ) -> None:
     """Write and fsync every bundle file; the manifest goes last (it marks a complete bundle)."""
-    np.save(folder / ITEM_EMBEDDINGS, emb)
     import torch  # here: the bundle package is imported by commands that never write one
 
+    np.save(folder / ITEM_EMBEDDINGS, emb)
     torch.save({k: v.detach().cpu() for k, v in tower.state_dict().items()}, folder / QUERY_TOWER)
     items.write_parquet(folder / ITEMS)
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
