@@ -55,17 +55,17 @@ def _uncounted(excl: Tensor, targets: Tensor) -> Tensor:
 
 
 def _counted_above(scores: Tensor, target_score: Tensor, skip: Tensor, start: int) -> Tensor:
-    """`[U]` items of the chunk `scores [U, c]` (items start..) scoring at least the target.
+    """`[U]` items of the chunk `scores [c, U]` (items start.., a user a column) at or above target.
 
     The `skip [U, S]` items (`_uncounted`) that fall in the chunk do not count: they are
     gathered from the same scores, so they are uncounted exactly as they were counted, and
-    no `[U, c]` mask is built.
+    no `[c, U]` mask is built.
     """
-    # int32 sums: summing bools into int64 first copies the whole [U, c] mask (6x slower)
-    above = (scores >= target_score.unsqueeze(1)).sum(1, dtype=torch.int32)
+    # int32 sums: summing bools into int64 first copies the whole [c, U] mask (6x slower)
+    above = (scores >= target_score).sum(0, dtype=torch.int32)
     column = skip - start
-    inside = (skip != 0) & (column >= 0) & (column < scores.shape[1])
-    theirs = scores.gather(1, column.clamp(0, scores.shape[1] - 1))
+    inside = (skip != 0) & (column >= 0) & (column < scores.shape[0])
+    theirs = scores.gather(0, column.clamp(0, scores.shape[0] - 1).T).T  # [U, S]
     return above - ((theirs >= target_score.unsqueeze(1)) & inside).sum(1, dtype=torch.int32)
 
 
@@ -108,14 +108,15 @@ def rank_targets(
     run_sum = torch.zeros_like(target_score)
     n = item_emb.shape[0] - 1
     for start in range(1, n + 1, item_chunk):
-        scores = queries @ item_emb[start : min(start + item_chunk, n + 1)].to(queries).T
+        rows = item_emb[start : min(start + item_chunk, n + 1)].to(queries)
+        scores = rows @ queries.T  # [c, U]: this product runs faster than queries @ rows.T
         if absolute:
             scores.abs_()
         above += _counted_above(scores, target_score, skip, start)
-        logits = scores.div_(temperature)  # in place from here on: [U, c] passes, no copies
-        new_max = torch.maximum(run_max, logits.max(1).values)
+        logits = scores.div_(temperature)  # in place from here on: [c, U] passes, no copies
+        new_max = torch.maximum(run_max, logits.amax(0))
         run_sum = run_sum * torch.exp(run_max - new_max)
-        run_sum += logits.sub_(new_max.unsqueeze(1)).clamp_(min=EXP_FLOOR).exp_().sum(1)
+        run_sum += logits.sub_(new_max).clamp_(min=EXP_FLOOR).exp_().sum(0)
         run_max = new_max
     log_p = target_score / temperature - (run_max + torch.log(run_sum))
     # a NaN score (a diverged model) compares False with everything: it would rank first
