@@ -119,10 +119,10 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
     `dtype` is that of the products and of the `[N, n]` tensor: the inputs' own, or bf16 under
     bf16 autocast, where the softmax's passes run over half the bytes, the shifted logits and
     the probabilities rounded to bf16 (the plain autocast form rounds the logits' gradient to
-    bf16 before its products); the loss, each row's sum and 1 - p(target) are taken in the
-    inputs' dtype (`_softmax_in_place`). Loss and gradients come back in the inputs' dtype.
-    Equal to the plain form to float rounding, and under bf16 as close to fp64 as the plain
-    autocast form (tests/training/test_full_softmax.py).
+    bf16 before its products; the other items' row sum is summed in bf16); the loss and
+    1 - p(target) are taken in the inputs' dtype (`_softmax_in_place`). Loss and gradients
+    come back in the inputs' dtype. Equal to the plain form to float rounding, and under bf16
+    as close to fp64 as the plain autocast form (tests/training/test_full_softmax.py).
     """
 
     @staticmethod
@@ -153,7 +153,7 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
         probs[rows, targets] = -miss.to(probs.dtype)  # p(target) - 1
         # now d (summed loss) / d logits; the mean's 1 / N and `grad` scale the two products'
         # results, not the [N, n] tensor: a pass less, and no second bf16 rounding of it
-        scale = grad / probs.shape[0]
+        scale = grad / max(probs.shape[0], 1)  # a batch with no targets: zero gradients
         with torch.autocast("cpu", enabled=False):
             grad_scaled = probs @ body if ctx.needs_input_grad[0] else None
             grad_body = probs.T @ scaled if ctx.needs_input_grad[1] else None

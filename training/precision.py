@@ -4,8 +4,8 @@ The query tower and the training logits' matmuls run under bf16 autocast; their 
 taken back to fp32 (`undo_autocast`) before anything else sees them, so weights, gradients,
 the optimiser, the losses' softmax, the samplers and their log q, and every evaluation stay
 fp32. One exception: the one-piece full softmax on the CPU keeps its `[N, n]` logits, softmax
-and gradient in one bf16 tensor (`training/full_softmax.py`: the loss, each row's total and
-1 - p(target) are taken in fp32, and the gradients come back in fp32).
+and gradient in one bf16 tensor (`training/full_softmax.py`: the loss and 1 - p(target)
+are taken in fp32, the others' row sum in bf16, and the gradients come back in fp32).
 It pays where the hardware multiplies bf16 natively (docs/benchmarks.md, "bf16 autocast").
 Per-query negatives' logits on the CPU are sparse products in fp32
 (`training/gathered_scores.py`). A positive's own score is an fp32 elementwise product while
