@@ -170,20 +170,15 @@ def _relative_error(have: torch.Tensor, want: torch.Tensor) -> float:
     return float((have.double() - want).norm() / want.norm())
 
 
-@CPU_ONLY
-@pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
-def test_under_bf16_autocast_the_one_piece_loss_is_as_close_as_plain_cross_entropy(
-    masked: bool,
-) -> None:
-    """In place in bf16 (`train.precision` bf16): as far from fp64 as the plain autocast form.
+def _bf16_errors(
+    queries: torch.Tensor, items: torch.Tensor, positives: torch.Tensor, tau: torch.Tensor,
+    window: torch.Tensor | None,
+) -> list[tuple[float, float]]:  # fmt: skip
+    """(in-place, plain) relative errors against fp64 of the loss and its three gradients.
 
-    The plain form is what autocast makes of `F.cross_entropy` over the same bf16 products (a
-    fp32 softmax of them); the in-place one rounds its softmax and row sums to bf16 as well.
-    Loss and gradients (queries, items, learned temperature) come back in fp32.
+    Both under bf16 autocast from the fp64 inputs' fp32 copies. The plain form is what autocast
+    makes of `F.cross_entropy` over the same bf16 products (a fp32 softmax of them).
     """
-    queries, items, positives, window = _inputs(7)
-    window = window if masked else torch.zeros_like(window)
-    tau = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
 
     def reference(q, e, p, t, w):  # noqa: ANN001, ANN202
         return _reference((q / t) @ e.T, p, w)
@@ -191,16 +186,34 @@ def test_under_bf16_autocast_the_one_piece_loss_is_as_close_as_plain_cross_entro
     def plain(q, e, p, t, w):  # noqa: ANN001, ANN202
         return _reference(((q / t) @ e.T).float(), p, w)
 
-    want = _loss_and_grads_of(reference, queries, items, positives, tau, window)
+    none = torch.zeros_like(positives).unsqueeze(1) if window is None else window
+    want = _loss_and_grads_of(reference, queries, items, positives, tau, none)
     inputs = [x.detach().float().requires_grad_() for x in (queries, items, tau)]
     in_place = functools.partial(full_softmax_loss, chunk=ITEMS)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = _loss_and_grads_of(in_place, *inputs[:2], positives, inputs[2],
-                                 window if masked else None)  # fmt: skip
-        base = _loss_and_grads_of(plain, *inputs[:2], positives, inputs[2], window)
+        got = _loss_and_grads_of(in_place, *inputs[:2], positives, inputs[2], window)
+        base = _loss_and_grads_of(plain, *inputs[:2], positives, inputs[2], none)
     assert got[0].dtype == torch.float32
-    for expected, have, plain_form in zip(want, got, base, strict=True):
-        error, plain_error = _relative_error(have, expected), _relative_error(plain_form, expected)
+    return [
+        (_relative_error(have, expected), _relative_error(plain_form, expected))
+        for expected, have, plain_form in zip(want, got, base, strict=True)
+    ]
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "user-items-masked"])
+def test_under_bf16_autocast_the_one_piece_loss_is_as_close_as_plain_cross_entropy(
+    masked: bool,
+) -> None:
+    """In place in bf16 (`train.precision` bf16): as far from fp64 as the plain autocast form.
+
+    The in-place form rounds its softmax and the other items' row sums to bf16 as well. Loss
+    and gradients (queries, items, learned temperature) come back in fp32.
+    """
+    queries, items, positives, window = _inputs(7)
+    tau = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    errors = _bf16_errors(queries, items, positives, tau, window if masked else None)
+    for error, plain_error in errors:
         assert 0 < plain_error < 0.05  # bf16 products: rounded, not wrong
         # the loss and the temperature's gradient are sums over the batch, whose roundings
         # need not cancel as they do in both forms' [N, d] and [n, d] gradients
@@ -219,24 +232,12 @@ def test_under_bf16_autocast_a_confident_row_keeps_its_targets_gradient() -> Non
     items = torch.nn.functional.normalize(torch.randn(ITEMS + 1, 64, generator=gen), dim=1)
     positives = torch.randint(1, ITEMS + 1, (N,), generator=gen)
     queries = (15.0 * items[positives] + torch.randn(N, 64, generator=gen)).double()
-    items, tau = items.double().requires_grad_(), torch.tensor(1.0, dtype=torch.float64)
-    queries.requires_grad_()
+    items, queries = items.double().requires_grad_(), queries.requires_grad_()
     p_target = torch.softmax(queries @ items[1:].T, 1).gather(1, positives.unsqueeze(1) - 1)
     assert (p_target > 1 - 2**-9).sum() >= N // 4  # these round to 1 in bf16
-
-    def plain(q, e, p, t, w):  # noqa: ANN001, ANN202
-        return torch.nn.functional.cross_entropy(((q / t) @ e[1:].T).float(), p - 1)
-
-    def grads(loss_fn, *inputs):  # noqa: ANN001, ANN002, ANN202
-        return _loss_and_grads_of(loss_fn, *inputs[:2], positives, inputs[2], None)[1:3]
-
-    want = grads(plain, queries, items, tau.requires_grad_())  # fp64 throughout
-    inputs = [x.detach().float().requires_grad_() for x in (queries, items, tau)]
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = grads(functools.partial(full_softmax_loss, chunk=ITEMS), *inputs)
-        base = grads(plain, *inputs)
-    for expected, have, plain_form in zip(want, got, base, strict=True):
-        error, plain_error = _relative_error(have, expected), _relative_error(plain_form, expected)
+    tau = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    errors = _bf16_errors(queries, items, positives, tau, None)
+    for error, plain_error in errors[1:3]:  # the queries' and the items' gradients
         assert error <= 1.25 * plain_error + 1e-5, (error, plain_error)
 
 
