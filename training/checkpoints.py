@@ -20,6 +20,8 @@ from training.lit_module import RetrievalModule
 log = logging.getLogger(__name__)
 
 MONITOR = "val/ndcg@10"
+BEST_CHECKPOINT = "best.ckpt"
+REFIT_CHECKPOINT = "refit.ckpt"  # the best round refit on the val events too (training/refit.py)
 LAST_CHECKPOINT = "last.ckpt"
 
 
@@ -28,8 +30,8 @@ def best_and_last(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[Mod
     # no version counter: a fit started afresh over a killed one's folder replaces its
     # best.ckpt instead of writing best-v1.ckpt beside it (a warm start reads best.ckpt)
     best = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename="best", monitor=MONITOR, mode="max",
-        enable_version_counter=False,
+        dirpath=run_dir / "checkpoints", filename=Path(BEST_CHECKPOINT).stem, monitor=MONITOR,
+        mode="max", enable_version_counter=False,
     )  # fmt: skip
     # Lightning's save_last writes last.ckpt only when `best` saves (val improved): a second
     # checkpoint without a monitor keeps the latest epoch, so a resume loses at most one; with
@@ -42,6 +44,16 @@ def best_and_last(cfg: RecsysConfig, run_dir: Path, save_last: bool) -> list[Mod
         save_on_train_epoch_end=cfg.train.val_every_steps is None,
     )  # fmt: skip
     return [best, last] if save_last else [best]
+
+
+def final_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint of the model a run measured on test and exported.
+
+    `refit.ckpt` when the run refit its best round (`train.refit_epochs`), else `best.ckpt`.
+    """
+    folder = run_dir / "checkpoints"
+    refit = folder / REFIT_CHECKPOINT
+    return refit if refit.is_file() else folder / BEST_CHECKPOINT
 
 
 def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]:

@@ -171,6 +171,12 @@ class TrainConfig(_Section):
         "it updated each step, a sparse item table too); null: the weights themselves.",
     )  # fmt: skip
     max_epochs: int = Field(200, ge=1)
+    refit_epochs: int = Field(
+        8, ge=0, description="After early stopping, train the best round this many epochs more "
+        "on every event but each user's test one (the validation events added; "
+        "training/refit.py); val metrics are the best round's, test and the bundle the refit "
+        "model's; a time cap leaves room for them. 0: ship the best round.",
+    )  # fmt: skip
     max_minutes: float | None = Field(
         None,
         gt=0,
@@ -278,7 +284,7 @@ class RetrainConfig(_Section):
 
 # keys added with a default that differs from what configs recorded before them had meant
 # (section -> key -> that value): such a config without the key ran with this value
-FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1}}
+FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1, "refit_epochs": 0}}
 
 
 class RecsysConfig(_Section):

@@ -1,7 +1,8 @@
 """The retrain's quality gate: the candidate against the served model, then publish or keep out.
 
-Both models are ranked on the same val rows (each user's latest events) with the retrain's
-eval settings; a target the served model cannot know counts as its miss. The candidate is
+Both models are ranked on the same val rows (each user's latest events; of the users with new
+events only, when the served model was refit on its own val events: `gate_rows`) with the
+retrain's eval settings; a target the served model cannot know counts as its miss. The candidate is
 published when its val NDCG@10 is not worse than the served model's by more than
 `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
 against (a rollback during the retrain wins); otherwise it is kept out (`bundle.keep_out`).
@@ -12,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from data.split import Splits
+import polars as pl
+
 from data.workspace import Workspace
 from training import bundle
 from training.config import EvalConfig, RetrainConfig
@@ -58,16 +60,16 @@ def gate_and_publish(
     ws: Workspace,
     settings: RetrainConfig,
     ruler: EvalConfig,
-    splits: Splits,
+    rows: pl.DataFrame,
     journal: dict[str, Any],
     served: bundle.ModelBundle | None,
     force: bool,
 ) -> RetrainResult:
-    """Compare the candidate with the served model on the same val rows; publish or keep."""
+    """Compare the candidate with the served model on the same val `rows`; publish or keep."""
     version = journal["version"]
     candidate = bundle.ModelBundle.load(ws.models_dir / version)
-    ours = _val_metrics(candidate, splits, ruler)  # one ruler for both
-    theirs = _val_metrics(served, splits, ruler) if served is not None else None
+    ours = _val_metrics(candidate, rows, ruler)  # one ruler for both
+    theirs = _val_metrics(served, rows, ruler) if served is not None else None
     published, reason = _decide(ours, theirs, settings.tolerance, force)
     now = bundle.current_version(ws.models_dir)
     if now == version:
@@ -89,15 +91,33 @@ def gate_and_publish(
     )  # fmt: skip
 
 
-def _val_metrics(model: bundle.ModelBundle, splits: Splits, gate: EvalConfig) -> dict[str, float]:
+def gate_rows(
+    val: pl.DataFrame, served: bundle.ModelBundle | None, fresh: pl.Series
+) -> pl.DataFrame:
+    """The val rows the served model never trained on: the gate's rows.
+
+    A served model refit on its validation events (`train.refit_epochs`) trained on the val
+    row of every user with no event new to it (that row is unchanged): those users' rows
+    are left out, unless no row would be left. `fresh`: the user_idx of the users with
+    events the served model did not see.
+    """
+    if served is None or not served.trained_on_val:
+        return val
+    unseen = val.filter(pl.col("user_idx").is_in(fresh.implode()))
+    return unseen if unseen.height else val
+
+
+def _val_metrics(
+    model: bundle.ModelBundle, rows: pl.DataFrame, gate: EvalConfig
+) -> dict[str, float]:
     """Val metrics over every val row; rows whose target the model does not know are misses.
 
     Recall, NDCG and MRR at K score a miss 0, so the metrics on the known rows scale by the
     known share. The full cross-entropy has no value for an unknown target: it covers the
     known rows only.
     """
-    metrics, known = bundle_metrics(model, splits.val, gate)
-    share = known / max(splits.val.height, 1)
+    metrics, known = bundle_metrics(model, rows, gate)
+    share = known / max(rows.height, 1)
     return {k: (v if k == "full_ce" else v * share) for k, v in metrics.items()}
 
 

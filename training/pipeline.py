@@ -29,6 +29,7 @@ from training.config import RecsysConfig
 from training.datamodule import item_counts
 from training.lit_module import RetrievalModule
 from training.precision import resolve_precision
+from training.refit import refit
 from training.scoring import VAL_TEST, measure
 from training.trainer import FULL, Fitted, fit
 
@@ -50,6 +51,7 @@ class TrainResult:
     device: str
     threads: int
     precision: str  # the matmuls' precision used (`train.precision` "auto" resolved)
+    refit_epochs: int = 0  # epochs on the val events too after the fit (`training.refit`)
     bundle: str | None = None
     run_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -170,6 +172,7 @@ def train_on(
 
     """
     run_dir = ws.runs_dir / version
+    cfg = _without_idle_refit(cfg, export or "test" in measured, trainer_overrides)
     if not distributed.launched_as_secondary():
         owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
         if cfg.train.devices * cfg.train.num_nodes > 1:  # the ranks Lightning starts copy it
@@ -180,13 +183,38 @@ def train_on(
     )  # fmt: skip
     if not fitted.primary:
         return None
-    metrics = {split: measure(fitted.module, fitted.data, cfg, split, ws) for split in measured}
+    val = {"val": measure(fitted.module, fitted.data, cfg, "val", ws)} if "val" in measured else {}
+    if fitted.refit_epochs:  # val is the best round's; test and the bundle the refit model's
+        fitted.seconds += refit(
+            cfg, fitted.module, splits, run_dir, fitted.refit_epochs, **trainer_overrides
+        )
+    rest = {s: measure(fitted.module, fitted.data, cfg, s, ws) for s in measured if s != "val"}
+    metrics = {**val, **rest}
     result = _result(cfg, fitted, version, label, metrics, run_dir)
     if export:
         path = export_bundle(ws, cfg, fitted.module, splits, result, manifest or {})
         result.bundle = str(path)
     owner.finish(ws.run_owner_path(version))
     return result
+
+
+def _without_idle_refit(cfg: RecsysConfig, used: bool, overrides: dict[str, Any]) -> RecsysConfig:
+    """`cfg`, or it with `train.refit_epochs` 0 where a refit would not run or not be used.
+
+    Not used: neither test metrics nor a bundle come of the run (a study on validation). Not
+    run: a data-parallel training (the refit trains in one process) or `max_epochs` 0.
+    """
+    if not cfg.train.refit_epochs:
+        return cfg
+    processes = cfg.train.devices * cfg.train.num_nodes
+    if processes > 1 and not distributed.launched_as_secondary():
+        log.warning(
+            "train.refit_epochs: no refit in a data-parallel training (%d processes)", processes
+        )
+    if used and processes == 1 and overrides.get("max_epochs") != 0:
+        return cfg
+    train = cfg.train.model_copy(update={"refit_epochs": 0})
+    return cfg.model_copy(update={"train": train})
 
 
 def _result(
@@ -210,6 +238,7 @@ def _result(
         device=str(fitted.module.device),
         threads=torch.get_num_threads(),
         precision=resolve_precision(cfg.train.precision, fitted.module.device),
+        refit_epochs=fitted.refit_epochs,
         run_dir=str(run_dir),
     )
 
@@ -236,6 +265,7 @@ def export_bundle(
         "metrics": res.metrics,
         "train_seconds": res.train_seconds,
         "epochs": res.epochs,
+        "refit_epochs": res.refit_epochs,
         **extra,
     }
     return bundle.write_bundle(

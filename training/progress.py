@@ -29,8 +29,13 @@ class EpochProgress(pl_lightning.Callback):
     """A line per epoch (and per round every N steps): loss, val metrics, seconds, time left."""
 
     def __init__(
-        self, max_epochs: int, max_minutes: float | None, every_steps: int | None = None
+        self,
+        max_epochs: int,
+        max_minutes: float | None,
+        every_steps: int | None = None,
+        label: str = "epoch",
     ) -> None:
+        self.label = label  # what a line counts: "refit epoch 1/2" after the fit's epochs
         self.max_epochs = max_epochs
         self.max_minutes = max_minutes
         self.every_steps = every_steps
@@ -76,7 +81,7 @@ class EpochProgress(pl_lightning.Callback):
         if not trainer.is_global_zero:  # one line an epoch, whatever the number of ranks
             return
         now = time.perf_counter()
-        parts = [f"epoch {trainer.current_epoch + 1}/{self.max_epochs}"]
+        parts = [f"{self.label} {trainer.current_epoch + 1}/{self.max_epochs}"]
         parts += _loss_and_metrics(self._losses, trainer if self._validated else None)
         parts.append(f"{now - self._epoch_start:.1f} s")
         epochs = trainer.current_epoch + 1

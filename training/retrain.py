@@ -39,8 +39,9 @@ from data.split import Splits
 from data.workspace import Workspace
 from training import bundle, distributed, warm_start
 from training import journal as journal_file
+from training.checkpoints import final_checkpoint
 from training.config import RecsysConfig
-from training.gate import RetrainResult, gate_and_publish, nothing_new
+from training.gate import RetrainResult, gate_and_publish, gate_rows, nothing_new
 from training.pipeline import load_splits, train_on
 from training.warm_start import WarmStart
 
@@ -94,6 +95,8 @@ def retrain(
 
     """
     distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "retrain")
+    # the gate ranks val rows, which a refit trains on (training/refit.py): no refit here
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"refit_epochs": 0})})
     files = [f for log in request.logs for f in dataset_files(_existing(log))]
     with training_lock(ws, "retrain"):
         previous = bundle.current_version(ws.models_dir)
@@ -112,7 +115,8 @@ def retrain(
             _train_candidate(ws, cfg, splits, journal, served, request, trainer_overrides)
         else:  # killed after its export: the run is done, whatever its owner record says
             owner.finish(ws.run_owner_path(version))
-        result = gate_and_publish(ws, cfg.retrain, cfg.eval, splits, journal, served, request.force)
+        rows = gate_rows(splits.val, served, _users_unseen_by_served(ws, served, journal))
+        result = gate_and_publish(ws, cfg.retrain, cfg.eval, rows, journal, served, request.force)
         journal_file.remove(ws)
     return result
 
@@ -192,6 +196,17 @@ def _unseen_by_served(
     }
 
 
+def _users_unseen_by_served(
+    ws: Workspace, served: bundle.ModelBundle | None, journal: dict[str, Any]
+) -> pl.Series:
+    """user_idx of the users with events in the attempt's parts the served model did not see."""
+    seen = set((served.manifest.get("events") or []) if served else [])
+    parts = journal.get("parts") or [p.stem.removeprefix("part-") for p in store.part_paths(ws)]
+    fresh = store.read_events(ws, [store.part_path(ws, n) for n in parts if n not in seen])
+    users = vocab.load_user_vocab(ws).lazy().select("user_id", "user_idx")
+    return fresh.select("user_id").unique().join(users, on="user_id").collect()["user_idx"]
+
+
 def _attempt_splits(
     ws: Workspace, cfg: RecsysConfig, since: int | None, journal: dict[str, Any]
 ) -> Splits:
@@ -234,7 +249,7 @@ def _train_candidate(
 def _warm_start(
     ws: Workspace, cfg: RecsysConfig, splits: Splits, served: bundle.ModelBundle
 ) -> WarmStart:
-    ckpt_path = ws.runs_dir / served.trained_as / "checkpoints" / "best.ckpt"
+    ckpt_path = final_checkpoint(ws.runs_dir / served.trained_as)  # the served weights
     checkpoint = None
     if ckpt_path.is_file():
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)

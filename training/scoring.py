@@ -110,10 +110,16 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
             f"(a user needs 3 events or more), none with a target the model knows"
         )
     left_out = rows.height - examples  # targets ingested after the model: it cannot know them
-    return {
+    result = {
         "version": model.version, "split": split, "examples": examples, "left_out": left_out,
         "metrics": metrics,
     }  # fmt: skip
+    if split == "val" and model.trained_on_val:
+        result["note"] = (
+            f"{model.version} was refit on these validation events (train.refit_epochs): its val "
+            "metrics here are not held out; its manifest's metrics.val are its best round's"
+        )
+    return result
 
 
 def bundle_metrics(

@@ -28,6 +28,7 @@ from training import distributed, finished_fit, memory
 from training.checkpoints import (
     MONITOR,
     best_and_last,
+    final_checkpoint,
     load_checkpoint,
     restore_best,
     resumable_checkpoint,
@@ -37,7 +38,7 @@ from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.datamodule import SequenceDataModule, item_counts
 from training.divergence import StopOnDivergence
-from training.final_round import capped_final_round
+from training.final_round import ReservingTimer, capped_final_round
 from training.full_softmax import full_softmax_loss
 from training.interrupt import interruptible_fit
 from training.lit_module import RetrievalModule
@@ -117,7 +118,7 @@ def _trainer(
         "callbacks": [
             *best_and_last(cfg, run_dir, save_last),
             _stopping(cfg, patience),
-            *capped_final_round(cfg.train.max_minutes),
+            *capped_final_round(cfg.train.max_minutes, cfg.train.refit_epochs),
             StopOnDivergence(),
             EpochTimer(),
             memory.MemoryBudget(),
@@ -154,16 +155,17 @@ def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str,
 
 
 def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
-    """A finished run `HOME/runs/NAME`: its config, its home's splits, its best module.
+    """A finished run `HOME/runs/NAME`: its config, its home's splits, its final module.
 
     The config is the run's `hparams.yaml`; the splits are rebuilt from HOME's events as the
-    config defines them; the module (eval mode, CPU) holds `checkpoints/best.ckpt`.
+    config defines them; the module (eval mode, CPU) holds the model the run measured on test
+    (`checkpoints.final_checkpoint`: the refit one, or the best round).
     """
     cfg = load_config([run_dir / "hparams.yaml"], [])
     ws = Workspace(run_dir.parent.parent)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     module = build_module(cfg, splits.num_items, item_counts(splits))
-    load_checkpoint(module, run_dir / "checkpoints" / "best.ckpt")
+    load_checkpoint(module, final_checkpoint(run_dir))
     return cfg, splits, module.eval()
 
 
@@ -180,6 +182,7 @@ class Fitted:
     seconds: float
     epoch_seconds: list[float]
     primary: bool = True
+    refit_epochs: int = 0  # what a time cap leaves the refit (`train.refit_epochs` without one)
 
 
 def fit(
@@ -259,8 +262,11 @@ def _finish(
     trainer: pl_lightning.Trainer, fitted: Fitted, cfg: RecsysConfig, record_in: Path | None
 ) -> Fitted:
     """Timings in (with the resumed run's), best checkpoint restored, the fit recorded."""
-    timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))  # type: ignore[attr-defined]
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]
+    timer = next(c for c in callbacks if isinstance(c, EpochTimer))
     fitted.epoch_seconds, fitted.primary = timer.seconds, trainer.is_global_zero
+    cap = next((c for c in callbacks if isinstance(c, ReservingTimer)), None)
+    fitted.refit_epochs = cfg.train.refit_epochs if cap is None else cap.refit_epochs
     fitted.seconds += timer.resumed_seconds
     if fitted.primary:
         fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU

@@ -102,9 +102,9 @@ class WarmStart:
             ) from None
         if self.init == "context":
             _context_rows(module, self.old_items, *self.contexts)
-        if self.optimizer_states is None or self.shrinks:
+        if self.shrinks:
             return []
-        return [_OptimizerState(self.optimizer_states, self.old_items)]
+        return optimizer_state_loader(self.optimizer_states)
 
     def _shrunk(self, name: str, old: Tensor, init: Tensor | None) -> Tensor:
         """Shrunk and perturbed: lambda old + p init (init's first rows if the table grew)."""
@@ -179,12 +179,19 @@ def new_item_contexts(train: pl.DataFrame, old_items: int, max_len: int) -> tupl
     )
 
 
+def optimizer_state_loader(states: list[dict[str, Any]] | None) -> list[Callback]:
+    """The callback loading optimiser `states` (a checkpoint's) as training starts.
+
+    None: no callback, the optimisers start fresh.
+    """
+    return [] if states is None else [_OptimizerState(states)]
+
+
 class _OptimizerState(Callback):
     """Load the previous optimisers' state once training starts, item-table rows zero-padded."""
 
-    def __init__(self, states: list[dict[str, Any]], old_items: int) -> None:
+    def __init__(self, states: list[dict[str, Any]]) -> None:
         self.states = states
-        self.old_items = old_items
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """Pad the moments of the item tables to the new row count and load them."""

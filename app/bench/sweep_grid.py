@@ -28,7 +28,7 @@ BIAS_MS = (16, 256)
 # their committed runs stay comparable and reused
 PROTOCOL = (
     "train.patience=5", "train.max_minutes=30", "train.threads=1", "model.temperature=0.05",
-    "model.max_len=50", "train.precision=fp32", "train.patience_window=1",
+    "model.max_len=50", "train.precision=fp32", "train.patience_window=1", "train.refit_epochs=0",
 )  # fmt: skip
 
 

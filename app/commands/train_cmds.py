@@ -185,10 +185,14 @@ def train_command(
     test = payload["metrics"]["test"]
     typer.echo(
         f"model {result.version} published ({result.dataset}, sampler {result.sampler}, "
-        f"{result.epochs} epoch{'' if result.epochs == 1 else 's'}, "
+        f"{result.epochs} epoch{'' if result.epochs == 1 else 's'}{_refit(result.refit_epochs)}, "
         f"{result.train_seconds:.0f} s): test recall@10 "
         f"{test['recall@10']:.4f}, ndcg@10 {test['ndcg@10']:.4f}, full CE {test['full_ce']:.3f}"
     )
+
+
+def _refit(epochs: int) -> str:
+    return f" + {epochs} refit" if epochs else ""
 
 
 def _reusable(ws: Workspace, json_out: bool) -> bool:
@@ -229,6 +233,8 @@ def evaluate_command(
     typer.echo(f"model {result['version']}, {split} ({result['examples']} users{left_out}):")
     for name, value in result["metrics"].items():
         typer.echo(f"  {name:<12} {value:.4f}")
+    if "note" in result:
+        typer.echo(f"note: {result['note']}")
 
 
 def register(app: typer.Typer) -> None:

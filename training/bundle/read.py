@@ -89,6 +89,17 @@ class ModelBundle:
         return self.manifest.get("score", DOT) == ABS_DOT
 
     @property
+    def trained_on_val(self) -> bool:
+        """The model was refit on its split's validation events (`train.refit_epochs` > 0).
+
+        Its val metrics in the manifest are its best round's, from before the refit; ranked
+        again on the same val rows it scores rows it has trained on. Bundles from before the
+        refit have no such key: none was refit.
+        """
+        train = (self.manifest.get("config") or {}).get("train") or {}
+        return bool(train.get("refit_epochs", 0))
+
+    @property
     def num_items(self) -> int:
         """Number of real items n (item_idx runs 1..n)."""
         return int(self.manifest["num_items"])

@@ -1,0 +1,129 @@
+"""The refit (`train.refit_epochs`): after early stopping, every event but each user's test one."""
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+from data.split import build_splits
+from tests.training.tiny import TINY, tiny_home
+from training.bundle import ModelBundle, read_manifest
+from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkpoint
+from training.config_loading import load_config
+from training.final_round import ReservingTimer, capped_final_round
+from training.gate import gate_rows
+from training.pipeline import train_on
+from training.refit import with_validation_events
+from training.scoring import evaluate
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("split", ["loo", "time"])
+def test_the_refit_sequences_are_the_test_histories(tmp_path: Path, split: str) -> None:
+    ws, loo = tiny_home(tmp_path)
+    cutoff = None
+    if split == "time":  # the cut at the log's 80th percentile of time
+        cutoff = int(pl.read_csv(tmp_path / "log.csv")["timestamp"].quantile(0.8))
+    splits = build_splits(ws, split, cutoff) if cutoff else loo
+    refit = with_validation_events(splits)
+    # each user's refit sequence is exactly the history the test ranks from: every event
+    # before the test one, and never the test target itself
+    both = refit.train.join(splits.test.select("user_idx", "history"), on="user_idx")
+    assert both.height > 0 and both["items"].to_list() == both["history"].to_list()
+    appended = refit.train.join(splits.val, on="user_idx")
+    assert appended.height == splits.val.height > 0
+    assert appended["items"].list.last().to_list() == appended["target"].to_list()
+    # users without a val row keep their sequence
+    kept = refit.train.join(splits.val, on="user_idx", how="anti").sort("user_idx")
+    before = splits.train.join(splits.val, on="user_idx", how="anti").sort("user_idx")
+    assert kept["items"].to_list() == before["items"].to_list()
+
+
+def _run(tmp_path: Path, refit_epochs: int, version: str):
+    ws, splits = tiny_home(tmp_path)
+    sets = [*TINY, "train.max_epochs=2", f"train.refit_epochs={refit_epochs}"]
+    result = train_on(ws, load_config(overrides=sets), splits, version, "tiny")
+    assert result is not None
+    return ws, result
+
+
+def test_val_is_the_best_rounds_and_test_and_the_bundle_the_refit_models(tmp_path: Path) -> None:
+    ws, plain = _run(tmp_path, 0, "plain")
+    _, refit = _run(tmp_path, 2, "refit")
+    assert refit.metrics["val"] == plain.metrics["val"]  # one seed, one fit: the same best round
+    assert refit.metrics["test"] != plain.metrics["test"]
+    assert (refit.refit_epochs, plain.refit_epochs) == (2, 0)
+    assert read_manifest(ws.models_dir / "refit")["refit_epochs"] == 2
+    folder = ws.runs_dir / "refit" / "checkpoints"
+    assert final_checkpoint(ws.runs_dir / "refit") == folder / REFIT_CHECKPOINT
+    assert final_checkpoint(ws.runs_dir / "plain").name == BEST_CHECKPOINT
+    best, refit_ckpt = (
+        torch.load(folder / name, weights_only=False)
+        for name in (BEST_CHECKPOINT, REFIT_CHECKPOINT)
+    )
+    key = "model.item_tower.embedding.weight"
+    assert not torch.equal(best["state_dict"][key], refit_ckpt["state_dict"][key])  # it trained
+    assert refit_ckpt["optimizer_states"]  # a retrain warm-starts from it, moments and all
+    model = ModelBundle.load(ws.models_dir / "refit")
+    assert model.trained_on_val and not ModelBundle.load(ws.models_dir / "plain").trained_on_val
+    assert read_manifest(ws.models_dir / "refit")["metrics"]["val"] == refit.metrics["val"]
+    # the bundle is the refit model: it reproduces the refit's test metrics, and says that its
+    # val metrics are not held out
+    again = evaluate(ws, "refit", "test")
+    for name, value in refit.metrics["test"].items():
+        assert again["metrics"][name] == pytest.approx(value, abs=1e-5), name
+    assert "not held out" in evaluate(ws, "refit", "val")["note"]
+    assert "note" not in evaluate(ws, "plain", "val")
+
+
+def test_a_study_on_validation_runs_no_refit(tmp_path: Path) -> None:
+    ws, splits = tiny_home(tmp_path)
+    cfg = load_config(overrides=[*TINY, "train.max_epochs=1", "train.refit_epochs=2"])
+    result = train_on(ws, cfg, splits, "v", "tiny", export=False, measured=("val",))
+    assert result is not None and set(result.metrics) == {"val"}
+    assert not (ws.runs_dir / "v" / "checkpoints" / REFIT_CHECKPOINT).exists()
+
+
+def _timer_after(minutes: float, reserve: int, epochs: list[float]) -> ReservingTimer:
+    timer, _ = capped_final_round(minutes, reserve_epochs=reserve)
+    assert isinstance(timer, ReservingTimer)
+    began = 0.0
+    for seconds in epochs:  # each epoch's training batches took this long
+        timer._epoch_began, timer._last_batch = began, began + seconds
+        timer.on_train_epoch_end(None)
+        began += 100.0
+    return timer
+
+
+def test_the_time_cap_leaves_the_refit_its_epochs() -> None:
+    # 10 minutes, epochs of 10 s then 20 s: 8 refit epochs at the mean 15 s fit in a third
+    timer = _timer_after(10.0, 8, [10.0, 20.0])
+    assert timer.refit_epochs == 8 and timer.time_remaining() == pytest.approx(600 - 8 * 15)
+    # 1 minute: a third of it holds one epoch of 15 s
+    timer = _timer_after(1.0, 8, [10.0, 20.0])
+    assert timer.refit_epochs == 1 and timer.time_remaining() == pytest.approx(60 - 15)
+    # ended inside its first epoch: one refit epoch; no refit asked: none, the whole cap
+    assert _timer_after(1.0, 8, []).refit_epochs == 1
+    timer = _timer_after(1.0, 0, [10.0])
+    assert timer.refit_epochs == 0 and timer.time_remaining() == pytest.approx(60)
+    assert capped_final_round(None, 2)[0].__class__.__name__ == "FinalRound"  # no cap, no timer
+
+
+def test_the_gate_leaves_out_the_rows_a_refit_served_model_trained_on(tmp_path: Path) -> None:
+    ws, plain = _run(tmp_path, 0, "plain")
+    _run(tmp_path, 1, "refit")
+    val = build_splits(ws).val
+    fresh = val["user_idx"].head(5)
+    refit_model, plain_model = (ModelBundle.load(ws.models_dir / v) for v in ("refit", "plain"))
+    assert gate_rows(val, refit_model, fresh)["user_idx"].to_list() == fresh.to_list()
+    assert gate_rows(val, plain_model, fresh).equals(val)  # it never trained on a val row
+    assert gate_rows(val, None, fresh).equals(val)
+    assert gate_rows(val, refit_model, fresh.head(0)).equals(val)  # nothing new: every row

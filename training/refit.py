@@ -1,0 +1,116 @@
+"""The refit: after early stopping, a few more epochs on every event but each user's test one.
+
+Early stopping needs each user's validation event held out, so the best round has never
+trained on it; but it is the user's latest event before the test one, and the test history
+ends with it. `train.refit_epochs` E > 0 trains the restored best round E more epochs on the
+training sequences with each user's validation event appended (`with_validation_events`),
+the optimiser's moments going on from the best checkpoint and the lr schedule from where the
+fit stopped, no validation round in between (the validation rows are now training data).
+The test event is never trained on. The run's val metrics are measured before the refit;
+its test metrics and its bundle are the refit model's. A time cap covers the refit too: the
+fit stops early enough to leave it E epochs at the fit's own pace, E cut to fit a third of
+the cap (`final_round.ReservingTimer`).
+
+`recsys retrain` does not refit: its gate ranks validation rows, which a refit trains on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytorch_lightning as pl_lightning
+import torch
+
+from data.split import TRAIN_SCHEMA, Splits
+from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
+from training.config import RecsysConfig
+from training.datamodule import SequenceDataModule
+from training.interrupt import interruptible_fit
+from training.progress import EpochProgress, EpochTimer
+from training.warm_start import optimizer_state_loader
+
+log = logging.getLogger(__name__)
+
+# the fit's `pl.Trainer` arguments a refit takes too (tests: limit_train_batches)
+SHARED_OVERRIDES = ("limit_train_batches", "accelerator", "devices", "num_nodes")
+
+
+def with_validation_events(splits: Splits) -> Splits:
+    """`splits` whose training sequences end with each user's validation target.
+
+    A validation row's history is its user's training sequence (leave-one-out, and the time
+    split's part before the cut), so the sequence becomes history + target. Users without a
+    validation row keep theirs.
+    """
+    targets = splits.val.select("user_idx", pl.col("target").alias("_val"))
+    train = splits.train.join(targets, on="user_idx", how="left").select(
+        "user_idx",
+        pl.when(pl.col("_val").is_null())
+        .then(pl.col("items"))
+        .otherwise(pl.concat_list("items", "_val"))
+        .alias("items"),
+    )
+    return dataclasses.replace(splits, train=train.cast(TRAIN_SCHEMA))  # type: ignore[arg-type]
+
+
+def refit(
+    cfg: RecsysConfig, module: Any, splits: Splits, run_dir: Path, epochs: int, **overrides: Any
+) -> float:
+    """Train `module` (the fit's best round) `epochs` epochs on train + val.
+
+    Args:
+        cfg: The run's configuration.
+        module: The `RetrievalModule` restored to the best round; trained in place.
+        splits: The fit's splits (its validation events are appended to its sequences).
+        run_dir: The fit's run: the best checkpoint's optimiser state is read from it.
+        epochs: `train.refit_epochs`, or fewer under a time cap (`final_round.ReservingTimer`).
+        **overrides: The fit's `pl.Trainer` arguments; only `SHARED_OVERRIDES` apply.
+
+    Returns:
+        The refit's wall seconds.
+
+    """
+    refit_splits = with_validation_events(splits)
+    log.info(
+        "refit: %d epoch%s on the training events and %d users' validation events",
+        epochs, "" if epochs == 1 else "s", splits.val.height,
+    )  # fmt: skip
+    data = SequenceDataModule(
+        refit_splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
+        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, None,
+        cfg.train.targets,
+    )  # fmt: skip
+    module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
+    trainer = pl_lightning.Trainer(
+        max_epochs=epochs, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
+        enable_checkpointing=False, enable_model_summary=False,
+        enable_progress_bar=sys.stderr.isatty(),
+        callbacks=[*_moments(run_dir), EpochTimer(), _progress(epochs)],
+        **{k: v for k, v in overrides.items() if k in SHARED_OVERRIDES},
+    )  # fmt: skip
+    began = time.perf_counter()
+    module.train()  # measuring left it in eval mode, which Lightning keeps (dropout off)
+    interruptible_fit(trainer, module, datamodule=data)
+    trainer.save_checkpoint(run_dir / "checkpoints" / REFIT_CHECKPOINT)  # a retrain's start
+    module.eval()
+    return time.perf_counter() - began
+
+
+def _progress(epochs: int) -> EpochProgress:
+    return EpochProgress(epochs, None, label="refit epoch")
+
+
+def _moments(run_dir: Path) -> list[pl_lightning.Callback]:
+    """The callback loading the best checkpoint's optimiser state (none if it is missing)."""
+    best = run_dir / "checkpoints" / BEST_CHECKPOINT
+    if not best.is_file():
+        log.warning("refit: %s is missing, the optimiser starts fresh", best)
+        return []
+    checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+    return optimizer_state_loader(checkpoint.get("optimizer_states"))
