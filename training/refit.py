@@ -9,7 +9,7 @@ fit stopped, no validation round in between (the validation rows are now trainin
 The test event is never trained on. The run's val metrics are measured before the refit;
 its test metrics and its bundle are the refit model's. A time cap covers the refit too: the
 fit stops early enough to leave it E epochs at the fit's own pace, E cut to fit a third of
-the cap (`final_round.ReservingTimer`).
+the cap (`final_round.ReservingTimer`), and the refit stops at the cap.
 
 `recsys retrain` does not refit: its gate ranks validation rows, which a refit trains on.
 """
@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ def refit(
     )  # fmt: skip
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(
-        max_epochs=epochs, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
+        max_epochs=epochs, max_time=_time_left(cfg, module), limit_val_batches=0,
+        num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),
         callbacks=[*_moments(run_dir), EpochTimer(), _progress(epochs)],
@@ -100,6 +102,17 @@ def refit(
     trainer.save_checkpoint(run_dir / "checkpoints" / REFIT_CHECKPOINT)  # a retrain's start
     module.eval()
     return time.perf_counter() - began
+
+
+def _time_left(cfg: RecsysConfig, module: Any) -> timedelta | None:
+    """What the time cap leaves the refit (it stops there, mid-epoch if it must); no cap: None.
+
+    The fit planned for the refit's epochs at its own pace; a refit epoch holds more events
+    than a fit's, so the cap is what bounds it.
+    """
+    if cfg.train.max_minutes is None:
+        return None
+    return timedelta(seconds=max(60.0 * cfg.train.max_minutes - module.clock.seconds(), 0.0))
 
 
 def _progress(epochs: int) -> EpochProgress:

@@ -13,7 +13,7 @@ from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkp
 from training.config_loading import load_config
 from training.final_round import ReservingTimer, capped_final_round
 from training.gate import gate_rows
-from training.pipeline import train_on
+from training.pipeline import _without_idle_refit, train_on
 from training.refit import with_validation_events
 from training.scoring import evaluate
 
@@ -127,3 +127,32 @@ def test_the_gate_leaves_out_the_rows_a_refit_served_model_trained_on(tmp_path: 
     assert gate_rows(val, plain_model, fresh).equals(val)  # it never trained on a val row
     assert gate_rows(val, None, fresh).equals(val)
     assert gate_rows(val, refit_model, fresh.head(0)).equals(val)  # nothing new: every row
+
+
+@pytest.mark.parametrize(
+    ("sets", "used", "overrides", "refit"),
+    [
+        ([], True, {}, 8),  # the default
+        (["train.devices=2"], True, {}, 0),  # data-parallel: the refit trains in one process
+        ([], False, {}, 0),  # no test metrics, no bundle: nothing would use it
+        ([], True, {"max_epochs": 0}, 0),  # a warm start kept untrained
+    ],
+)
+def test_no_refit_where_it_would_not_run_or_not_be_used(
+    sets: list[str], used: bool, overrides: dict, refit: int
+) -> None:
+    cfg = _without_idle_refit(load_config(overrides=sets), used, overrides)
+    assert cfg.train.refit_epochs == refit
+
+
+def test_the_refit_stops_at_the_time_cap(tmp_path: Path) -> None:
+    ws, splits = tiny_home(tmp_path)
+    sets = [*TINY, "train.max_epochs=3", "train.max_minutes=0.0001"]  # spent in the first batch
+    result = train_on(ws, load_config(overrides=sets), splits, "v", "tiny")
+    assert result is not None and result.refit_epochs == 1  # what the cap left it: one epoch
+    folder = ws.runs_dir / "v" / "checkpoints"
+    refit, best = (
+        torch.load(folder / n, weights_only=False) for n in (REFIT_CHECKPOINT, BEST_CHECKPOINT)
+    )
+    assert refit["global_step"] == 0  # no time left: the refit stopped before its first step
+    assert best["global_step"] == 1  # (the fit's one step, where the cap stopped it)
