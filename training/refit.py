@@ -87,9 +87,10 @@ def refit(
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, None,
         cfg.train.targets,
     )  # fmt: skip
+    left = _time_left(cfg, module)
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(
-        max_epochs=epochs, max_time=_time_left(cfg, module), limit_val_batches=0,
+        max_epochs=epochs, max_time=left, limit_val_batches=0,
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),

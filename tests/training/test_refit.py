@@ -1,5 +1,6 @@
 """The refit (`train.refit_epochs`): after early stopping, every event but each user's test one."""
 
+import math
 from pathlib import Path
 
 import polars as pl
@@ -11,6 +12,7 @@ from tests.training.tiny import TINY, tiny_home
 from training.bundle import ModelBundle, read_manifest
 from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkpoint
 from training.config_loading import load_config
+from training.examples import make_windows
 from training.final_round import ReservingTimer, capped_final_round
 from training.gate import gate_rows
 from training.pipeline import _without_idle_refit, train_on
@@ -143,6 +145,16 @@ def test_no_refit_where_it_would_not_run_or_not_be_used(
 ) -> None:
     cfg = _without_idle_refit(load_config(overrides=sets), used, overrides)
     assert cfg.train.refit_epochs == refit
+
+
+def test_a_cap_with_time_left_runs_every_refit_epoch(tmp_path: Path) -> None:
+    ws, splits = tiny_home(tmp_path)
+    sets = [*TINY, "train.max_epochs=1", "train.max_minutes=10", "train.refit_epochs=2"]
+    result = train_on(ws, load_config(overrides=sets), splits, "v", "tiny")
+    assert result is not None and result.refit_epochs == 2
+    refit = torch.load(ws.runs_dir / "v" / "checkpoints" / REFIT_CHECKPOINT, weights_only=False)
+    windows = make_windows(with_validation_events(splits).train["items"], 10)
+    assert refit["global_step"] == 2 * math.ceil(len(windows) / 32)  # two whole epochs
 
 
 def test_the_refit_stops_at_the_time_cap(tmp_path: Path) -> None:
