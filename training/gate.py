@@ -2,8 +2,8 @@
 
 Both models are ranked on the same val rows (each user's latest events; of the users with new
 events only, when the served model was refit on its own val events: `gate_rows`) with the
-retrain's eval settings; a target the served model cannot know counts as its miss. The candidate is
-published when its val NDCG@10 is not worse than the served model's by more than
+retrain's eval settings; a target the served model cannot know counts as its miss. The
+candidate is published when its val NDCG@10 is not worse than the served model's by more than
 `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
 against (a rollback during the retrain wins); otherwise it is kept out (`bundle.keep_out`).
 """

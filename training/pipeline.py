@@ -51,7 +51,8 @@ class TrainResult:
     device: str
     threads: int
     precision: str  # the matmuls' precision used (`train.precision` "auto" resolved)
-    refit_epochs: int = 0  # epochs on the val events too after the fit (`training.refit`)
+    # epochs planned on the val events too (`training.refit`); a time cap may cut the last
+    refit_epochs: int = 0
     bundle: str | None = None
     run_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
