@@ -164,11 +164,18 @@ def _loss_and_metrics(losses: list[float], trainer: Any | None) -> list[str]:
 
 
 class EpochBar(TQDMProgressBar):
-    """Lightning's progress bar (terminals only), epochs counted 1..max_epochs like the lines."""
+    """Lightning's progress bar (terminals only), epochs counted 1..max_epochs like the lines.
+
+    `label` names what the bar counts: `Epoch` for the fit, `Refit` for the refit's epochs.
+    """
+
+    def __init__(self, label: str = "Epoch") -> None:
+        super().__init__()
+        self.label = label
 
     def on_train_epoch_start(self, trainer: Any, *args: Any) -> None:
         """Name the epoch first, then reset the bar (Lightning's own shows a 0-based name)."""
         bar = self.train_progress_bar
-        bar.set_description(f"Epoch {trainer.current_epoch + 1}/{trainer.max_epochs}", False)
+        bar.set_description(f"{self.label} {trainer.current_epoch + 1}/{trainer.max_epochs}", False)
         total = self.total_train_batches
         bar.reset(total=total if math.isfinite(total) else None)

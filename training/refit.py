@@ -33,7 +33,7 @@ from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule
 from training.interrupt import interruptible_fit
-from training.progress import EpochProgress, EpochTimer
+from training.progress import EpochBar, EpochProgress, EpochTimer
 from training.warm_start import optimizer_state_loader
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def refit(
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),
-        callbacks=[*_moments(run_dir), EpochTimer(), _progress(epochs)],
+        callbacks=[*_moments(run_dir), EpochTimer(), *_progress(epochs)],
         **{k: v for k, v in overrides.items() if k in SHARED_OVERRIDES},
     )  # fmt: skip
     began = time.perf_counter()
@@ -116,8 +116,10 @@ def _time_left(cfg: RecsysConfig, module: Any) -> timedelta | None:
     return timedelta(seconds=max(60.0 * cfg.train.max_minutes - module.clock.seconds(), 0.0))
 
 
-def _progress(epochs: int) -> EpochProgress:
-    return EpochProgress(epochs, None, label="refit epoch")
+def _progress(epochs: int) -> list[pl_lightning.Callback]:
+    """A `refit epoch k/E` line per epoch; on a terminal, a bar counting `Refit 1/E`..."""
+    bar = [EpochBar(label="Refit")] if sys.stderr.isatty() else []
+    return [EpochProgress(epochs, None, label="refit epoch"), *bar]
 
 
 def _moments(run_dir: Path) -> list[pl_lightning.Callback]:

@@ -83,15 +83,18 @@ def test_ctrl_c_while_training_is_exit_130_not_lightnings_silent_exit_1(
     assert (code, out) == (130, "") and err.endswith("interrupted\n")
 
 
+@pytest.mark.parametrize(
+    ("refit", "said"), [("8", "1 epoch + 8 refit, "), ("0", "1 epoch, ")]
+)
 def test_the_result_line_of_a_one_epoch_training_says_1_epoch(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], refit: str, said: str
 ) -> None:
     log = tmp_path / "log.csv"
     generate_events(60, 40, 900, seed=3).write_csv(log)
     tiny = ["--set=model.dim=16", "--set=model.max_len=10", "--set=model.num_layers=1"]
     args = ["train", "--dataset", str(log), "--home", str(tmp_path / "home"), "--max-epochs", "1"]
-    code, out, _ = _main(capsys, *args, *tiny)
-    assert code == 0 and "sampler uniform, 1 epoch, " in out  # not "1 epochs"
+    code, out, _ = _main(capsys, *args, *tiny, f"--set=train.refit_epochs={refit}")
+    assert code == 0 and f"sampler uniform, {said}" in out  # not "1 epochs"
 
 
 @pytest.mark.parametrize(
