@@ -83,9 +83,7 @@ def test_ctrl_c_while_training_is_exit_130_not_lightnings_silent_exit_1(
     assert (code, out) == (130, "") and err.endswith("interrupted\n")
 
 
-@pytest.mark.parametrize(
-    ("refit", "said"), [("8", "1 epoch + 8 refit, "), ("0", "1 epoch, ")]
-)
+@pytest.mark.parametrize(("refit", "said"), [("8", "1 epoch + 8 refit, "), ("0", "1 epoch, ")])
 def test_the_result_line_of_a_one_epoch_training_says_1_epoch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], refit: str, said: str
 ) -> None:
