@@ -14,6 +14,19 @@ import time
 from typing import Any
 
 
+def annealed_temperature(start: float, final: float | None, how: str, fraction: float) -> float:
+    """The temperature at `fraction` in [0, 1] of training: `start` -> `final` (None: constant).
+
+    `how`: `exponential` (geometric: the midpoint is sqrt(start * final)) or `linear`.
+    """
+    if final is None:
+        return start
+    p = min(1.0, max(0.0, fraction))
+    if how == "linear":
+        return start + (final - start) * p
+    return start * (final / start) ** p
+
+
 class TrainingClock:
     """Optimiser steps, fit seconds and the lr plateau of one training (`train.lr_schedule`)."""
 

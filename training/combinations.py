@@ -41,7 +41,7 @@ def refuse_clashes(cfg: RecsysConfig) -> None:
             "use sampler.name=bernoulli, or loss.name=sampled_softmax"
         )
     _refuse_a_loss_without_its_log_q(cfg)
-    _refuse_a_learned_temperature_a_sampler_fixes(cfg)
+    _refuse_a_moving_temperature_a_sampler_fixes(cfg)
 
 
 def _refuse_a_loss_without_its_log_q(cfg: RecsysConfig) -> None:
@@ -55,15 +55,25 @@ def _refuse_a_loss_without_its_log_q(cfg: RecsysConfig) -> None:
         )
 
 
-def _refuse_a_learned_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
-    """Refuse a learned temperature with a sampler built on the model's starting one.
+def _refuse_a_moving_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
+    """Refuse a learned or scheduled temperature with a sampler built on the starting one.
 
     The sampler would keep the starting value and drift from the model it claims to follow.
+    A temperature is learned or scheduled, not both.
     """
-    if cfg.model.learn_temperature and sampler_fixes_the_temperature(cfg.sampler):
+    model = cfg.model
+    if model.learn_temperature and model.temperature_final is not None:
+        raise RecsysInputError(
+            "model.learn_temperature=true trains the temperature and model.temperature_final "
+            "schedules it: choose one"
+        )
+    moves = "model.learn_temperature=true" if model.learn_temperature else None
+    if model.temperature_final is not None:
+        moves = "model.temperature_final"
+    if moves and sampler_fixes_the_temperature(cfg.sampler):
         raise RecsysInputError(
             f"the {cfg.sampler.name} sampler is built on the model's starting temperature, "
-            "which model.learn_temperature=true moves: fix the temperature, or give the "
+            f"which {moves} moves: fix the temperature, or give the "
             "sampler its own (sampler.exact_nu, sampler.tapas_temperature; quadratic has none)"
         )
 

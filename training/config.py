@@ -53,6 +53,12 @@ class ModelConfig(_Section):
     learn_temperature: bool = Field(
         False, description="Train tau (on a log scale, from `temperature`); the bundle keeps it."
     )
+    temperature_final: float | None = Field(
+        None,
+        gt=0.0,
+        description="Anneal tau exponentially from `temperature` to this over the "
+        "training budget (train.max_minutes, else max_epochs), as the lr schedules; null: fixed.",
+    )
     normalize: bool = Field(
         True,
         description="L2-normalise both towers' outputs (cosine logits over the temperature); "

@@ -18,7 +18,7 @@ from torch import Tensor
 from torch.profiler import record_function
 
 from training import distributed
-from training.clock import TrainingClock
+from training.clock import TrainingClock, annealed_temperature
 from training.config import RecsysConfig
 from training.corrections import query_windows
 from training.evaluation import rank_batch
@@ -177,6 +177,11 @@ class RetrievalModule(pl.LightningModule):
         progress = self._progress()
         if self.sampler is not None:
             self.sampler.set_progress(progress)
+        if self.log_temperature is None:  # model.temperature_final: tau along the budget
+            model = self.cfg.model
+            self.temperature = annealed_temperature(
+                model.temperature, model.temperature_final, "exponential", progress
+            )
         optimizers = self._optimizers()
         lr = schedule_lr(optimizers, self.cfg.train, self.clock.steps, progress, self.clock.plateau)
         loss = self.optimisation_step(batch, optimizers, self.manual_backward)
@@ -184,7 +189,7 @@ class RetrievalModule(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])
         if lr is not None:
             self.log("train/lr", lr, batch_size=1)
-        if self.log_temperature is not None:
+        if self.log_temperature is not None or self.cfg.model.temperature_final is not None:
             self.log("train/temperature", self.current_temperature(), batch_size=1)
         return loss
 

@@ -86,7 +86,7 @@ def test_the_combined_recipe_takes_whole_every_recipe_that_beat_the_defaults_on_
     assert table[-1].startswith("| tau-0.1 |")
 
 
-def test_stages_8_to_11_add_ffn_adamw_esasrec_size_ema_and_lr_each_to_the_defaults(
+def test_stages_8_to_11_and_15_add_ffn_adamw_size_ema_lr_and_a_tau_schedule_to_the_defaults(
     tmp_path: Path,
 ) -> None:
     specs, _ = recipe(tmp_path)
@@ -95,7 +95,8 @@ def test_stages_8_to_11_add_ffn_adamw_esasrec_size_ema_and_lr_each_to_the_defaul
     adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
     small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
     ema, lr = "train.ema_decay=0.999", "train.lr=0.006"
-    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-14:-4]] == [
+    scheduled = ("model.temperature=0.2", "model.temperature_final=0.05", "model.max_len=20")
+    assert [(s.dataset, s.name, s.sampler, s.sets) for s in specs[-16:-4]] == [
         (DATASETS[0], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[1], "tau-0.1-len-20-ffn-4x", "full", (*chosen, wide)),
         (DATASETS[0], "tau-0.1-len-20-adamw-0.1", "full", (*chosen, *adamw)),
@@ -106,6 +107,8 @@ def test_stages_8_to_11_add_ffn_adamw_esasrec_size_ema_and_lr_each_to_the_defaul
         (DATASETS[1], "tau-0.1-len-20-ema", "full", (*chosen, ema)),
         (DATASETS[0], "tau-0.1-len-20-lr-6e-3", "full", (*chosen, lr)),
         (DATASETS[1], "tau-0.1-len-20-lr-6e-3", "full", (*chosen, lr)),
+        (DATASETS[0], "tau-0.2-to-0.05-len-20", "full", (chosen[0], *scheduled)),
+        (DATASETS[1], "tau-0.2-to-0.05-len-20", "full", (chosen[0], *scheduled)),
     ]
 
 

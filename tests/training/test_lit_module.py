@@ -107,6 +107,8 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
         (["loss.name=bernoulli", "sampler.name=popularity"], "draws with repeats"),
         (["model.learn_temperature=true", "sampler.name=exact"], "starting temperature"),
         (["model.learn_temperature=true", "sampler.name=quadratic"], "starting temperature"),
+        (["model.temperature_final=0.05", "sampler.name=exact"], "temperature_final moves"),
+        (["model.learn_temperature=true", "model.temperature_final=0.05"], "choose one"),
         *(
             ([f"loss.name={loss}", "sampler.name=tapas", "sampler.tapas_correction=none"], "log q")
             for loss in ("nce", "blackout", "bernoulli")
@@ -137,6 +139,7 @@ def test_settings_that_cannot_train_together_are_refused(
         ["model.learn_temperature=true", "sampler.name=exact", "sampler.exact_nu=10"],
         ["model.learn_temperature=true", "sampler.name=tapas", "sampler.tapas_temperature=1.0"],
         ["model.learn_temperature=true", "sampler.name=rff"],
+        ["model.temperature_final=0.05", "sampler.name=rff"],
     ],
 )
 def test_the_combinations_beside_the_refused_ones_still_build(

@@ -166,3 +166,16 @@ def test_a_learned_temperature_moves_and_the_bundle_keeps_it(tmp_path: Path, log
     assert again["metrics"]["full_ce"] == pytest.approx(result.metrics["test"]["full_ce"], abs=1e-4)
     fixed = _train(Workspace(tmp_path / "fixed"), str(log_file), "model.temperature=0.2")
     assert read_manifest(tmp_path / "fixed" / "models" / fixed.version)["temperature"] == 0.2
+
+
+def test_a_scheduled_temperature_anneals_over_the_budget_to_its_final_value(
+    tmp_path: Path, log_file: Path
+) -> None:
+    ws = Workspace(tmp_path / "home")
+    sets = ("model.temperature=0.2", "model.temperature_final=0.05", "train.refit_epochs=0")
+    result = _train(ws, str(log_file), *sets)
+    logged = pl.read_csv(Path(result.run_dir) / "metrics.csv")["train/temperature"].drop_nulls()
+    assert len(logged) and all(0.05 < tau < 0.2 for tau in logged)  # on its way, mid-training
+    # the last of the 12 steps is 11/12 of the way: 0.2 * (0.05 / 0.2) ** (11 / 12) = 0.0561
+    final = read_manifest(ws.models_dir / result.version)["temperature"]
+    assert final == pytest.approx(0.2 * 0.25 ** (11 / 12), rel=1e-3)

@@ -8,10 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from training.clock import annealed_temperature
 from training.config import SamplerConfig
 from training.samplers import SamplerContext, build_sampler
 from training.samplers.bernoulli import inclusion_probabilities
-from training.samplers.tapas import annealed_temperature, shard_top
+from training.samplers.tapas import shard_top
 
 N_ITEMS, DIM, BATCH = 300, 8, 16
 COUNTS = torch.cat([torch.zeros(1), (torch.arange(N_ITEMS, 0, -1) ** 1.5).float()])

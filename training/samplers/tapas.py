@@ -37,19 +37,10 @@ import torch
 from torch import Tensor
 
 from training import distributed
+from training.clock import annealed_temperature
 from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, register_sampler
 from training.samplers.bernoulli import BernoulliTable, inclusion_probabilities
-
-
-def annealed_temperature(start: float, final: float | None, how: str, fraction: float) -> float:
-    """The temperature at `fraction` in [0, 1] of training: `start` -> `final` (None: constant)."""
-    if final is None:
-        return start
-    p = min(1.0, max(0.0, fraction))
-    if how == "linear":
-        return start + (final - start) * p
-    return start * (final / start) ** p
 
 
 def shard_top(scores: Tensor, shard: Tensor, num: int, shards: int) -> Tensor:
