@@ -13,6 +13,7 @@ import yaml
 
 from data.errors import RecsysInputError
 from data.synth import generate_events
+from training.bundle import read_manifest
 from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.precision import resolve_precision
@@ -203,3 +204,27 @@ def test_a_sampler_whose_settings_file_is_missing_is_refused(
         train_cmds.build_config("quadratic", None, None, [], [])
     with pytest.raises(RecsysInputError, match="unknown sampler 'nope'"):
         train_cmds.build_config("nope", None, None, [], [])
+
+
+@pytest.mark.parametrize(
+    ("sampler", "loss"), [("tapas", "sampled_softmax"), ("bernoulli", "bernoulli")]
+)
+def test_tapas_and_bernoulli_train_from_the_cli_with_their_presets_loss(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    sampler: str,
+    loss: str,
+) -> None:
+    log = tmp_path / "tiny.csv"
+    generate_events(150, 80, 2000, seed=3).write_csv(log)
+    home = tmp_path / "home"
+    args = ["train", "--dataset", str(log), "--home", str(home), "--sampler", sampler]
+    code, out, err = _main(monkeypatch, capsys, *args, "--num-negatives", "16",
+                           "--max-epochs", "1", *TINY, "--json")  # fmt: skip
+    assert code in (0, None), err[-2000:]
+    payload = json.loads(out)
+    assert payload["sampler"] == sampler and payload["num_negatives"] == 16
+    assert payload["metrics"]["test"]["ndcg@10"] > 0
+    manifest = read_manifest(home / "models" / payload["version"])
+    assert manifest["config"]["loss"]["name"] == loss  # the preset's pairing
