@@ -49,8 +49,8 @@ Stage 15 (the last entry of `DEFAULTS_PLUS`; stages 13 and 14 ran on a GPU,
 names that no stage had tried: from 0.2, softer than the chosen 0.1, to 0.05, sharper,
 exponentially over the 20-minute budget (`model.temperature_final`), so that it passes 0.1
 half-way.
-A recipe of stages 8 to 11 and 15 that beats the chosen defaults on both datasets runs again with the
-second seed, against `tau-0.1-len-20-seed43`, as stage 7's pairs do.
+A recipe of stages 8 to 11 and 15 that beats the chosen defaults on both datasets runs again
+with the second seed, against `tau-0.1-len-20-seed43`, as stage 7's pairs do.
 Stage 12 trains the eSASRec size as the published SASRec + sampled softmax was trained:
 uniform sampling at m = 256 and a patience of 50 rounds (`SMALL_SAMPLED`), with the chosen
 defaults' history length and lr, and with the benchmark's own (50 and 1e-3). Stage 9's full
