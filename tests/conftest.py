@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from data.workspace import Workspace
 
@@ -18,6 +19,18 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     home = tmp_path / "home"
     monkeypatch.setenv("RECSYS_HOME", str(home))
     return Workspace(home)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module's tests (`pytest.mark.usefixtures("one_thread")`).
+
+    On a shared 2-core machine two contending OpenMP threads run about 10x slower than one.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def shared_dataset(name: str) -> Path:

@@ -25,13 +25,7 @@ from training.trainer import build_module
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # On a shared 2-core machine two OpenMP threads contend and run ~10x slower than one.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -82,12 +82,7 @@ def step_losses(sampler: str, loss: str, per_query: bool) -> list[float]:
     return [float(module.optimisation_step(b, opts, torch.Tensor.backward)) for b in _batches(gen)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.mark.parametrize(("sampler", "loss", "per_query"), CASES, ids=lambda v: str(v))

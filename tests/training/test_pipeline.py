@@ -5,7 +5,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import torch
 
 from data import store
 from data.errors import RecsysInputError
@@ -23,12 +22,7 @@ TINY = [
 ]  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # two contending OpenMP threads on 2 shared cores are ~10x slower
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

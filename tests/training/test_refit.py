@@ -19,13 +19,7 @@ from training.pipeline import _without_idle_refit, train_on
 from training.refit import with_validation_events
 from training.scoring import evaluate
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("split", ["loo", "time"])

@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from data.synth import generate_events
 from data.workspace import Workspace
@@ -33,12 +32,7 @@ OPTIONS = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
