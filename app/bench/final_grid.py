@@ -2,7 +2,8 @@
 
 The defaults as they stand (`configs/default.yaml`, so: after the study has changed them) on
 amazon-beauty and amazon-toys, as a user's `recsys train` runs them with a 30-minute budget:
-the default early stopping and every core (run one worker, alone on the machine). Three times
+the default early stopping (and refit) and every core (run one worker, alone on the machine;
+several workers share the grid's runs, each claiming one, with fewer epochs each). Three times
 per dataset: the full softmax; uniform sampling at m = 256, the default sampler; and the
 comparison report's best sampler with at most 256 negatives, chosen there on validation
 (`exact` at m = 64: the best val NDCG@10 of every sampled run on both datasets,
@@ -90,13 +91,20 @@ def _rows(out: Path, dataset: str, runs: dict[str, dict[str, Any]], resamples: i
             vs = f"{100 * gap:+.1f}% ({100 * low:+.1f}, {100 * high:+.1f}), {verdict}"
         load = record["load_avg"]
         precision = record.get("precision", "fp32")  # recorded since `auto`; fp32 before
-        stop = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s ({precision}), "
-        stop += record["stopped_by"]
+        stop = f"{record['epochs']} x {record['seconds_per_epoch']:.0f} s{_refit(record)} "
+        stop += f"({precision}), {record['stopped_by']}"
         rows.append(
             f"| {dataset} | `{name}` | {' | '.join(cells)} | {vs} | {stop} | "
             f"{load['before'][0]:.1f} / {load['after'][0]:.1f} |"
         )
     return rows
+
+
+def _refit(record: dict[str, Any]) -> str:
+    """` + E refit`: the refit's planned epochs (recorded since; else its config's), or ''."""
+    train = record.get("config", {}).get("train", {})
+    epochs = record.get("refit_epochs", train.get("refit_epochs", 0))
+    return f" + {epochs} refit" if epochs else ""
 
 
 def final_report(out: Path, resamples: int = 2000, doc: Path | None = None) -> str:

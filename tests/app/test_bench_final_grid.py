@@ -43,7 +43,7 @@ def test_mean_interval_covers_the_mean_and_narrows_with_more_users() -> None:
     assert high_l - low_l < (high - low) / 5
 
 
-def _run(out: Path, dataset: str, name: str, ndcg: np.ndarray, **fields: str) -> None:
+def _run(out: Path, dataset: str, name: str, ndcg: np.ndarray, **fields: object) -> None:
     (out / dataset).mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / dataset / f"{name}.ndcg.npz", ndcg=ndcg)
     record = {
@@ -58,7 +58,7 @@ def test_the_report_says_which_targets_are_met(tmp_path: Path) -> None:
     # 10% of users hit at rank 0 (NDCG 1): Recall@10 = NDCG@10 = 0.1, above both published
     hits = np.zeros(5000)
     hits[::10] = 1.0
-    _run(tmp_path, BEAUTY, "full", hits, precision="bf16")
+    _run(tmp_path, BEAUTY, "full", hits, precision="bf16", refit_epochs=8)
     _run(tmp_path, BEAUTY, "uniform_m256", hits * 0.5)  # NDCG@10 halved, same hits; fp32
     _run(tmp_path, BEAUTY, "not_planned", hits)  # another grid's file: not in the report
     text = final_report(tmp_path, resamples=200)
@@ -69,5 +69,6 @@ def test_the_report_says_which_targets_are_met(tmp_path: Path) -> None:
     assert "0.1000 (" in sampled and "0.0500 (" in sampled and "not met" in sampled
     assert "-50.0% (-50.0, -50.0), not within 3%" in sampled
     # the precision a run trained in (recorded since `auto`; a record without it: fp32)
-    assert "12 x 40 s (bf16), time cap" in rows["`full`"] and "(fp32)" in sampled
+    assert "12 x 40 s + 8 refit (bf16), time cap" in rows["`full`"] and "(fp32)" in sampled
+    assert "12 x 40 s (fp32)" in sampled  # no refit recorded, none in its config
     assert str(PUBLISHED[BEAUTY]["ndcg@10"]) in text
