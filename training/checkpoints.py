@@ -60,6 +60,7 @@ def load_checkpoint(module: RetrievalModule, path: Path | str) -> dict[str, Any]
     """Load a Lightning checkpoint's weights into `module` (on its device); the checkpoint."""
     state: dict[str, Any] = torch.load(path, map_location=module.device, weights_only=False)
     module.load_state_dict(state["state_dict"])
+    module.restore_temperature(state)
     return state
 
 

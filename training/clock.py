@@ -4,7 +4,8 @@ The lr schedule and the samplers' annealing read the training's progress: optimi
 taken against the planned total, or wall seconds against `train.max_minutes`. The clock rides
 in every checkpoint (`RetrievalModule.on_save_checkpoint`), so a run resumed from `last.ckpt`
 continues its schedule, its time budget and its lr plateau where the killed run left them,
-as Lightning's own time limit does, instead of starting them over.
+as Lightning's own time limit does, instead of starting them over. `annealed_temperature`
+maps that progress to a temperature (`model.temperature_final`, TAPAS's second pass).
 """
 
 from __future__ import annotations

@@ -56,8 +56,9 @@ class ModelConfig(_Section):
     temperature_final: float | None = Field(
         None,
         gt=0.0,
-        description="Anneal tau exponentially from `temperature` to this over the "
-        "training budget (train.max_minutes, else max_epochs), as the lr schedules; null: fixed.",
+        description="Anneal tau exponentially from `temperature` to this over the training "
+        "budget, as the lr schedules do (the share of max_epochs' steps or of train.max_minutes "
+        "done, whichever is further; a retrain runs it again over its own); null: fixed.",
     )
     normalize: bool = Field(
         True,

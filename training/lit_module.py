@@ -177,8 +177,8 @@ class RetrievalModule(pl.LightningModule):
         progress = self._progress()
         if self.sampler is not None:
             self.sampler.set_progress(progress)
-        if self.log_temperature is None:  # model.temperature_final: tau along the budget
-            model = self.cfg.model
+        model = self.cfg.model
+        if model.temperature_final is not None:  # tau along the budget (refused with learn)
             self.temperature = annealed_temperature(
                 model.temperature, model.temperature_final, "exponential", progress
             )
@@ -228,12 +228,22 @@ class RetrievalModule(pl.LightningModule):
                 self.sampler.refresh(self.model.item_tower.all_embeddings())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Keep the schedule's place (`TrainingClock`) in the checkpoint."""
+        """Keep the schedule's place (`TrainingClock`) and the temperature in the checkpoint."""
         checkpoint["clock"] = self.clock.state_dict()
+        checkpoint["temperature"] = self.current_temperature()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed fit continues the schedule where the checkpoint left it."""
         self.clock.load_state_dict(checkpoint.get("clock", {}))
+        self.restore_temperature(checkpoint)
+
+    def restore_temperature(self, checkpoint: dict[str, Any]) -> None:
+        """A scheduled temperature (`model.temperature_final`) as the checkpoint's step had it.
+
+        A fixed one is the config's; a learned one is a parameter, in the state dict.
+        """
+        if self.cfg.model.temperature_final is not None and "temperature" in checkpoint:
+            self.temperature = float(checkpoint["temperature"])
 
     def configure_optimizers(self) -> Any:
         """Adam on everything, or Adam on dense parameters + SparseAdam on the id tables."""

@@ -133,6 +133,7 @@ DEFAULTS_PLUS: dict[str, tuple[str, ...]] = {
     "tau-0.1-len-20-ema": (*CHOSEN, "train.ema_decay=0.999"),
     # stage 11: twice the lr (stage 7 tried a third of it with the chosen temperature)
     "tau-0.1-len-20-lr-6e-3": (*CHOSEN, "train.lr=0.006"),
+    # stage 15: the temperature scheduled over the budget, through the chosen 0.1 half-way
     "tau-0.2-to-0.05-len-20": (
         "model.temperature=0.2",
         "model.temperature_final=0.05",

@@ -60,10 +60,12 @@ def test_the_report_says_which_targets_are_met(tmp_path: Path) -> None:
     hits[::10] = 1.0
     _run(tmp_path, BEAUTY, "full", hits, precision="bf16", refit_epochs=8)
     _run(tmp_path, BEAUTY, "uniform_m256", hits * 0.5)  # NDCG@10 halved, same hits; fp32
+    # recorded before records carried their refit: its config's count
+    _run(tmp_path, BEAUTY, "exact_m64", hits, config={"train": {"refit_epochs": 8}})
     _run(tmp_path, BEAUTY, "not_planned", hits)  # another grid's file: not in the report
     text = final_report(tmp_path, resamples=200)
     rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| amazon")}
-    assert list(rows) == ["`full`", "`uniform_m256`"]
+    assert list(rows) == ["`full`", "`uniform_m256`", "`exact_m64`"]
     assert rows["`full`"].count(", met") == 2 and "reference" in rows["`full`"]
     sampled = rows["`uniform_m256`"]
     assert "0.1000 (" in sampled and "0.0500 (" in sampled and "not met" in sampled
@@ -71,4 +73,5 @@ def test_the_report_says_which_targets_are_met(tmp_path: Path) -> None:
     # the precision a run trained in (recorded since `auto`; a record without it: fp32)
     assert "12 x 40 s + 8 refit (bf16), time cap" in rows["`full`"] and "(fp32)" in sampled
     assert "12 x 40 s (fp32)" in sampled  # no refit recorded, none in its config
+    assert "12 x 40 s + 8 refit (fp32)" in rows["`exact_m64`"]
     assert str(PUBLISHED[BEAUTY]["ndcg@10"]) in text

@@ -227,4 +227,6 @@ def test_tapas_and_bernoulli_train_from_the_cli_with_their_presets_loss(
     assert payload["sampler"] == sampler and payload["num_negatives"] == 16
     assert payload["metrics"]["test"]["ndcg@10"] > 0
     manifest = read_manifest(home / "models" / payload["version"])
-    assert manifest["config"]["loss"]["name"] == loss  # the preset's pairing
+    # bernoulli's preset pairs its own loss; tapas's keeps the sampled softmax
+    assert manifest["config"]["loss"]["name"] == loss
+    assert manifest["config"]["sampler"]["name"] == sampler

@@ -102,6 +102,15 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
         (["model.learn_temperature=true", "sampler.name=exact"], "starting temperature"),
         (["model.learn_temperature=true", "sampler.name=quadratic"], "starting temperature"),
         (["model.temperature_final=0.05", "sampler.name=exact"], "temperature_final moves"),
+        (["model.temperature_final=0.05", "sampler.name=quadratic"], "temperature_final moves"),
+        (
+            [
+                "model.temperature_final=0.05",
+                "sampler.name=tapas",
+                "sampler.tapas_temperature=null",
+            ],
+            "temperature_final moves",
+        ),
         (["model.learn_temperature=true", "model.temperature_final=0.05"], "choose one"),
         *(
             ([f"loss.name={loss}", "sampler.name=tapas", "sampler.tapas_correction=none"], "log q")
@@ -267,3 +276,17 @@ def test_last_position_targets_train_through_fit(splits: Splits, tmp_path: Path)
     transitions = int((lengths - 1).clip(min=0).sum())
     assert fitted.data.train_set.last_only and len(fitted.data.train_set) == transitions
     assert fitted.module.clock.steps == 3
+
+
+@pytest.mark.parametrize(("final", "restored"), [("0.05", 0.07), ("null", 0.2)])
+def test_a_checkpoint_gives_back_a_scheduled_temperature_only(
+    splits: Splits, final: str, restored: float
+) -> None:
+    cfg = load_config(
+        overrides=[*TINY, "model.temperature=0.2", f"model.temperature_final={final}"]
+    )
+    module = build_module(cfg, splits.num_items, item_counts(splits))
+    module.restore_temperature({"temperature": 0.07})  # a fixed one stays the config's
+    assert module.current_temperature() == pytest.approx(restored)
+    module.restore_temperature({})  # a checkpoint from before the key: left as it is
+    assert module.current_temperature() == pytest.approx(restored)
