@@ -4,8 +4,9 @@ Early stopping needs each user's validation event held out, so the best round ha
 trained on it; but it is the user's latest event before the test one, and the test history
 ends with it. `train.refit_epochs` E > 0 trains the restored best round E more epochs on the
 training sequences with each user's validation event appended (`with_validation_events`),
-the optimiser's moments going on from the best checkpoint and the lr schedule from where the
-fit stopped, no validation round in between (the validation rows are now training data).
+the optimiser's moments going on from the best checkpoint and the lr schedule (and a scheduled
+temperature, `model.temperature_final`) from where the fit stopped, no validation round in
+between (the validation rows are now training data).
 The test event is never trained on. The run's val metrics are measured before the refit;
 its test metrics and its bundle are the refit model's. A time cap covers the refit too: the
 fit stops early enough to leave it E epochs at the fit's own pace, E cut to fit a third of
