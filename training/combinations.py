@@ -68,8 +68,7 @@ def _refuse_a_moving_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
             "schedules it: choose one"
         )
     moves = "model.learn_temperature=true" if model.learn_temperature else None
-    if model.temperature_final is not None:
-        moves = "model.temperature_final"
+    moves = "model.temperature_final" if model.temperature_final is not None else moves
     if moves and sampler_fixes_the_temperature(cfg.sampler):
         raise RecsysInputError(
             f"the {cfg.sampler.name} sampler is built on the model's starting temperature, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from typing import Any
 
@@ -161,6 +162,11 @@ def _loss_and_metrics(losses: list[float], trainer: Any | None) -> list[str]:
             f"recall@10 {float(metrics.get('val/recall@10', float('nan'))):.4f}"
         )
     return parts
+
+
+def terminal_bar(label: str = "Epoch") -> list[Any]:
+    """An `EpochBar` counting `label`s when stderr is a terminal; none in a log file (noise)."""
+    return [EpochBar(label)] if sys.stderr.isatty() else []
 
 
 class EpochBar(TQDMProgressBar):

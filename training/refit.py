@@ -34,7 +34,7 @@ from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 from training.config import RecsysConfig
 from training.datamodule import SequenceDataModule
 from training.interrupt import interruptible_fit
-from training.progress import EpochBar, EpochProgress, EpochTimer
+from training.progress import EpochProgress, EpochTimer, terminal_bar
 from training.warm_start import optimizer_state_loader
 
 log = logging.getLogger(__name__)
@@ -119,8 +119,7 @@ def _time_left(cfg: RecsysConfig, module: Any) -> timedelta | None:
 
 def _progress(epochs: int) -> list[pl_lightning.Callback]:
     """A `refit epoch k/E` line per epoch; on a terminal, a bar counting `Refit 1/E`..."""
-    bar = [EpochBar(label="Refit")] if sys.stderr.isatty() else []
-    return [EpochProgress(epochs, None, label="refit epoch"), *bar]
+    return [EpochProgress(epochs, None, label="refit epoch"), *terminal_bar("Refit")]
 
 
 def _moments(run_dir: Path) -> list[pl_lightning.Callback]:

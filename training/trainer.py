@@ -45,7 +45,7 @@ from training.lit_module import RetrievalModule
 from training.losses import binary_loss_caveat, get_loss
 from training.model import build_model
 from training.plateau import DecayBeforeStopping
-from training.progress import EpochBar, EpochProgress, EpochTimer
+from training.progress import EpochProgress, EpochTimer, terminal_bar
 from training.samplers import SamplerContext, build_sampler
 from training.stopping import SmoothedStopping
 from training.weight_average import WeightAverage
@@ -123,7 +123,7 @@ def _trainer(
             EpochTimer(),
             memory.MemoryBudget(),
             EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
-            *([EpochBar()] if sys.stderr.isatty() else []),  # a bar in a log file is noise
+            *terminal_bar(),
             *([WeightAverage(cfg.train.ema_decay)] if cfg.train.ema_decay is not None else []),
             *extra,
         ],
