@@ -17,6 +17,10 @@ each variant runs `recsys retrain --logs new.csv`:
   each round alone and in fp32, and pin that (`AS_BEFORE`);
 - `warm_base_mean3`: today's defaults warm, from `base_mean3`, a base trained with them too
   (`BASES`): does a served model trained to today's stopping rule need fewer warm rounds?
+- `warm_refit`, `full_refit`, `warm_refit_p1`: today's defaults with the retrain's refit (the
+  kept round gated, then 8 epochs on the val events too), from `base_refit` (trained with the
+  refit as well); the last stopped at the warm curve's first plateau (`retrain.patience=1`).
+  Every run before them pins no refit (`NO_REFIT`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
@@ -44,9 +48,12 @@ import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 RECSYS = str(Path(sys.executable).parent / "recsys")
+# as every run before the retrain's refit ran: no refit (`recsys retrain` had none; the bases
+# predate `train.refit_epochs`)
+NO_REFIT = ["--set", "train.refit_epochs=0"]
 # as the base and these variants ran: before `train.patience_window` (each round alone) and
 # before `train.precision: auto` (fp32)
-AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32"]
+AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32", *NO_REFIT]
 VARIANTS = {
     "warm_context": [*AS_BEFORE],
     "warm_random": ["--set", "retrain.new_item_init=random", *AS_BEFORE],
@@ -67,16 +74,25 @@ VARIANTS = {
     ],
     # today's defaults, warm and full: early stopping on the mean of the last 3 rounds, and
     # precision auto (bf16 on the machine of the committed runs)
-    "warm_mean3": ["--set", "train.patience_window=3"],
-    "full_mean3": ["--full", "--set", "train.patience_window=3"],
+    "warm_mean3": ["--set", "train.patience_window=3", *NO_REFIT],
+    "full_mean3": ["--full", "--set", "train.patience_window=3", *NO_REFIT],
     # today's defaults from a base trained with them too (`base_mean3`)
-    "warm_base_mean3": [],
+    "warm_base_mean3": [*NO_REFIT],
+    # today's defaults with the retrain's refit (8 epochs on the val events after the gate's
+    # round), from a base trained with them (`base_refit`, refit too): warm, full, and warm
+    # stopped at its first plateau (`retrain.patience=1`), leaving the refit the climb after it
+    "warm_refit": [],
+    "full_refit": ["--full"],
+    "warm_refit_p1": ["--set", "retrain.patience=1"],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
 # the served model each variant starts from: `base`, unless named here
-BASES = {"base": AS_BEFORE, "base_mean3": []}
-BASE_OF = {"warm_base_mean3": "base_mean3"}
+BASES = {"base": AS_BEFORE, "base_mean3": NO_REFIT, "base_refit": []}
+BASE_OF = {
+    "warm_base_mean3": "base_mean3",
+    **{name: "base_refit" for name in ("warm_refit", "full_refit", "warm_refit_p1")},
+}
 
 # the paired intervals: each file pairs its warm variants with its reference, the full retrain
 # under the same stopping rule
@@ -86,6 +102,7 @@ PAIRS = {
         ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
     ),
     "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
+    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1"]),
 }
 
 

@@ -3,8 +3,10 @@
 A retrain killed after its fit, before its bundle was written, is run again by the same command.
 Without this record it would resume `last.ckpt` and train one epoch more: a checkpoint does not
 say that early stopping or the time cap had ended the fit. The record names the best checkpoint
-by file name (the home may move) and the config the fit ran with: a different config fits
-again. A fit that saved no best checkpoint (no validation round) writes no record.
+by file name (the home may move), the config the fit ran with (a different config fits
+again) and the refit epochs a time cap left it, so that a retrain killed during its refit
+refits as many again. A fit that saved no best checkpoint (no validation round) writes no
+record.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class FinishedFit:
     best: Path
     seconds: float
     epoch_seconds: list[float]
+    refit_epochs: int = 0  # `train.refit_epochs`, or what a time cap left of them
 
 
 def _config_key(cfg: RecsysConfig) -> str:
@@ -37,13 +40,11 @@ def _config_key(cfg: RecsysConfig) -> str:
     return hashlib.sha256(dump.encode()).hexdigest()
 
 
-def write(
-    checkpoints: Path, cfg: RecsysConfig, best: Path, seconds: float, epochs: list[float]
-) -> None:
-    """Record that the fit of `cfg` in `checkpoints` finished with `best` (a file there)."""
+def write(checkpoints: Path, cfg: RecsysConfig, done: FinishedFit) -> None:
+    """Record that the fit of `cfg` in `checkpoints` finished as `done` (its best a file there)."""
     record = {
-        "config": _config_key(cfg), "best": best.name, "seconds": seconds,
-        "epoch_seconds": epochs,
+        "config": _config_key(cfg), "best": done.best.name, "seconds": done.seconds,
+        "epoch_seconds": done.epoch_seconds, "refit_epochs": done.refit_epochs,
     }  # fmt: skip
     atomic_write(checkpoints / FILE, lambda tmp: tmp.write_text(json.dumps(record)))
 
@@ -59,4 +60,5 @@ def read(checkpoints: Path, cfg: RecsysConfig) -> FinishedFit | None:
         log.warning("%s is another config's or names no checkpoint: fitting again", path)
         return None
     log.info("%s: this run's fit had finished; its best checkpoint is used", path)
-    return FinishedFit(best, float(record["seconds"]), list(record["epoch_seconds"]))
+    epochs = list(record["epoch_seconds"])
+    return FinishedFit(best, float(record["seconds"]), epochs, int(record.get("refit_epochs", 0)))

@@ -3,6 +3,9 @@
 Both models are ranked on the same val rows (each user's latest events; of the users with new
 events only, when the served model was refit on its own val events: `gate_rows`) with the
 retrain's eval settings; a target the served model cannot know counts as its miss. The
+candidate's score is its kept round's, ranked before its refit trained on those rows (its
+manifest's `metrics.gate`, `training.pipeline.train_on`); the bundle it publishes is the refit
+model, as `recsys train` publishes (`train.refit_epochs`; 0: the kept round itself). The
 candidate is published when its val NDCG@10 is not worse than the served model's by more than
 `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
 against (a rollback during the retrain wins); otherwise it is kept out (`bundle.keep_out`).
@@ -68,7 +71,7 @@ def gate_and_publish(
     """Compare the candidate with the served model on the same val `rows`; publish or keep."""
     version = journal["version"]
     candidate = bundle.ModelBundle.load(ws.models_dir / version)
-    ours = _val_metrics(candidate, rows, ruler)  # one ruler for both
+    ours = _candidate_metrics(candidate, rows, ruler)  # one ruler for both
     theirs = _val_metrics(served, rows, ruler) if served is not None else None
     published, reason = _decide(ours, theirs, settings.tolerance, force)
     now = bundle.current_version(ws.models_dir)
@@ -105,6 +108,18 @@ def gate_rows(
         return val
     unseen = val.filter(pl.col("user_idx").is_in(fresh.implode()))
     return unseen if unseen.height else val
+
+
+def _candidate_metrics(
+    candidate: bundle.ModelBundle, rows: pl.DataFrame, gate: EvalConfig
+) -> dict[str, float]:
+    """The candidate's kept round on `rows`: as ranked before its refit (`metrics.gate`).
+
+    A candidate written without that record (by a retrain from before refits, never refit) is
+    ranked here.
+    """
+    recorded = (candidate.manifest.get("metrics") or {}).get("gate")
+    return dict(recorded) if recorded is not None else _val_metrics(candidate, rows, gate)
 
 
 def _val_metrics(

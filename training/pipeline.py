@@ -30,7 +30,7 @@ from training.datamodule import item_counts
 from training.lit_module import RetrievalModule
 from training.precision import resolve_precision
 from training.refit import refit
-from training.scoring import VAL_TEST, measure
+from training.scoring import VAL_TEST, measure, rows_metrics
 from training.trainer import FULL, Fitted, fit
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,7 @@ def train_on(
     patience: int | None = None,
     manifest: dict[str, Any] | None = None,
     measured: tuple[str, ...] = VAL_TEST,
+    gate_rows: pl.DataFrame | None = None,
     **trainer_overrides: Any,
 ) -> TrainResult | None:
     """Fit on `splits`, measure the best checkpoint on val and test, write (not publish) it.
@@ -169,6 +170,8 @@ def train_on(
         patience: Early-stopping patience (default: `cfg.train.patience`).
         manifest: Extra manifest fields.
         measured: The splits measured at the end (a study on validation leaves test out).
+        gate_rows: Val rows the best round is also ranked on, before a refit trains on them
+            (the retrain gate's): `metrics["gate"]`.
         **trainer_overrides: Extra `pl.Trainer` arguments.
 
     """
@@ -185,6 +188,8 @@ def train_on(
     if not fitted.primary:
         return None
     val = {"val": measure(fitted.module, fitted.data, cfg, "val", ws)} if "val" in measured else {}
+    if gate_rows is not None:
+        val["gate"] = rows_metrics(fitted.module, gate_rows, cfg)
     if fitted.refit_epochs:  # val is the best round's; test and the bundle the refit model's
         fitted.seconds += refit(
             cfg, fitted.module, splits, run_dir, fitted.refit_epochs, **trainer_overrides

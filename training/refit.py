@@ -12,7 +12,8 @@ its test metrics and its bundle are the refit model's. A time cap covers the ref
 fit stops early enough to leave it E epochs at the fit's own pace, E cut to fit a third of
 the cap (`final_round.ReservingTimer`), and the refit stops at the cap.
 
-`recsys retrain` does not refit: its gate ranks validation rows, which a refit trains on.
+`recsys retrain` refits too; its gate ranks the kept round on the validation rows before the
+refit trains on them (`training.gate`).
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ One retrain, top to bottom (`retrain()`):
    it saw) stops there: nothing to learn (a scheduled retrain over a folder with no new logs),
    unless `--full` or `--force`;
 4. split those events (or those since `--since`), warm-start from the served model
-   (`training.warm_start`) unless `--full`, fit, write the candidate bundle;
-5. gate (`training.gate`): the candidate's and the served model's val NDCG@10 on the same
-   rows; publish when the candidate is not worse by more than `retrain.tolerance` (or with
-   `--force`) and the served model is still the one it was gated against.
+   (`training.warm_start`) unless `--full`, fit, rank the kept round on the gate's val rows,
+   refit it on the val events too (`train.refit_epochs`, as `recsys train` does), write the
+   candidate bundle;
+5. gate (`training.gate`): the candidate's kept round's and the served model's val NDCG@10
+   on the same rows; publish when the candidate is not worse by more than
+   `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
+   against.
 A SIGKILL anywhere leaves the served model as it was: `CURRENT` changes only in step 5, by an
 atomic rename.
 """
@@ -95,8 +98,6 @@ def retrain(
 
     """
     distributed.require_one_process(cfg.train.devices, cfg.train.num_nodes, "retrain")
-    # the gate ranks val rows, which a refit trains on (training/refit.py): no refit here
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"refit_epochs": 0})})
     files = [f for log in request.logs for f in dataset_files(_existing(log))]
     with training_lock(ws, "retrain"):
         previous = bundle.current_version(ws.models_dir)
@@ -111,11 +112,11 @@ def retrain(
         version = journal["version"]
         splits = _attempt_splits(ws, cfg, request.since, journal)
         served = _load(ws, journal["previous_version"])
+        rows = gate_rows(splits.val, served, _users_unseen_by_served(ws, served, journal))
         if not (ws.models_dir / version).is_dir():
-            _train_candidate(ws, cfg, splits, journal, served, request, trainer_overrides)
+            _train_candidate(ws, cfg, splits, rows, journal, served, request, trainer_overrides)
         else:  # killed after its export: the run is done, whatever its owner record says
             owner.finish(ws.run_owner_path(version))
-        rows = gate_rows(splits.val, served, _users_unseen_by_served(ws, served, journal))
         result = gate_and_publish(ws, cfg.retrain, cfg.eval, rows, journal, served, request.force)
         journal_file.remove(ws)
     return result
@@ -228,12 +229,16 @@ def _train_candidate(
     ws: Workspace,
     cfg: RecsysConfig,
     splits: Splits,
+    rows: pl.DataFrame,
     journal: dict[str, Any],
     served: bundle.ModelBundle | None,
     req: RetrainRequest,
     overrides: dict[str, Any],
 ) -> None:
-    """Fit (warm unless --full or nothing is served) and write the candidate bundle."""
+    """Fit (warm unless --full or nothing is served) and write the candidate bundle.
+
+    Its kept round is ranked on the gate's `rows` before the refit trains on them.
+    """
     start = None if req.full or served is None else _warm_start(ws, cfg, splits, served)
     patience = cfg.retrain.patience if start is not None else None
     if req.max_epochs == 0:
@@ -242,7 +247,7 @@ def _train_candidate(
     extra = {"previous_version": journal["previous_version"], "warm_start": start is not None}
     train_on(
         ws, cfg, splits, journal["version"], label, start=start, resumable=True,
-        patience=patience, manifest=extra, **overrides,
+        patience=patience, manifest=extra, gate_rows=rows, **overrides,
     )  # fmt: skip
 
 

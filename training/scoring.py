@@ -145,12 +145,34 @@ def bundle_metrics(
     if not known.height:
         return all_missed(cfg.eval.ks), 0
     log.info("ranking every item for %d rows with model %s", known.height, model.version)
-    data = SequenceDataModule(
-        Splits(pl.DataFrame(schema=TRAIN_SCHEMA), known, known, model.num_items),
-        cfg.model.max_len, 1, cfg.train.eval_batch_size,
-    )  # fmt: skip
     metrics = evaluate_loader(
-        model.query_tower, torch.from_numpy(model.item_embeddings), data.eval_dataloader("val"),
-        float(model.manifest["temperature"]), cfg, absolute=model.ranks_by_magnitude,
+        model.query_tower, torch.from_numpy(model.item_embeddings),
+        _rows_loader(known, model.num_items, cfg), float(model.manifest["temperature"]), cfg,
+        absolute=model.ranks_by_magnitude,
     )  # fmt: skip
     return metrics, known.height
+
+
+def rows_metrics(
+    module: RetrievalModule, frame: pl.DataFrame, cfg: RecsysConfig
+) -> dict[str, float]:
+    """`module`'s full-ranking metrics on the eval rows `frame` (targets in its catalogue).
+
+    The retrain gate's score of its candidate's kept round, taken before a refit trains on
+    those rows; ranked as `bundle_metrics` ranks the bundle written from the same weights.
+    """
+    log.info("ranking every item for the gate's %d rows", frame.height)
+    items = module.model.item_tower.all_embeddings().detach()  # [n + 1, d], row 0 padding
+    return evaluate_loader(
+        module.model.query_tower, items, _rows_loader(frame, items.shape[0] - 1, cfg),
+        module.current_temperature(), cfg, module.device, absolute=cfg.ranks_by_magnitude,
+    )  # fmt: skip
+
+
+def _rows_loader(frame: pl.DataFrame, num_items: int, cfg: RecsysConfig) -> Iterable[Any]:
+    """Eval batches of the rows `frame`."""
+    data = SequenceDataModule(
+        Splits(pl.DataFrame(schema=TRAIN_SCHEMA), frame, frame, num_items),
+        cfg.model.max_len, 1, cfg.train.eval_batch_size,
+    )  # fmt: skip
+    return data.eval_dataloader("val")

@@ -227,7 +227,7 @@ def fit(
     done = finished_fit.read(run_dir / "checkpoints", cfg) if resumable else None
     if done is not None:
         load_checkpoint(module, done.best)
-        return Fitted(module, dm, done.seconds, done.epoch_seconds)
+        return Fitted(module, dm, done.seconds, done.epoch_seconds, refit_epochs=done.refit_epochs)
     resume_from = resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
@@ -272,5 +272,6 @@ def _finish(
         fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
         best = restore_best(trainer, fitted.module)
         if record_in is not None and best is not None:
-            finished_fit.write(record_in / "checkpoints", cfg, best, fitted.seconds, timer.seconds)
+            record = (best, fitted.seconds, timer.seconds, fitted.refit_epochs)
+            finished_fit.write(record_in / "checkpoints", cfg, finished_fit.FinishedFit(*record))
     return fitted

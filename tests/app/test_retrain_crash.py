@@ -1,8 +1,9 @@
 """`recsys retrain` killed with SIGKILL at several points, then run again: nothing lost or doubled.
 
 A real `recsys retrain` process is killed once its ingest has committed the new part, once
-it has written a training checkpoint, and once training is over but nothing is published
-(while it evaluates, writes the candidate bundle or runs the gate).
+it has written a training checkpoint, during the refit of its kept round, and once training
+is over but nothing is published (while it evaluates, writes the candidate bundle or runs the
+gate).
 After every kill the served model is untouched and the event store holds no duplicate; the
 same command run again resumes (from the checkpoint: it trains only the epochs left) and
 publishes.
@@ -30,9 +31,11 @@ from data.workspace import Workspace
 from training.bundle import ModelBundle, current_version, read_manifest
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
+REFIT = 3  # `train.refit_epochs`
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "sampler.num_negatives=32", "eval.ks=[10,20]", "train.threads=1",
+    f"train.refit_epochs={REFIT}",
 ]  # fmt: skip
 EPOCHS = 6
 
@@ -92,15 +95,10 @@ def _exporting(ws: Workspace) -> bool:
     )
 
 
-def _trained(ws: Workspace) -> bool:
-    """The last epoch's checkpoint is written: what follows is evaluation, export, publish."""
-    ckpt = _checkpoint(ws)
-    if ckpt is None:
-        return False
-    try:
-        return torch.load(ckpt, map_location="cpu", weights_only=False)["epoch"] == EPOCHS - 1
-    except Exception:  # caught mid-write
-        return False
+def _refitting(ws: Workspace) -> bool:
+    """The fit is recorded as finished and its refit is not saved: the gate's rows or the refit."""
+    folder = ws.runs_dir / str(_version(ws)) / "checkpoints"
+    return (folder / "fit.json").is_file() and not (folder / "refit.ckpt").is_file()
 
 
 def _checkpoint(ws: Workspace) -> Path | None:
@@ -145,10 +143,14 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
     assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS  # the killed run's count
     record = json.loads((ws.runs_dir / version / "checkpoints" / "fit.json").read_text())
     assert before and record["epoch_seconds"][: len(before)] == before  # continued, not redone
-    # 3. between the end of training and the publish (evaluation, bundle writing, the gate)
-    _kill_when(_retrain(ws.root, logs[2]), lambda: _trained(ws) or _exporting(ws))
+    # 3. during the refit: the re-run refits the finished fit's kept round again
+    _kill_when(_retrain(ws.root, logs[2]), lambda: _refitting(ws))
     _assert_consistent(ws, version, total)
-    assert _finish(ws, logs[2]) != version
+    # 4. once the candidate bundle is being written or gated, before the publish
+    _kill_when(_retrain(ws.root, logs[2]), lambda: _exporting(ws))
+    _assert_consistent(ws, version, total)
+    refit = _finish(ws, logs[2])
+    assert refit != version and read_manifest(ws.models_dir / refit)["refit_epochs"] == REFIT
     assert store.read_events(ws).collect().height == total  # every event, once
 
 

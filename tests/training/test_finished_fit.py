@@ -17,16 +17,16 @@ def test_the_record_serves_the_same_config_only_and_only_while_its_checkpoint_ex
     cfg = load_config(overrides=["model.dim=16"])
     best = tmp_path / "best-v1.ckpt"
     best.write_bytes(b"weights")
-    finished_fit.write(tmp_path, cfg, best, 12.5, [6.0, 6.5])
+    finished_fit.write(tmp_path, cfg, finished_fit.FinishedFit(best, 12.5, [6.0, 6.5], 3))
     done = finished_fit.read(tmp_path, cfg)
-    assert done == finished_fit.FinishedFit(best, 12.5, [6.0, 6.5])
+    assert done == finished_fit.FinishedFit(best, 12.5, [6.0, 6.5], 3)  # refit: 3 epochs left
     assert finished_fit.read(tmp_path, load_config(overrides=["model.dim=32"])) is None
     moved = tmp_path / "moved"
     moved.mkdir()
     for name in (finished_fit.FILE, best.name):  # the home moved: found by file name
         (tmp_path / name).rename(moved / name)
     assert finished_fit.read(moved, cfg) == finished_fit.FinishedFit(moved / best.name, 12.5,
-                                                                      [6.0, 6.5])  # fmt: skip
+                                                                      [6.0, 6.5], 3)  # fmt: skip
     (moved / best.name).unlink()
     assert finished_fit.read(moved, cfg) is None
     assert finished_fit.read(tmp_path, cfg) is None  # no record

@@ -1,4 +1,5 @@
-"""retrain(): new items and users, warm start, the quality gate, the home lock, resuming."""
+"""retrain(): new items and users, warm start, the quality gate (on the kept round, before the
+refit), the home lock, resuming."""
 
 from __future__ import annotations
 
@@ -19,9 +20,21 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training import journal
 from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
+from training.checkpoints import BEST_CHECKPOINT, load_checkpoint
+from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.pipeline import train
-from training.retrain import RetrainRequest, _resume_or_ingest, retrain, served_config
+from training.datamodule import item_counts
+from training.gate import COUNTS, gate_and_publish, gate_rows
+from training.pipeline import load_splits, train
+from training.retrain import (
+    RetrainRequest,
+    _resume_or_ingest,
+    _users_unseen_by_served,
+    retrain,
+    served_config,
+)
+from training.scoring import bundle_metrics, rows_metrics
+from training.trainer import build_module
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
@@ -153,6 +166,43 @@ def test_the_gate_ranks_both_models_with_the_retrains_eval_settings(
     assert res.new_items == 0  # so the untrained candidate is the served model's weights
     cand, cur = res.metrics["candidate"], res.metrics["current"]
     assert cur is not None and cand == pytest.approx(cur)
+
+
+def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)  # refit on its own val events (TINY keeps the default refit)
+    res = _retrain(ws, new, "retrain.tolerance=1.0", "train.refit_epochs=2")
+    candidate, served = (ModelBundle.load(ws.models_dir / v) for v in (res.version, "v1"))
+    assert res.published and candidate.trained_on_val and candidate.manifest["refit_epochs"] == 2
+    cfg = RecsysConfig.model_validate(candidate.manifest["config"])
+    splits = load_splits(ws, cfg)
+    rows = gate_rows(splits.val, served, _users_unseen_by_served(ws, served, {}))
+    assert 0 < rows.height < splits.val.height  # v1 trained on the val rows of unchanged users
+    kept = build_module(cfg, splits.num_items, item_counts(splits))
+    load_checkpoint(kept, ws.runs_dir / res.version / "checkpoints" / BEST_CHECKPOINT)
+    assert res.metrics["candidate"] == pytest.approx(rows_metrics(kept.eval(), rows, cfg))
+    assert res.metrics["candidate"] == candidate.manifest["metrics"]["gate"]
+    published, _ = bundle_metrics(candidate, rows, cfg.eval)  # the refit trained on these rows
+    assert published["full_ce"] < res.metrics["candidate"]["full_ce"]
+
+
+def test_a_candidate_without_its_kept_rounds_record_is_ranked_by_the_gate(
+    ws: Workspace, logs: tuple[Path, Path]
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    # a candidate as a retrain wrote them before refits: no kept round's record, not refit
+    train(ws, load_config(overrides=[*TINY, "train.refit_epochs=0"]), dataset=str(new),
+          version="v2")  # fmt: skip
+    rollback(ws.models_dir, "v1")
+    served, rows = ModelBundle.load(ws.models_dir / "v1"), load_splits(ws, load_config()).val
+    journal = {"version": "v2", "previous_version": "v1", **dict.fromkeys(COUNTS, 0)}
+    cfg = load_config(overrides=TINY)
+    res = gate_and_publish(ws, cfg.retrain, cfg.eval, rows, journal, served, force=False)
+    ranked, _ = bundle_metrics(ModelBundle.load(ws.models_dir / "v2"), rows, cfg.eval)
+    assert res.metrics["candidate"] == pytest.approx(ranked)
 
 
 def test_a_rollback_during_the_retrain_is_not_undone(
