@@ -1,6 +1,7 @@
 """Warm retrain against a full retrain on amazon-beauty, new-item initialisation against random.
 
-Usage: python benchmarks/retrain_warm.py [--out DIR] [--dataset CSV] [--threads N]
+Usage: python benchmarks/retrain_warm.py [--out DIR] [--dataset CSV] [--work DIR] [--threads N]
+    [--only STEP ...]
 
 Every user's history is split by position: the first 80% is the log a model is trained on and
 published from (`base`); the remaining 20% arrives as new logs. On a copy of the base home
@@ -82,7 +83,7 @@ VARIANTS = {
     # round), from a base trained with them (`base_refit`, refit too): warm, full, and warm
     # stopped at its first plateau (`retrain.patience=1`), leaving the refit the climb after it
     "warm_refit": [],
-    "full_refit": ["--full"],
+    "full_refit": ["--full", "--max-minutes", "40"],  # over the sweep's 20-minute cap here
     "warm_refit_p1": ["--set", "retrain.patience=1"],
 }
 # runs made by hand on a copy of the base home: result name -> home
@@ -147,8 +148,15 @@ def main(
         "/tmp/retrain-bench"
     ),
     threads: Annotated[int, typer.Option(help="Threads per run.")] = 2,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(help="Run only these bases and variants (repeatable; default: all)."),
+    ] = None,
 ) -> None:
     """Run the sweep (resumable); see the module docstring."""
+    steps = set(only or [*BASES, *VARIANTS])
+    if unknown := steps - {*BASES, *VARIANTS}:
+        raise typer.BadParameter(f"--only: no such base or variant: {sorted(unknown)}")
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     first, new = split_by_position(dataset, work)
@@ -161,16 +169,20 @@ def main(
         return {"step": name, "wall_seconds": secs, "train": res}
 
     for name, flags in BASES.items():
-        _step(out / f"{name}.json", lambda n=name, f=flags: base(n, f))
+        if name in steps:
+            _step(out / f"{name}.json", lambda n=name, f=flags: base(n, f))
     for name, flags in VARIANTS.items():
+        if name not in steps:
+            continue
         _step(
             out / f"{name}.json", lambda n=name, f=flags: _variant(work, n, f, new, sets, threads)
         )
         _step(out / f"{name}_new_items.json", lambda n=name: _new_item_rows(work, out, n))
     for file, (reference, names) in PAIRS.items():
-        _paired(out, work, file, reference, names)
-    homes = {name: name for name in [*BASES, *VARIANTS]}
-    _curves(out, work, {**homes, **BY_HAND})
+        if steps >= {reference, *names}:
+            _paired(out, work, file, reference, names)
+    homes = {name: name for name in steps}
+    _curves(out, work, {**homes, **({} if only else BY_HAND)})
 
 
 def _curves(out: Path, work: Path, homes: dict[str, str]) -> None:
