@@ -20,8 +20,7 @@ each variant runs `recsys retrain --logs new.csv`:
   (`BASES`): does a served model trained to today's stopping rule need fewer warm rounds?
 - `warm_refit`, `full_refit`, `warm_refit_p1`: today's defaults with the retrain's refit (the
   kept round gated, then 8 epochs on the val events too), from `base_refit` (trained with the
-  refit as well); the last stopped at the warm curve's first plateau (`retrain.patience=1`);
-  `warm_refit_sp` adds shrink and perturb (0.4 / 0.1) to `warm_refit`.
+  refit as well); the last stopped at the warm curve's first plateau (`retrain.patience=1`).
   Every run before them pins no refit (`NO_REFIT`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
@@ -86,8 +85,6 @@ VARIANTS = {
     "warm_refit": [],
     "full_refit": ["--full", "--max-minutes", "40"],  # over the sweep's 20-minute cap here
     "warm_refit_p1": ["--set", "retrain.patience=1"],
-    # with shrink and perturb, the closest of the fast retrains without the refit
-    "warm_refit_sp": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -95,10 +92,7 @@ BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its
 BASES = {"base": AS_BEFORE, "base_mean3": NO_REFIT, "base_refit": []}
 BASE_OF = {
     "warm_base_mean3": "base_mean3",
-    **{
-        name: "base_refit"
-        for name in ("warm_refit", "full_refit", "warm_refit_p1", "warm_refit_sp")
-    },
+    **{name: "base_refit" for name in ("warm_refit", "full_refit", "warm_refit_p1")},
 }
 
 # the paired intervals: each file pairs its warm variants with its reference, the full retrain
@@ -109,7 +103,7 @@ PAIRS = {
         ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
     ),
     "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
-    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1", "warm_refit_sp"]),
+    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1"]),
 }
 
 
