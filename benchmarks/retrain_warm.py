@@ -20,7 +20,8 @@ each variant runs `recsys retrain --logs new.csv`:
   (`BASES`): does a served model trained to today's stopping rule need fewer warm rounds?
 - `warm_refit`, `full_refit`, `warm_refit_p1`: today's defaults with the retrain's refit (the
   kept round gated, then 8 epochs on the val events too), from `base_refit` (trained with the
-  refit as well); the last stopped at the warm curve's first plateau (`retrain.patience=1`).
+  refit as well); the last stopped at the warm curve's first plateau (`retrain.patience=1`);
+  `warm_refit_p1_sp` stops there too, with shrink and perturb (0.4 / 0.1).
   Every run before them pins no refit (`NO_REFIT`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
@@ -55,10 +56,11 @@ NO_REFIT = ["--set", "train.refit_epochs=0"]
 # as the base and these variants ran: before `train.patience_window` (each round alone) and
 # before `train.precision: auto` (fp32)
 AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32", *NO_REFIT]
+SHRINK_PERTURB = ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"]
 VARIANTS = {
     "warm_context": [*AS_BEFORE],
     "warm_random": ["--set", "retrain.new_item_init=random", *AS_BEFORE],
-    "sp_0.4_0.1": ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1", *AS_BEFORE],
+    "sp_0.4_0.1": [*SHRINK_PERTURB, *AS_BEFORE],
     "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05", *AS_BEFORE],
     "full": ["--full", *AS_BEFORE],
     "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
@@ -85,6 +87,9 @@ VARIANTS = {
     "warm_refit": [],
     "full_refit": ["--full", "--max-minutes", "40"],  # over the sweep's 20-minute cap here
     "warm_refit_p1": ["--set", "retrain.patience=1"],
+    # and with shrink and perturb (0.4 / 0.1, the closest of the fast retrains without the
+    # refit): a fresh start's generalisation within the first-plateau stop's time?
+    "warm_refit_p1_sp": ["--set", "retrain.patience=1", *SHRINK_PERTURB],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -92,7 +97,10 @@ BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its
 BASES = {"base": AS_BEFORE, "base_mean3": NO_REFIT, "base_refit": []}
 BASE_OF = {
     "warm_base_mean3": "base_mean3",
-    **{name: "base_refit" for name in ("warm_refit", "full_refit", "warm_refit_p1")},
+    **{
+        name: "base_refit"
+        for name in ("warm_refit", "full_refit", "warm_refit_p1", "warm_refit_p1_sp")
+    },
 }
 
 # the paired intervals: each file pairs its warm variants with its reference, the full retrain
@@ -103,7 +111,7 @@ PAIRS = {
         ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
     ),
     "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
-    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1"]),
+    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1", "warm_refit_p1_sp"]),
 }
 
 
