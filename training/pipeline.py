@@ -189,7 +189,7 @@ def train_on(
         return None
     val = {"val": measure(fitted.module, fitted.data, cfg, "val", ws)} if "val" in measured else {}
     if gate_rows is not None:
-        val["gate"] = rows_metrics(fitted.module, gate_rows, cfg)
+        val["gate"] = rows_metrics(fitted.module, gate_rows, splits.num_items, cfg)
     if fitted.refit_epochs:  # val is the best round's; test and the bundle the refit model's
         fitted.seconds += refit(
             cfg, fitted.module, splits, run_dir, fitted.refit_epochs, **trainer_overrides

@@ -53,6 +53,13 @@ def measure(
         log.info("ranking every item for the %s rows of %d shards", split, splits.shard[1])
         assert ws is not None, "a shard's metrics over every user need the home"
         loader = _every_shard(ws, splits, cfg, split)
+    return _module_metrics(module, loader, cfg)
+
+
+def _module_metrics(
+    module: RetrievalModule, loader: Iterable[dict[str, Tensor]], cfg: RecsysConfig
+) -> dict[str, float]:
+    """`loader`'s rows ranked by `module` against every item."""
     return evaluate_loader(
         module.model.query_tower, module.model.item_tower.all_embeddings().detach(), loader,
         module.current_temperature(), cfg, module.device, absolute=cfg.ranks_by_magnitude,
@@ -154,19 +161,15 @@ def bundle_metrics(
 
 
 def rows_metrics(
-    module: RetrievalModule, frame: pl.DataFrame, cfg: RecsysConfig
+    module: RetrievalModule, frame: pl.DataFrame, num_items: int, cfg: RecsysConfig
 ) -> dict[str, float]:
-    """`module`'s full-ranking metrics on the eval rows `frame` (targets in its catalogue).
+    """`module`'s full-ranking metrics on the eval rows `frame` (targets in its `num_items`).
 
     The retrain gate's score of its candidate's kept round, taken before a refit trains on
     those rows; ranked as `bundle_metrics` ranks the bundle written from the same weights.
     """
     log.info("ranking every item for the gate's %d rows", frame.height)
-    items = module.model.item_tower.all_embeddings().detach()  # [n + 1, d], row 0 padding
-    return evaluate_loader(
-        module.model.query_tower, items, _rows_loader(frame, items.shape[0] - 1, cfg),
-        module.current_temperature(), cfg, module.device, absolute=cfg.ranks_by_magnitude,
-    )  # fmt: skip
+    return _module_metrics(module, _rows_loader(frame, num_items, cfg), cfg)
 
 
 def _rows_loader(frame: pl.DataFrame, num_items: int, cfg: RecsysConfig) -> Iterable[Any]:

@@ -272,6 +272,8 @@ def _finish(
         fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
         best = restore_best(trainer, fitted.module)
         if record_in is not None and best is not None:
-            record = (best, fitted.seconds, timer.seconds, fitted.refit_epochs)
-            finished_fit.write(record_in / "checkpoints", cfg, finished_fit.FinishedFit(*record))
+            done = finished_fit.FinishedFit(
+                best, fitted.seconds, timer.seconds, fitted.refit_epochs
+            )
+            finished_fit.write(record_in / "checkpoints", cfg, done)
     return fitted

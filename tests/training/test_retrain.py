@@ -182,7 +182,9 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
     assert 0 < rows.height < splits.val.height  # v1 trained on the val rows of unchanged users
     kept = build_module(cfg, splits.num_items, item_counts(splits))
     load_checkpoint(kept, ws.runs_dir / res.version / "checkpoints" / BEST_CHECKPOINT)
-    assert res.metrics["candidate"] == pytest.approx(rows_metrics(kept.eval(), rows, cfg))
+    assert res.metrics["candidate"] == pytest.approx(
+        rows_metrics(kept.eval(), rows, splits.num_items, cfg)
+    )
     assert res.metrics["candidate"] == candidate.manifest["metrics"]["gate"]
     published, _ = bundle_metrics(candidate, rows, cfg.eval)  # the refit trained on these rows
     assert published["full_ce"] < res.metrics["candidate"]["full_ce"]
