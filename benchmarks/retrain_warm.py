@@ -21,7 +21,10 @@ each variant runs `recsys retrain --logs new.csv`:
 - `warm_refit`, `full_refit`, `warm_refit_p1`: today's defaults with the retrain's refit (the
   kept round gated, then 8 epochs on the val events too), from `base_refit` (trained with the
   refit as well); the last stopped at the warm curve's first plateau (`retrain.patience=1`);
-  `warm_refit_p1_sp` stops there too, with shrink and perturb (0.4 / 0.1).
+  `warm_refit_p1_sp` stops there too, with shrink and perturb (0.4 / 0.1), and
+  `warm_refit_sp` is that shrink and perturb under the default patience; `warm_refit_p10`
+  runs to a training's patience (10 rounds), and `full_refit_seed43` is the full retrain
+  with another seed (how far the reference itself moves between seeds).
   Every run before them pins no refit (`NO_REFIT`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
@@ -90,6 +93,12 @@ VARIANTS = {
     # and with shrink and perturb (0.4 / 0.1, the closest of the fast retrains without the
     # refit): a fresh start's generalisation within the first-plateau stop's time?
     "warm_refit_p1_sp": ["--set", "retrain.patience=1", *SHRINK_PERTURB],
+    # ... and under the default patience, which the first-plateau stop cut at 5 rounds
+    "warm_refit_sp": [*SHRINK_PERTURB],
+    # the warm retrain run to a training's patience: at what time does it reach the full one?
+    "warm_refit_p10": ["--set", "retrain.patience=10"],
+    # the reference again with another seed: the interval covers the test rows' noise only
+    "full_refit_seed43": ["--full", "--max-minutes", "40", "--set", "train.seed=43"],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -97,10 +106,7 @@ BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its
 BASES = {"base": AS_BEFORE, "base_mean3": NO_REFIT, "base_refit": []}
 BASE_OF = {
     "warm_base_mean3": "base_mean3",
-    **{
-        name: "base_refit"
-        for name in ("warm_refit", "full_refit", "warm_refit_p1", "warm_refit_p1_sp")
-    },
+    **{name: "base_refit" for name in VARIANTS if "refit" in name},
 }
 
 # the paired intervals: each file pairs its warm variants with its reference, the full retrain
@@ -112,6 +118,9 @@ PAIRS = {
     ),
     "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
     "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1", "warm_refit_p1_sp"]),
+    "paired_refit_sp.json": ("full_refit", ["warm_refit_sp"]),
+    "paired_refit_p10.json": ("full_refit", ["warm_refit_p10"]),
+    "paired_refit_seed43.json": ("full_refit", ["full_refit_seed43"]),
 }
 
 
