@@ -154,18 +154,20 @@ def _validation_cadence(every_epochs: int, every_steps: int | None) -> dict[str,
     return {"check_val_every_n_epoch": None, "val_check_interval": every_steps}
 
 
-def load_run(run_dir: Path) -> tuple[RecsysConfig, Splits, RetrievalModule]:
+def load_run(
+    run_dir: Path, checkpoint: Path | None = None
+) -> tuple[RecsysConfig, Splits, RetrievalModule]:
     """A finished run `HOME/runs/NAME`: its config, its home's splits, its final module.
 
     The config is the run's `hparams.yaml`; the splits are rebuilt from HOME's events as the
-    config defines them; the module (eval mode, CPU) holds the model the run measured on test
-    (`checkpoints.final_checkpoint`: the refit one, or the best round).
+    config defines them; the module (eval mode, CPU) holds `checkpoint`, by default the model
+    the run measured on test (`checkpoints.final_checkpoint`: the refit one, or the best round).
     """
     cfg = load_config([run_dir / "hparams.yaml"], [])
     ws = Workspace(run_dir.parent.parent)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     module = build_module(cfg, splits.num_items, item_counts(splits))
-    load_checkpoint(module, final_checkpoint(run_dir))
+    load_checkpoint(module, checkpoint or final_checkpoint(run_dir))
     return cfg, splits, module.eval()
 
 

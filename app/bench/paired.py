@@ -14,8 +14,13 @@ from typing import Any
 import numpy as np
 
 
-def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
-    """The run's label and `[U]` per-user test NDCG@k (0 where the target ranks below k).
+def per_user_ndcg(
+    run: Path, k: int = 10, checkpoint: Path | None = None, split: str = "test"
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The run's label and `[U]` per-user NDCG@k on `split` (0 where the target ranks below k).
+
+    `checkpoint`: the model to rank (default: the run's final one, as it measured on test);
+    `split`: "test" or "val".
 
     Torch and Lightning are imported here, not with the module: the CLI imports this module
     before it sets up logging, and Lightning imported first prints its own start-up chatter.
@@ -27,12 +32,13 @@ def per_user_ndcg(run: Path, k: int = 10) -> tuple[dict[str, Any], np.ndarray]:
     from training.metrics import ndcg_per_user
     from training.trainer import load_run
 
-    cfg, splits, module = load_run(run)
+    cfg, splits, module = load_run(run, checkpoint)
     dm = SequenceDataModule(splits, cfg.model.max_len, 1, cfg.train.eval_batch_size)
+    loader = dm.test_dataloader() if split == "test" else dm.val_dataloader()
     with torch.no_grad():
         item_emb = module.model.item_tower.all_embeddings()
     ranks, _ = rank_loader(
-        module.model.query_tower, item_emb, dm.test_dataloader(), cfg.model.temperature, cfg,
+        module.model.query_tower, item_emb, loader, cfg.model.temperature, cfg,
         absolute=cfg.ranks_by_magnitude,
     )  # fmt: skip
     label = {

@@ -26,8 +26,9 @@ def test_paired_interval_is_zero_for_a_copy_and_excludes_zero_for_a_clear_gain()
     assert low < rel < high and low > 0.09 and high < 0.11
 
 
-def test_per_user_ndcg_reproduces_the_bench_quality_metric(tmp_path: Path) -> None:
+def test_per_user_ndcg_reproduces_the_bench_quality_metrics(tmp_path: Path) -> None:
     from app.bench.quality import run_quality
+    from training.checkpoints import BEST_CHECKPOINT
 
     log = tmp_path / "tiny.csv"
     generate_events(150, 80, 2000, seed=4).write_csv(log)
@@ -38,4 +39,8 @@ def test_per_user_ndcg_reproduces_the_bench_quality_metric(tmp_path: Path) -> No
     (run,) = [p for p in (home / "runs").iterdir() if p.is_dir()]  # beside: <id>.owner.json
     label, ndcg = load_script().per_user_ndcg(run)
     assert label["sampler"] == "uniform" and label["num_negatives"] == 8
-    assert ndcg.mean() == pytest.approx(row["ndcg@10"], abs=1e-6)
+    assert ndcg.mean() == pytest.approx(row["ndcg@10"], abs=1e-6)  # the refit model, on test
+    kept = run / "checkpoints" / BEST_CHECKPOINT  # the round the run measured on val
+    _, val = load_script().per_user_ndcg(run, checkpoint=kept, split="val")
+    assert val.mean() == pytest.approx(row["val_ndcg@10"], abs=1e-6)
+    assert val.mean() != pytest.approx(ndcg.mean(), abs=1e-6)
