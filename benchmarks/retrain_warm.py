@@ -25,7 +25,8 @@ each variant runs `recsys retrain --logs new.csv`:
   `warm_refit_sp` is that shrink and perturb under the default patience; `warm_refit_p10`
   runs to a training's patience (10 rounds), and `full_refit_seed43` is the full retrain
   with another seed (how far the reference itself moves between seeds); `warm_refit_p1_e16`
-  is the first-plateau stop with 16 refit epochs (the warm model's refit climbs slower).
+  is the first-plateau stop with 16 refit epochs (the warm model's refit climbs slower),
+  `full_refit_e16` the full retrain with them (the same fit, a longer refit).
   Every run before them pins no refit (`NO_REFIT`).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
@@ -103,6 +104,7 @@ VARIANTS = {
     # the refit lifts a warm model less (its item rows have grown longer, so each Adam step
     # turns them less): the first-plateau stop with twice the refit epochs
     "warm_refit_p1_e16": ["--set", "retrain.patience=1", "--set", "train.refit_epochs=16"],
+    "full_refit_e16": ["--full", "--max-minutes", "40", "--set", "train.refit_epochs=16"],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -125,7 +127,8 @@ PAIRS = {
     "paired_refit_sp.json": ("full_refit", ["warm_refit_sp"]),
     "paired_refit_p10.json": ("full_refit", ["warm_refit_p10"]),
     "paired_refit_seed43.json": ("full_refit", ["full_refit_seed43"]),
-    "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16"]),
+    "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16", "full_refit_e16"]),
+    "paired_refit_e16_both.json": ("full_refit_e16", ["warm_refit_p1_e16"]),
 }
 
 
