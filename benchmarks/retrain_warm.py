@@ -127,7 +127,8 @@ PAIRS = {
     "paired_refit_sp.json": ("full_refit", ["warm_refit_sp"]),
     "paired_refit_p10.json": ("full_refit", ["warm_refit_p10"]),
     "paired_refit_seed43.json": ("full_refit", ["full_refit_seed43"]),
-    "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16", "full_refit_e16"]),
+    "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16"]),
+    "paired_refit_full_e16.json": ("full_refit", ["full_refit_e16"]),
     "paired_refit_e16_both.json": ("full_refit_e16", ["warm_refit_p1_e16"]),
 }
 
