@@ -9,13 +9,13 @@ The interval covers the test set's sampling noise only, not seed-to-seed trainin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 
 def per_user_ndcg(
-    run: Path, k: int = 10, checkpoint: Path | None = None, split: str = "test"
+    run: Path, k: int = 10, checkpoint: Path | None = None, split: Literal["test", "val"] = "test"
 ) -> tuple[dict[str, Any], np.ndarray]:
     """The run's label and `[U]` per-user NDCG@k on `split` (0 where the target ranks below k).
 
