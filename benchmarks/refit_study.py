@@ -85,7 +85,9 @@ def _at_10(scores: dict[str, float]) -> dict[str, float]:
     return {k: scores[k] for k in ("ndcg@10", "recall@10")}
 
 
-def _continue(cfg: Any, splits: Splits, base: Any, run: Path, epochs: int, arm: str) -> list[dict]:
+def continue_from_best(
+    cfg: Any, splits: Splits, base: Any, run: Path, epochs: int, arm: str
+) -> list[dict]:
     """`epochs` more epochs from the base run's best round on `splits.train`; test each epoch."""
     ckpt = torch.load(run / "checkpoints" / BEST_CHECKPOINT, map_location="cpu", weights_only=False)
     empty = (torch.zeros(0, cfg.model.max_len, dtype=torch.long), torch.zeros(0, dtype=torch.long))
@@ -114,10 +116,10 @@ def study(dataset: str, data_root: Path, home: Path, minutes: float, epochs: int
     }  # fmt: skip
     free = load_config(overrides=["sampler.name=full", "train.refit_epochs=0"])
     run = home / "runs" / "base"
-    record["with_val"] = _continue(
+    record["with_val"] = continue_from_best(
         free, with_validation_events(splits), base, run, epochs, "with_val"
     )
-    record["train_only"] = _continue(free, splits, base, run, epochs, "train_only")
+    record["train_only"] = continue_from_best(free, splits, base, run, epochs, "train_only")
     record["loadavg_after"] = os.getloadavg()
     return record
 

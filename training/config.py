@@ -274,6 +274,12 @@ class RetrainConfig(_Section):
         description="Early stopping of a warm retrain, in validation rounds (counted on the "
         "mean of the last `train.patience_window` rounds, as a training's).",
     )
+    refit_epochs: int | None = Field(
+        None,
+        ge=0,
+        description="The refit of a warm retrain, in epochs (as `train.refit_epochs`, which "
+        "`--full` uses); null: `train.refit_epochs`.",
+    )
     shrink: float = Field(
         1.0,
         gt=0.0,

@@ -149,6 +149,7 @@ def train_on(
     start: Any = None,
     resumable: bool = False,
     patience: int | None = None,
+    refit_epochs: int | None = None,
     manifest: dict[str, Any] | None = None,
     measured: tuple[str, ...] = VAL_TEST,
     gate_rows: pl.DataFrame | None = None,
@@ -168,6 +169,7 @@ def train_on(
         start: A warm start for `training.trainer.fit` (None: fresh weights).
         resumable: Keep `last.ckpt` and resume from it (see `fit`).
         patience: Early-stopping patience (default: `cfg.train.patience`).
+        refit_epochs: The refit's epochs (default: `cfg.train.refit_epochs`).
         manifest: Extra manifest fields.
         measured: The splits measured at the end (a study on validation leaves test out).
         gate_rows: Val rows the best round is also ranked on, before a refit trains on them
@@ -176,14 +178,17 @@ def train_on(
 
     """
     run_dir = ws.runs_dir / version
-    cfg = _without_idle_refit(cfg, export or "test" in measured, trainer_overrides)
+    refit_epochs = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
+    refit_epochs = _idle_refit_dropped(
+        cfg, refit_epochs, export or "test" in measured, trainer_overrides
+    )
     if not distributed.launched_as_secondary():
         owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
         if cfg.train.devices * cfg.train.num_nodes > 1:  # the ranks Lightning starts copy it
             os.environ[distributed.RUN_VERSION_ENV] = version
     fitted = fit(
         cfg, splits, run_dir, start=start, resumable=resumable, patience=patience,
-        **trainer_overrides,
+        refit_epochs=refit_epochs, **trainer_overrides,
     )  # fmt: skip
     if not fitted.primary:
         return None
@@ -204,23 +209,22 @@ def train_on(
     return result
 
 
-def _without_idle_refit(cfg: RecsysConfig, used: bool, overrides: dict[str, Any]) -> RecsysConfig:
-    """`cfg`, or it with `train.refit_epochs` 0 where a refit would not run or not be used.
+def _idle_refit_dropped(
+    cfg: RecsysConfig, epochs: int, used: bool, overrides: dict[str, Any]
+) -> int:
+    """The refit's `epochs`, or 0 where a refit would not run or not be used.
 
     Not used: neither test metrics nor a bundle come of the run (a study on validation). Not
     run: a data-parallel training (the refit trains in one process) or `max_epochs` 0.
     """
-    if not cfg.train.refit_epochs:
-        return cfg
+    if not epochs:
+        return 0
     processes = cfg.train.devices * cfg.train.num_nodes
     if processes > 1 and not distributed.launched_as_secondary():
         log.warning(
             "train.refit_epochs: no refit in a data-parallel training (%d processes)", processes
         )
-    if used and processes == 1 and overrides.get("max_epochs") != 0:
-        return cfg
-    train = cfg.train.model_copy(update={"refit_epochs": 0})
-    return cfg.model_copy(update={"train": train})
+    return epochs if used and processes == 1 and overrides.get("max_epochs") != 0 else 0
 
 
 def _result(

@@ -11,8 +11,8 @@ One retrain, top to bottom (`retrain()`):
    unless `--full` or `--force`;
 4. split those events (or those since `--since`), warm-start from the served model
    (`training.warm_start`) unless `--full`, fit, rank the kept round on the gate's val rows,
-   refit it on the val events too (`train.refit_epochs`, as `recsys train` does), write the
-   candidate bundle;
+   refit it on the val events too (as `recsys train` does; a warm start's epochs are
+   `retrain.refit_epochs`), write the candidate bundle;
 5. gate (`training.gate`): the candidate's kept round's and the served model's val NDCG@10
    on the same rows; publish when the candidate is not worse by more than
    `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
@@ -240,14 +240,17 @@ def _train_candidate(
     Its kept round is ranked on the gate's `rows` before the refit trains on them.
     """
     start = None if req.full or served is None else _warm_start(ws, cfg, splits, served)
-    patience = cfg.retrain.patience if start is not None else None
+    warm = start is not None  # its own stopping and refit; `--full`: a training's
+    patience = cfg.retrain.patience if warm else None
+    refit_epochs = cfg.retrain.refit_epochs if warm else None
     if req.max_epochs == 0:
         overrides = {**overrides, "max_epochs": 0}
     label = str(served.manifest.get("dataset", "workspace")) if served else "workspace"
-    extra = {"previous_version": journal["previous_version"], "warm_start": start is not None}
+    extra = {"previous_version": journal["previous_version"], "warm_start": warm}
     train_on(
         ws, cfg, splits, journal["version"], label, start=start, resumable=True,
-        patience=patience, manifest=extra, gate_rows=rows, **overrides,
+        patience=patience, refit_epochs=refit_epochs, manifest=extra, gate_rows=rows,
+        **overrides,
     )  # fmt: skip
 
 

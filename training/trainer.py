@@ -101,6 +101,7 @@ def _trainer(
     extra: list[Callback],
     save_last: bool,
     patience: int,
+    refit_epochs: int,
     **overrides: Any,
 ) -> pl_lightning.Trainer:
     loggers = [
@@ -118,7 +119,7 @@ def _trainer(
         "callbacks": [
             *best_and_last(cfg, run_dir, save_last),
             _stopping(cfg, patience),
-            *capped_final_round(cfg.train.max_minutes, cfg.train.refit_epochs),
+            *capped_final_round(cfg.train.max_minutes, refit_epochs),
             StopOnDivergence(),
             EpochTimer(),
             memory.MemoryBudget(),
@@ -195,6 +196,7 @@ def fit(
     start: Any = None,
     resumable: bool = False,
     patience: int | None = None,
+    refit_epochs: int | None = None,
     **overrides: Any,
 ) -> Fitted:
     """Seed, build, fit and restore the best checkpoint.
@@ -208,6 +210,8 @@ def fit(
         resumable: Save `last.ckpt` every epoch and resume from it when it exists; a fit
             that finished is recorded and, run again, not trained again (`finished_fit`).
         patience: Early-stopping patience in validation rounds (default `cfg.train.patience`).
+        refit_epochs: The refit's epochs, which a time cap leaves room for (default
+            `cfg.train.refit_epochs`); the fit does not run it (`training.refit`).
         **overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
 
     Raises:
@@ -233,13 +237,15 @@ def fit(
     resume_from = resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
-    trainer = _trainer(cfg, run_dir, extra, resumable, patience, **overrides)
+    refit = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
+    trainer = _trainer(cfg, run_dir, extra, resumable, patience, refit, **overrides)
     for logger in trainer.loggers:
         logger.log_hyperparams(cfg.model_dump())
     began = time.perf_counter()
     interruptible_fit(trainer, module, datamodule=dm, ckpt_path=resume_from)
     seconds = time.perf_counter() - began
-    return _finish(trainer, Fitted(module, dm, seconds, []), cfg, run_dir if resumable else None)
+    fitted = Fitted(module, dm, seconds, [], refit_epochs=refit)
+    return _finish(trainer, fitted, cfg, run_dir if resumable else None)
 
 
 def _require_windows(dm: SequenceDataModule, cfg: RecsysConfig) -> None:
@@ -268,7 +274,8 @@ def _finish(
     timer = next(c for c in callbacks if isinstance(c, EpochTimer))
     fitted.epoch_seconds, fitted.primary = timer.seconds, trainer.is_global_zero
     cap = next((c for c in callbacks if isinstance(c, ReservingTimer)), None)
-    fitted.refit_epochs = cfg.train.refit_epochs if cap is None else cap.refit_epochs
+    if cap is not None:  # what the cap left the refit
+        fitted.refit_epochs = cap.refit_epochs
     fitted.seconds += timer.resumed_seconds
     if fitted.primary:
         fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU

@@ -15,7 +15,7 @@ from training.config_loading import load_config
 from training.examples import make_windows
 from training.final_round import ReservingTimer, capped_final_round
 from training.gate import gate_rows
-from training.pipeline import _without_idle_refit, train_on
+from training.pipeline import _idle_refit_dropped, train_on
 from training.refit import with_validation_events
 from training.scoring import evaluate
 
@@ -137,8 +137,8 @@ def test_the_gate_leaves_out_the_rows_a_refit_served_model_trained_on(tmp_path: 
 def test_no_refit_where_it_would_not_run_or_not_be_used(
     sets: list[str], used: bool, overrides: dict, refit: int
 ) -> None:
-    cfg = _without_idle_refit(load_config(overrides=sets), used, overrides)
-    assert cfg.train.refit_epochs == refit
+    cfg = load_config(overrides=sets)
+    assert _idle_refit_dropped(cfg, cfg.train.refit_epochs, used, overrides) == refit
 
 
 def test_a_cap_with_time_left_runs_every_refit_epoch(tmp_path: Path) -> None:

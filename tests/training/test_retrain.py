@@ -190,6 +190,20 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
     assert published["full_ce"] < res.metrics["candidate"]["full_ce"]
 
 
+@pytest.mark.parametrize(("full", "refit"), [(False, 1), (True, 2)])
+def test_a_warm_retrain_refits_retrain_refit_epochs_and_a_full_one_train_refit_epochs(
+    ws: Workspace, logs: tuple[Path, Path], full: bool, refit: int
+) -> None:
+    old, new = logs
+    _served(ws, old)
+    sets = ("retrain.tolerance=1.0", "train.refit_epochs=2", "retrain.refit_epochs=1")
+    res = _retrain(ws, new, *sets, full=full, max_epochs=1)
+    manifest = ModelBundle.load(ws.models_dir / res.version).manifest
+    assert manifest["warm_start"] is not full and manifest["refit_epochs"] == refit
+    config = manifest["config"]  # as given: the next retrain's base keeps both
+    assert (config["train"]["refit_epochs"], config["retrain"]["refit_epochs"]) == (2, 1)
+
+
 def test_a_candidate_without_its_kept_rounds_record_is_ranked_by_the_gate(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:

@@ -90,14 +90,13 @@ class ModelBundle:
 
     @property
     def trained_on_val(self) -> bool:
-        """The model was refit on its split's validation events (`train.refit_epochs` > 0).
+        """The model was refit on its split's validation events (its `refit_epochs` > 0).
 
         Its val metrics in the manifest are its best round's, from before the refit; ranked
         again on the same val rows it scores rows it has trained on. Bundles from before the
         refit have no such key: none was refit.
         """
-        train = (self.manifest.get("config") or {}).get("train") or {}
-        return bool(train.get("refit_epochs", 0))
+        return bool(self.manifest.get("refit_epochs", 0))
 
     @property
     def num_items(self) -> int:

@@ -1,0 +1,148 @@
+"""Where a warm retrain should stop and how many refit epochs it needs, on validation only.
+
+Usage: python benchmarks/retrain_refit_study.py [--out DIR] [--dataset CSV] [--work DIR]
+    [--epochs K] [--threads N] [--arms ARM ...]
+
+The retrain benchmark (`benchmarks/retrain_warm.py`) one event back: every user's last event
+(the test target) is dropped first, so the study's test target is the real validation event
+and the real test split is never read. On what is left, the benchmark's split: a base
+trained and published on each user's first 80% of events with the defaults (`base_refit`
+there), the rest ingested as new logs. Each arm then fits as `recsys retrain` would (early
+stopping on its validation rows, which the base never trained on: they are in the new logs
+or the base's own test events), and from the fit's kept round trains K epochs on the
+training sequences plus the validation events (the refit), ranking the test rows (the real
+validation events) after each epoch:
+- `warm_p1`, `warm_p3`: warm-started from the served base as the retrain's warm start is,
+  early stopping with `retrain.patience` 1 and 3 (the default);
+- `full`: from scratch with `train.patience` (the `--full` retrain).
+Each arm writes `DIR/<arm>.json` (the fit's rounds and seconds, the kept round's val and test
+NDCG@10, the refit curve) and is skipped when it exists; the base home is trained once
+(`DIR/base.json`). Threads: `--threads` per run (`train.threads`); the file records the load
+averages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import polars as pl
+import torch
+import typer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from refit_study import continue_from_best  # noqa: E402
+from retrain_warm import split_by_position  # noqa: E402
+
+from data.datasets import dataset_files, ingest_once  # noqa: E402
+from data.workspace import Workspace  # noqa: E402
+from training import bundle, warm_start  # noqa: E402
+from training.checkpoints import final_checkpoint  # noqa: E402
+from training.config import RecsysConfig  # noqa: E402
+from training.config_loading import load_config  # noqa: E402
+from training.pipeline import load_splits  # noqa: E402
+from training.refit import with_validation_events  # noqa: E402
+from training.retrain import served_config  # noqa: E402
+from training.scoring import measure  # noqa: E402
+from training.trainer import fit  # noqa: E402
+
+RECSYS = str(Path(sys.executable).parent / "recsys")
+ARMS: dict[str, int | None] = {"warm_p1": 1, "warm_p3": 3, "full": None}  # None: from scratch
+
+
+def one_event_back(csv: Path, work: Path) -> Path:
+    """`work/one_back.csv`: `csv` without each user's last event (by time, then file order)."""
+    path = work / "one_back.csv"
+    if not path.exists():
+        events = pl.read_csv(csv).sort("user_id", "timestamp", maintain_order=True)
+        kept = events.filter(pl.int_range(pl.len()).over("user_id") < pl.len().over("user_id") - 1)
+        kept.write_csv(path)
+    return path
+
+
+def train_base(work: Path, first: Path, threads: int) -> dict[str, Any]:
+    """The served base: `recsys train` on the first 80%, the defaults (as `base_refit`)."""
+    home = work / "base"
+    shutil.rmtree(home, ignore_errors=True)
+    sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=20"]
+    args = [RECSYS, "train", "--home", str(home), "--dataset", str(first), *sets, "--json"]
+    done = subprocess.run(args, check=True, capture_output=True, text=True)
+    return {"step": "base", "train": json.loads(done.stdout)}
+
+
+def _warm_start(ws: Workspace, cfg: RecsysConfig, splits: Any) -> warm_start.WarmStart:
+    """The retrain's warm start from the home's served bundle and its run's checkpoint."""
+    served = bundle.ModelBundle.load(ws.models_dir / str(bundle.current_version(ws.models_dir)))
+    path = final_checkpoint(ws.runs_dir / served.trained_as)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
+    return warm_start.from_served(served, checkpoint, cfg.retrain, contexts)
+
+
+def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict[str, Any]:
+    """One arm on a copy of the base home with the new logs ingested (module docstring)."""
+    home = work / name
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(work / "base", home)
+    ws = Workspace(home)
+    ingest_once(ws, dataset_files(new))
+    sets = [f"train.threads={threads}", "train.refit_epochs=0", "train.max_minutes=90"]
+    cfg = load_config(overrides=sets, base=served_config(ws.models_dir))
+    splits = load_splits(ws, cfg)
+    warm = ARMS[name] is not None
+    start = _warm_start(ws, cfg, splits) if warm else None
+    run = home / "runs" / "fit"
+    fitted = fit(cfg, splits, run, start=start, patience=ARMS[name])
+    kept = {s: measure(fitted.module, fitted.data, cfg, s)["ndcg@10"] for s in ("val", "test")}
+    curve = continue_from_best(cfg, with_validation_events(splits), fitted, run, epochs, "refit")
+    return {
+        "arm": name, "warm": warm, "patience": ARMS[name] or cfg.train.patience,
+        "rounds": len(fitted.epoch_seconds), "fit_seconds": fitted.seconds,
+        "kept_val_ndcg@10": kept["val"], "kept_test_ndcg@10": kept["test"],
+        "refit_test": curve, "threads": threads,
+    }  # fmt: skip
+
+
+def _step(path: Path, make: Any) -> None:
+    if path.exists():
+        return
+    before = os.getloadavg()
+    record = make()
+    record["loadavg_before"], record["loadavg_after"] = before, os.getloadavg()
+    path.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def main(
+    out: Annotated[Path, typer.Option(help="Result folder.")] = ROOT
+    / "benchmarks/results/retrain_refit_study/amazon-beauty",
+    dataset: Annotated[Path, typer.Option(help="interactions.csv to split.")] = ROOT.parent
+    / "shared/datasets/amazon-beauty/interactions.csv",
+    work: Annotated[Path, typer.Option(help="Scratch folder for the homes.")] = Path(
+        "/tmp/retrain-refit-study/amazon-beauty"
+    ),
+    epochs: Annotated[int, typer.Option(help="Refit epochs ranked.")] = 24,
+    threads: Annotated[int, typer.Option(help="Threads per run.")] = 1,
+    arms: Annotated[list[str] | None, typer.Option(help="Arms to run (default: all).")] = None,
+) -> None:
+    """Train the base if needed, then each arm without a result file."""
+    if unknown := set(arms or []) - set(ARMS):
+        raise typer.BadParameter(f"--arms: no such arm: {sorted(unknown)}")
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    first, new = split_by_position(one_event_back(dataset, work), work)
+    if bundle.current_version(Workspace(work / "base").models_dir) is None:  # a new machine
+        (out / "base.json").unlink(missing_ok=True)  # trained again (deterministic: the same)
+    _step(out / "base.json", lambda: train_base(work, first, threads))
+    for name in arms or ARMS:
+        _step(out / f"{name}.json", lambda n=name: run_arm(n, work, new, epochs, threads))
+
+
+if __name__ == "__main__":
+    typer.run(main)
