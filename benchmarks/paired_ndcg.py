@@ -20,7 +20,7 @@ from typing import Annotated
 import torch
 import typer
 
-from app.bench.paired import paired_interval, per_user_ndcg
+from app.bench.paired import paired_interval, paired_report, per_user_ndcg
 
 __all__ = ["paired_interval", "per_user_ndcg"]
 
@@ -34,20 +34,13 @@ def main(
 ) -> None:
     """Score every run on the test split and write the paired intervals."""
     torch.set_num_threads(1)
-    ref_label, ref = per_user_ndcg(reference)
-    rows = []
-    for path in run:
-        label, ndcg = per_user_ndcg(path)
-        if len(ndcg) != len(ref):
-            raise typer.BadParameter(f"{path}: {len(ndcg)} test users, reference has {len(ref)}")
-        rel, low, high = paired_interval(ref, ndcg, resamples, seed)
-        rows.append({**label, "ndcg@10": float(ndcg.mean()), "vs_reference": rel,
-                     "ci95_low": low, "ci95_high": high})  # fmt: skip
-        typer.echo(json.dumps(rows[-1]), err=True)
-    result = {
-        "reference": {**ref_label, "ndcg@10": float(ref.mean())},
-        "users": len(ref), "resamples": resamples, "seed": seed, "results": rows,
-    }  # fmt: skip
+    scored = [per_user_ndcg(path) for path in run]
+    try:
+        result = paired_report(per_user_ndcg(reference), scored, resamples, seed)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
+    for row in result["results"]:
+        typer.echo(json.dumps(row), err=True)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")
 

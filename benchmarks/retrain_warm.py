@@ -33,8 +33,10 @@ base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
 candidate) and is skipped when that file exists, so the sweep resumes. At the end,
 `DIR/paired.json` holds the paired bootstrap of test NDCG@10 of each warm variant against the
-full retrain (benchmarks/paired_ndcg.py), `DIR/paired_mean3.json` the same under today's
-stopping rule; each is computed again when its variants change. `DIR/curves.json` keeps each
+full retrain (`app/bench/paired.py`, as benchmarks/paired_ndcg.py), `DIR/paired_mean3.json`
+the same under today's stopping rule; each is computed again when its variants change, from
+each variant's per-user test NDCG@10, which `DIR/<variant>_test_ndcg.npz` keeps (written
+while its home exists: a new machine needs no rerun for a new pair). `DIR/curves.json` keeps each
 run's validation rounds (read from its home's `metrics.csv` while the home exists). Timings
 are wall clock; the file records the machine's load average before and after each step.
 """
@@ -204,6 +206,8 @@ def main(
             out / f"{name}.json", lambda n=name, f=flags: _variant(work, n, f, new, sets, threads)
         )
         _step(out / f"{name}_new_items.json", lambda n=name: _new_item_rows(work, out, n))
+        if (work / name).is_dir():  # while the home exists: its pairs need it no more
+            _per_user(out, work, name)
     for file, (reference, names) in PAIRS.items():
         if steps >= {reference, *names}:
             _paired(out, work, file, reference, names)
@@ -269,8 +273,20 @@ def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
     return {"step": f"{name}_new_items", "examples": examples, "test_new_items": metrics}
 
 
+def _per_user(out: Path, work: Path, name: str) -> tuple[dict[str, Any], Any]:
+    """The variant's label and per-user test NDCG@10, kept in `DIR/<name>_test_ndcg.npz`."""
+    from app.bench.paired import load_per_user, per_user_ndcg, save_per_user
+
+    path = out / f"{name}_test_ndcg.npz"
+    if not path.exists():
+        save_per_user(path, *per_user_ndcg(_run_dir(out, work, name)))
+    return load_per_user(path)
+
+
 def _paired(out: Path, work: Path, file: str, reference_name: str, names: list[str]) -> None:
     """Paired intervals of the warm variants `names` against the full retrain `reference_name`."""
+    from app.bench.paired import paired_report
+
     warm = [str(_run_dir(out, work, name)) for name in names]
     reference = str(_run_dir(out, work, reference_name))
     path = out / file
@@ -279,12 +295,9 @@ def _paired(out: Path, work: Path, file: str, reference_name: str, names: list[s
         runs = {r["run"] for r in done["results"]}
         if done["reference"]["run"] == reference and runs == set(warm):
             return
-    pairs = [arg for run in warm for arg in ("--run", run)]
-    subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/paired_ndcg.py"), "--reference", reference,
-         *pairs, "--json", str(path)],
-        check=True,
-    )  # fmt: skip
+    scored = [_per_user(out, work, name) for name in names]
+    report = paired_report(_per_user(out, work, reference_name), scored)
+    path.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def _run_dir(out: Path, work: Path, name: str) -> Path:

@@ -8,6 +8,7 @@ The interval covers the test set's sampling noise only, not seed-to-seed trainin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,3 +68,40 @@ def mean_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[float,
     means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(values.mean()), float(low), float(high)
+
+
+def paired_report(
+    reference: tuple[dict[str, Any], np.ndarray],
+    runs: list[tuple[dict[str, Any], np.ndarray]],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Each run's paired interval against `reference`; each a (label, `[U]` per-user NDCG@10).
+
+    Raises:
+        ValueError: a run scored on another number of users than the reference.
+
+    """
+    ref_label, ref = reference
+    rows = []
+    for label, ndcg in runs:
+        if len(ndcg) != len(ref):
+            raise ValueError(f"{label['run']}: {len(ndcg)} test users, reference has {len(ref)}")
+        rel, low, high = paired_interval(ref, ndcg, resamples, seed)
+        rows.append({**label, "ndcg@10": float(ndcg.mean()), "vs_reference": rel,
+                     "ci95_low": low, "ci95_high": high})  # fmt: skip
+    return {
+        "reference": {**ref_label, "ndcg@10": float(ref.mean())},
+        "users": len(ref), "resamples": resamples, "seed": seed, "results": rows,
+    }  # fmt: skip
+
+
+def save_per_user(path: Path, label: dict[str, Any], ndcg: np.ndarray) -> None:
+    """Keep a run's label and per-user NDCG in `path` (.npz): pairs need no run then."""
+    np.savez_compressed(path, ndcg=ndcg, label=np.array(json.dumps(label)))
+
+
+def load_per_user(path: Path) -> tuple[dict[str, Any], np.ndarray]:
+    """The (label, per-user NDCG) `save_per_user` wrote."""
+    with np.load(path) as saved:
+        return json.loads(str(saved["label"])), saved["ndcg"]

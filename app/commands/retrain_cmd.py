@@ -74,8 +74,8 @@ def retrain_command(
     event is new to the served model, nothing is trained (--full or --force trains anyway);
     on a home with no served model it trains from scratch (the defaults under --config and
     --set) and publishes, as `recsys train` would. The gate scores the fit's kept round; the
-    model published is that round refit on the val events too (train.refit_epochs; 0: the
-    round itself).
+    model published is that round refit on the val events too (retrain.refit_epochs epochs
+    after a warm start, train.refit_epochs with --full; 0: the round itself).
     Exit 0 when the candidate was published or kept out by the gate, or nothing was new (the
     output says which), 1 on failure, 2 on bad input or a home another training holds. Run the
     same command again after a crash: it resumes, and ingests nothing twice.

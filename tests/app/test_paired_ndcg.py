@@ -44,3 +44,23 @@ def test_per_user_ndcg_reproduces_the_bench_quality_metrics(tmp_path: Path) -> N
     _, val = load_script().per_user_ndcg(run, checkpoint=kept, split="val")
     assert val.mean() == pytest.approx(row["val_ndcg@10"], abs=1e-6)
     assert val.mean() != pytest.approx(ndcg.mean(), abs=1e-6)
+
+
+def test_a_saved_runs_pairs_are_the_runs_own(tmp_path: Path) -> None:
+    from app.bench.paired import load_per_user, paired_interval, paired_report, save_per_user
+
+    rng = np.random.default_rng(1)
+    ref, other = rng.random(300), rng.random(300)
+    labels = [{"run": "ref", "sampler": "full"}, {"run": "other", "sampler": "uniform"}]
+    for label, ndcg in zip(labels, (ref, other), strict=True):
+        save_per_user(tmp_path / f"{label['run']}.npz", label, ndcg)
+    saved = [load_per_user(tmp_path / f"{name}.npz") for name in ("ref", "other")]
+    assert saved[1][0] == labels[1] and np.array_equal(saved[1][1], other)
+    report = paired_report(saved[0], saved[1:], resamples=100, seed=3)
+    (row,) = report["results"]
+    assert (row["vs_reference"], row["ci95_low"], row["ci95_high"]) == paired_interval(
+        ref, other, 100, 3
+    )
+    assert report["reference"] == {**labels[0], "ndcg@10": float(ref.mean())}
+    with pytest.raises(ValueError, match="other: 299 test users, reference has 300"):
+        paired_report(saved[0], [(labels[1], other[:-1])])
