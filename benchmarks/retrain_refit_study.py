@@ -17,8 +17,8 @@ validation events) after each epoch:
 - `full`: from scratch with `train.patience` (the `--full` retrain).
 Each arm writes `DIR/<arm>.json` (the fit's rounds and seconds, the kept round's val and test
 NDCG@10, the refit curve) and is skipped when it exists; the base home is trained once
-(`DIR/base.json`). Threads: `--threads` per run (`train.threads`); the file records the load
-averages.
+(`DIR/base.json`); `DIR/refit_curves.png` plots the finished arms' curves. Threads:
+`--threads` per run (`train.threads`); the file records the load averages.
 """
 
 from __future__ import annotations
@@ -119,6 +119,29 @@ def _step(path: Path, make: Any) -> None:
     path.write_text(json.dumps(record, indent=1) + "\n")
 
 
+def plot(out: Path) -> None:
+    """`DIR/refit_curves.png`: the finished arms' test NDCG@10 (real val rows) by refit epoch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name in ARMS:
+        if (path := out / f"{name}.json").exists():
+            record = json.loads(path.read_text())
+            curve = [row["ndcg@10"] for row in record["refit_test"]]
+            label = f"{name}: {record['rounds']} rounds, {record['fit_seconds']:.0f} s fit"
+            ax.plot(range(1, len(curve) + 1), curve, marker=".", label=label)
+    ax.set(xlabel="refit epochs", ylabel="NDCG@10 on the real validation rows")
+    ax.set_title(f"{out.name}: the retrain one event back, refit after the kept round")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "refit_curves.png", dpi=110)
+    plt.close(fig)
+
+
 def main(
     out: Annotated[Path, typer.Option(help="Result folder.")] = ROOT
     / "benchmarks/results/retrain_refit_study/amazon-beauty",
@@ -142,6 +165,7 @@ def main(
     _step(out / "base.json", lambda: train_base(work, first, threads))
     for name in arms or ARMS:
         _step(out / f"{name}.json", lambda n=name: run_arm(n, work, new, epochs, threads))
+    plot(out)
 
 
 if __name__ == "__main__":
