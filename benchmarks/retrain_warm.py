@@ -107,6 +107,9 @@ VARIANTS = {
     # turns them less): the first-plateau stop with twice the refit epochs
     "warm_refit_p1_e16": ["--set", "retrain.patience=1", "--set", "train.refit_epochs=16"],
     "full_refit_e16": ["--full", "--max-minutes", "40", "--set", "train.refit_epochs=16"],
+    # the defaults chosen one event back (benchmarks/retrain_refit_study.py): the first-plateau
+    # stop, and the most refit epochs the 40% budget leaves
+    "warm_refit_p1_e14": ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -132,6 +135,7 @@ PAIRS = {
     "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16"]),
     "paired_refit_full_e16.json": ("full_refit", ["full_refit_e16"]),
     "paired_refit_e16_both.json": ("full_refit_e16", ["warm_refit_p1_e16"]),
+    "paired_refit_e14.json": ("full_refit", ["warm_refit_p1_e14"]),
 }
 
 

@@ -269,13 +269,14 @@ class RetrainConfig(_Section):
         "in the training sequences, less the mean query (context), or random rows (random).",
     )
     patience: int = Field(
-        3,
+        1,
         ge=1,
         description="Early stopping of a warm retrain, in validation rounds (counted on the "
-        "mean of the last `train.patience_window` rounds, as a training's).",
+        "mean of the last `train.patience_window` rounds, as a training's); 1 stops at the "
+        "first plateau and leaves the climb after it to the refit (docs/benchmarks.md).",
     )
     refit_epochs: int | None = Field(
-        None,
+        14,
         ge=0,
         description="The refit of a warm retrain, in epochs (as `train.refit_epochs`, which "
         "`--full` uses); null: `train.refit_epochs`.",

@@ -123,8 +123,13 @@ def open_study(request: TuneRequest) -> optuna.Study:
 
 
 def search_settings(request: TuneRequest) -> dict[str, Any]:
-    """The fixed keys, and the base config (`section.key` -> value) less the searched keys."""
+    """The fixed keys, and the base config (`section.key` -> value) less the searched keys.
+
+    The `retrain` section is left out: it shapes no trial (a study is not refused when only
+    a retrain default changed).
+    """
     searched, dump = request.space(), request.base.model_dump(mode="json")
+    dump.pop("retrain", None)
     flat = {f"{section}.{k}": v for section, values in dump.items() for k, v in values.items()}
     base = {key: value for key, value in flat.items() if key not in searched}
     return {"base": base, "fixed": sorted(request.fixed)}

@@ -31,11 +31,11 @@ from data.workspace import Workspace
 from training.bundle import ModelBundle, current_version, read_manifest
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
-REFIT = 3  # `train.refit_epochs`
+REFIT = 3  # `train.refit_epochs` and `retrain.refit_epochs`
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "sampler.num_negatives=32", "eval.ks=[10,20]", "train.threads=1",
-    f"train.refit_epochs={REFIT}",
+    f"train.refit_epochs={REFIT}", f"retrain.refit_epochs={REFIT}",
 ]  # fmt: skip
 EPOCHS = 6
 

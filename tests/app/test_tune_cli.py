@@ -167,6 +167,18 @@ def test_a_study_from_before_a_key_whose_default_changed_is_refused(tmp_path: Pa
         open_study(TuneRequest(base, tmp_path, 1.0, 2))
 
 
+def test_a_retrain_setting_changed_since_the_study_is_no_change(tmp_path: Path) -> None:
+    """The retrain section shapes no trial (say `retrain.patience`'s default changed)."""
+    base = build_config(None, None, None, [], [])
+    study = open_study(TuneRequest(base, tmp_path, 1.0, 2))
+    stored = {**study.user_attrs["search"]}
+    stored["base"] = {**stored["base"], "retrain.patience": 3}  # as a study before it recorded
+    study.set_user_attr("search", stored)
+    study.tell(study.ask(), 0.01)
+    other = build_config(None, None, None, [], ["retrain.patience=2"])
+    assert open_study(TuneRequest(other, tmp_path, 1.0, 2)).user_attrs["search"] == stored
+
+
 def test_a_sampler_built_on_the_starting_temperature_leaves_learning_it_out() -> None:
     for sampler, searched in (("quadratic", False), ("exact", False), ("uniform", True)):
         base = build_config(sampler, None, None, [], [])

@@ -173,7 +173,7 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
 ) -> None:
     old, new = logs
     _served(ws, old)  # refit on its own val events (TINY keeps the default refit)
-    res = _retrain(ws, new, "retrain.tolerance=1.0", "train.refit_epochs=2")
+    res = _retrain(ws, new, "retrain.tolerance=1.0", "retrain.refit_epochs=2")
     candidate, served = (ModelBundle.load(ws.models_dir / v) for v in (res.version, "v1"))
     assert res.published and candidate.trained_on_val and candidate.manifest["refit_epochs"] == 2
     cfg = RecsysConfig.model_validate(candidate.manifest["config"])
