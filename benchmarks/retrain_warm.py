@@ -5,7 +5,7 @@ Usage: python benchmarks/retrain_warm.py [--out DIR] [--dataset CSV] [--work DIR
 
 Every user's history is split by position: the first 80% is the log a model is trained on and
 published from (`base`); the remaining 20% arrives as new logs. On a copy of the base home
-each variant runs `recsys retrain --logs new.csv`:
+each variant runs `recsys retrain --logs new.csv` (its flags: `benchmarks/retrain_variants.py`):
 - `warm_context`: warm start, new items from their contexts' queries (the default);
 - `warm_random`: warm start, new items' rows random;
 - `sp_0.4_0.1`, `sp_0.8_0.05`: warm start with shrink and perturb (`retrain.shrink`,
@@ -27,7 +27,10 @@ each variant runs `recsys retrain --logs new.csv`:
   with another seed (how far the reference itself moves between seeds); `warm_refit_p1_e16`
   is the first-plateau stop with 16 refit epochs (the warm model's refit climbs slower),
   `full_refit_e16` the full retrain with them (the same fit, a longer refit).
-  Every run before them pins no refit (`NO_REFIT`).
+  Every run before them pins no refit (`NO_REFIT`);
+- `warm_refit_p1_e14`: today's retrain defaults (`retrain.patience` 1, `retrain.refit_epochs`
+  14, chosen one event back by benchmarks/retrain_refit_study.py); every variant above pins
+  the retrain defaults it ran with (`BEFORE_E14`: patience 3, the training's refit epochs).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
@@ -54,89 +57,10 @@ from typing import Annotated, Any
 
 import polars as pl
 import typer
+from retrain_variants import BASE_OF, BASES, BY_HAND, PAIRS, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECSYS = str(Path(sys.executable).parent / "recsys")
-# as every run before the retrain's refit ran: no refit (`recsys retrain` had none; the bases
-# predate `train.refit_epochs`)
-NO_REFIT = ["--set", "train.refit_epochs=0"]
-# as the base and these variants ran: before `train.patience_window` (each round alone) and
-# before `train.precision: auto` (fp32)
-AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32", *NO_REFIT]
-SHRINK_PERTURB = ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"]
-VARIANTS = {
-    "warm_context": [*AS_BEFORE],
-    "warm_random": ["--set", "retrain.new_item_init=random", *AS_BEFORE],
-    "sp_0.4_0.1": [*SHRINK_PERTURB, *AS_BEFORE],
-    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05", *AS_BEFORE],
-    "full": ["--full", *AS_BEFORE],
-    "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
-    "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
-    # a fixed budget of 18 rounds (about 40% of the full retrain's time) with the lr decayed over it
-    "warm_cosine18": [
-        "--max-epochs",
-        "18",
-        "--set",
-        "train.lr_schedule=cosine",
-        "--set",
-        "retrain.patience=18",
-        *AS_BEFORE,
-    ],
-    # today's defaults, warm and full: early stopping on the mean of the last 3 rounds, and
-    # precision auto (bf16 on the machine of the committed runs)
-    "warm_mean3": ["--set", "train.patience_window=3", *NO_REFIT],
-    "full_mean3": ["--full", "--set", "train.patience_window=3", *NO_REFIT],
-    # today's defaults from a base trained with them too (`base_mean3`)
-    "warm_base_mean3": [*NO_REFIT],
-    # today's defaults with the retrain's refit (8 epochs on the val events after the gate's
-    # round), from a base trained with them (`base_refit`, refit too): warm, full, and warm
-    # stopped at its first plateau (`retrain.patience=1`), leaving the refit the climb after it
-    "warm_refit": [],
-    "full_refit": ["--full", "--max-minutes", "40"],  # over the sweep's 20-minute cap here
-    "warm_refit_p1": ["--set", "retrain.patience=1"],
-    # and with shrink and perturb (0.4 / 0.1, the closest of the fast retrains without the
-    # refit): a fresh start's generalisation within the first-plateau stop's time?
-    "warm_refit_p1_sp": ["--set", "retrain.patience=1", *SHRINK_PERTURB],
-    # ... and under the default patience, which the first-plateau stop cut at 5 rounds
-    "warm_refit_sp": [*SHRINK_PERTURB],
-    # the warm retrain run to a training's patience: at what time does it reach the full one?
-    "warm_refit_p10": ["--set", "retrain.patience=10"],
-    # the reference again with another seed: the interval covers the test rows' noise only
-    "full_refit_seed43": ["--full", "--max-minutes", "40", "--set", "train.seed=43"],
-    # the refit lifts a warm model less (its item rows have grown longer, so each Adam step
-    # turns them less): the first-plateau stop with twice the refit epochs
-    "warm_refit_p1_e16": ["--set", "retrain.patience=1", "--set", "train.refit_epochs=16"],
-    "full_refit_e16": ["--full", "--max-minutes", "40", "--set", "train.refit_epochs=16"],
-    # the defaults chosen one event back (benchmarks/retrain_refit_study.py): the first-plateau
-    # stop, and the most refit epochs the 40% budget leaves
-    "warm_refit_p1_e14": ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"],
-}
-# runs made by hand on a copy of the base home: result name -> home
-BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
-# the served model each variant starts from: `base`, unless named here
-BASES = {"base": AS_BEFORE, "base_mean3": NO_REFIT, "base_refit": []}
-BASE_OF = {
-    "warm_base_mean3": "base_mean3",
-    **{name: "base_refit" for name in VARIANTS if "refit" in name},
-}
-
-# the paired intervals: each file pairs its warm variants with its reference, the full retrain
-# under the same stopping rule
-PAIRS = {
-    "paired.json": (
-        "full",
-        ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
-    ),
-    "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
-    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1", "warm_refit_p1_sp"]),
-    "paired_refit_sp.json": ("full_refit", ["warm_refit_sp"]),
-    "paired_refit_p10.json": ("full_refit", ["warm_refit_p10"]),
-    "paired_refit_seed43.json": ("full_refit", ["full_refit_seed43"]),
-    "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16"]),
-    "paired_refit_full_e16.json": ("full_refit", ["full_refit_e16"]),
-    "paired_refit_e16_both.json": ("full_refit_e16", ["warm_refit_p1_e16"]),
-    "paired_refit_e14.json": ("full_refit", ["warm_refit_p1_e14"]),
-}
 
 
 def split_by_position(csv: Path, out: Path, share: float = 0.8) -> tuple[Path, Path]:

@@ -1,0 +1,94 @@
+"""The variants of the retrain benchmark (`benchmarks/retrain_warm.py`): flags, bases, pairs.
+
+Each variant is the flags its `recsys retrain --logs new.csv` ran with on a copy of its base's
+home (`BASES`, `BASE_OF`); each pair file, the variants paired with their reference.
+"""
+
+from __future__ import annotations
+
+# as every run before the retrain's refit ran: no refit (`recsys retrain` had none; the bases
+# predate `train.refit_epochs`)
+NO_REFIT = ["--set", "train.refit_epochs=0"]
+# as the base and these variants ran: before `train.patience_window` (each round alone) and
+# before `train.precision: auto` (fp32)
+AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32", *NO_REFIT]
+SHRINK_PERTURB = ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"]
+# the retrain defaults every variant before `warm_refit_p1_e14` ran with (a base trained since
+# records today's, which its retrains would inherit): stop at patience 3, refit as a training
+BEFORE_E14 = ["--set", "retrain.patience=3", "--set", "retrain.refit_epochs=null"]
+EARLIER = {
+    "warm_context": [*AS_BEFORE],
+    "warm_random": ["--set", "retrain.new_item_init=random", *AS_BEFORE],
+    "sp_0.4_0.1": [*SHRINK_PERTURB, *AS_BEFORE],
+    "sp_0.8_0.05": ["--set", "retrain.shrink=0.8", "--set", "retrain.perturb=0.05", *AS_BEFORE],
+    "full": ["--full", *AS_BEFORE],
+    "zero_context": ["--max-epochs", "0", "--force"],  # the warm start itself, untrained
+    "zero_random": ["--max-epochs", "0", "--force", "--set", "retrain.new_item_init=random"],
+    # a fixed budget of 18 rounds (about 40% of the full retrain's time) with the lr decayed over it
+    "warm_cosine18": [
+        "--max-epochs",
+        "18",
+        "--set",
+        "train.lr_schedule=cosine",
+        "--set",
+        "retrain.patience=18",
+        *AS_BEFORE,
+    ],
+    # today's defaults, warm and full: early stopping on the mean of the last 3 rounds, and
+    # precision auto (bf16 on the machine of the committed runs)
+    "warm_mean3": ["--set", "train.patience_window=3", *NO_REFIT],
+    "full_mean3": ["--full", "--set", "train.patience_window=3", *NO_REFIT],
+    # today's defaults from a base trained with them too (`base_mean3`)
+    "warm_base_mean3": [*NO_REFIT],
+    # today's defaults with the retrain's refit (8 epochs on the val events after the gate's
+    # round), from a base trained with them (`base_refit`, refit too): warm, full, and warm
+    # stopped at its first plateau (`retrain.patience=1`), leaving the refit the climb after it
+    "warm_refit": [],
+    "full_refit": ["--full", "--max-minutes", "40"],  # over the sweep's 20-minute cap here
+    "warm_refit_p1": ["--set", "retrain.patience=1"],
+    # and with shrink and perturb (0.4 / 0.1, the closest of the fast retrains without the
+    # refit): a fresh start's generalisation within the first-plateau stop's time?
+    "warm_refit_p1_sp": ["--set", "retrain.patience=1", *SHRINK_PERTURB],
+    # ... and under the default patience, which the first-plateau stop cut at 5 rounds
+    "warm_refit_sp": [*SHRINK_PERTURB],
+    # the warm retrain run to a training's patience: at what time does it reach the full one?
+    "warm_refit_p10": ["--set", "retrain.patience=10"],
+    # the reference again with another seed: the interval covers the test rows' noise only
+    "full_refit_seed43": ["--full", "--max-minutes", "40", "--set", "train.seed=43"],
+    # the refit lifts a warm model less (its item rows have grown longer, so each Adam step
+    # turns them less): the first-plateau stop with twice the refit epochs
+    "warm_refit_p1_e16": ["--set", "retrain.patience=1", "--set", "train.refit_epochs=16"],
+    "full_refit_e16": ["--full", "--max-minutes", "40", "--set", "train.refit_epochs=16"],
+}
+VARIANTS = {
+    **{name: [*BEFORE_E14, *flags] for name, flags in EARLIER.items()},
+    # today's defaults, chosen one event back (benchmarks/retrain_refit_study.py): the first-
+    # plateau stop, and the most refit epochs the 40% budget leaves (pinned all the same)
+    "warm_refit_p1_e14": ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"],
+}
+# runs made by hand on a copy of the base home: result name -> home
+BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
+# the served model each variant starts from: `base`, unless named here
+BASES = {"base": AS_BEFORE, "base_mean3": NO_REFIT, "base_refit": []}
+BASE_OF = {
+    "warm_base_mean3": "base_mean3",
+    **{name: "base_refit" for name in VARIANTS if "refit" in name},
+}
+
+# the paired intervals: each file pairs its warm variants with its reference, the full retrain
+# under the same stopping rule
+PAIRS = {
+    "paired.json": (
+        "full",
+        ["warm_context", "warm_random", "sp_0.4_0.1", "sp_0.8_0.05", "warm_cosine18"],
+    ),
+    "paired_mean3.json": ("full_mean3", ["warm_mean3", "warm_base_mean3"]),
+    "paired_refit.json": ("full_refit", ["warm_refit", "warm_refit_p1", "warm_refit_p1_sp"]),
+    "paired_refit_sp.json": ("full_refit", ["warm_refit_sp"]),
+    "paired_refit_p10.json": ("full_refit", ["warm_refit_p10"]),
+    "paired_refit_seed43.json": ("full_refit", ["full_refit_seed43"]),
+    "paired_refit_e16.json": ("full_refit", ["warm_refit_p1_e16"]),
+    "paired_refit_full_e16.json": ("full_refit", ["full_refit_e16"]),
+    "paired_refit_e16_both.json": ("full_refit_e16", ["warm_refit_p1_e16"]),
+    "paired_refit_e14.json": ("full_refit", ["warm_refit_p1_e14"]),
+}
