@@ -123,8 +123,9 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
     }  # fmt: skip
     if split == "val" and model.trained_on_val:
         result["note"] = (
-            f"{model.version} was refit on these validation events (train.refit_epochs): its val "
-            "metrics here are not held out; its manifest's metrics.val are its best round's"
+            f"{model.version} was refit on these validation events "
+            f"({model.manifest['refit_epochs']} epochs): its val metrics here are not held "
+            "out; its manifest's metrics.val are its best round's"
         )
     return result
 

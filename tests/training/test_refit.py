@@ -76,7 +76,9 @@ def test_val_is_the_best_rounds_and_test_and_the_bundle_the_refit_models(tmp_pat
     again = evaluate(ws, "refit", "test")
     for name, value in refit.metrics["test"].items():
         assert again["metrics"][name] == pytest.approx(value, abs=1e-5), name
-    assert "not held out" in evaluate(ws, "refit", "val")["note"]
+    assert (
+        "(2 epochs): its val metrics here are not held out" in evaluate(ws, "refit", "val")["note"]
+    )
     assert "note" not in evaluate(ws, "plain", "val")
 
 
