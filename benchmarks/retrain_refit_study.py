@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import polars as pl
-import torch
 import typer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +42,11 @@ from retrain_warm import split_by_position  # noqa: E402
 
 from data.datasets import dataset_files, ingest_once  # noqa: E402
 from data.workspace import Workspace  # noqa: E402
-from training import bundle, warm_start  # noqa: E402
-from training.checkpoints import final_checkpoint  # noqa: E402
-from training.config import RecsysConfig  # noqa: E402
+from training import bundle  # noqa: E402
 from training.config_loading import load_config  # noqa: E402
 from training.pipeline import load_splits  # noqa: E402
 from training.refit import with_validation_events  # noqa: E402
-from training.retrain import served_config  # noqa: E402
+from training.retrain import served_config, served_warm_start  # noqa: E402
 from training.scoring import measure  # noqa: E402
 from training.trainer import fit  # noqa: E402
 
@@ -77,15 +74,6 @@ def train_base(work: Path, first: Path, threads: int) -> dict[str, Any]:
     return {"step": "base", "train": json.loads(done.stdout)}
 
 
-def _warm_start(ws: Workspace, cfg: RecsysConfig, splits: Any) -> warm_start.WarmStart:
-    """The retrain's warm start from the home's served bundle and its run's checkpoint."""
-    served = bundle.ModelBundle.load(ws.models_dir / str(bundle.current_version(ws.models_dir)))
-    path = final_checkpoint(ws.runs_dir / served.trained_as)
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
-    return warm_start.from_served(served, checkpoint, cfg.retrain, contexts)
-
-
 def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict[str, Any]:
     """One arm on a copy of the base home with the new logs ingested (module docstring)."""
     home = work / name
@@ -97,7 +85,8 @@ def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict
     cfg = load_config(overrides=sets, base=served_config(ws.models_dir))
     splits = load_splits(ws, cfg)
     warm = ARMS[name] is not None
-    start = _warm_start(ws, cfg, splits) if warm else None
+    served = bundle.ModelBundle.load(ws.models_dir / str(bundle.current_version(ws.models_dir)))
+    start = served_warm_start(ws, cfg, splits, served) if warm else None
     run = home / "runs" / "fit"
     fitted = fit(cfg, splits, run, start=start, patience=ARMS[name])
     kept = {s: measure(fitted.module, fitted.data, cfg, s)["ndcg@10"] for s in ("val", "test")}

@@ -239,7 +239,7 @@ def _train_candidate(
 
     Its kept round is ranked on the gate's `rows` before the refit trains on them.
     """
-    start = None if req.full or served is None else _warm_start(ws, cfg, splits, served)
+    start = None if req.full or served is None else served_warm_start(ws, cfg, splits, served)
     warm = start is not None  # its own stopping and refit; `--full`: a training's
     patience = cfg.retrain.patience if warm else None
     refit_epochs = cfg.retrain.refit_epochs if warm else None
@@ -254,9 +254,10 @@ def _train_candidate(
     )  # fmt: skip
 
 
-def _warm_start(
+def served_warm_start(
     ws: Workspace, cfg: RecsysConfig, splits: Splits, served: bundle.ModelBundle
 ) -> WarmStart:
+    """A warm start from the served bundle's run (its final checkpoint, if kept) on `splits`."""
     ckpt_path = final_checkpoint(ws.runs_dir / served.trained_as)  # the served weights
     checkpoint = None
     if ckpt_path.is_file():
