@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 from data.errors import RecsysInputError
 from data.workspace import Workspace
@@ -27,18 +27,47 @@ class HomeBusyError(RecsysInputError):
     """Another process trains on this home; the message names it."""
 
 
-def _holder(handle: IO[str]) -> str:
-    """The lock record as words: "recsys retrain (pid 12, host h, since 2026-...Z)"."""
-    handle.seek(0)
-    try:
-        record = json.loads(handle.read() or "{}")
-    except ValueError:
-        record = {}
+def _holder(handle: IO[str], wait: float = 1.0) -> str:
+    """The lock record as words: "recsys retrain (pid 12, host h, since 2026-...Z)".
+
+    A holder writes its record just after it takes the lock, so for up to `wait` seconds a
+    record that names no live process (the last holder's, or none) is read again.
+    """
+    deadline = time.monotonic() + wait
+    record = _record(handle)
+    while not _names_a_live_process(record) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        record = _record(handle)
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.get("started_at", 0)))
     return (
         f"recsys {record.get('command', '?')} (pid {record.get('pid', '?')}, "
         f"host {record.get('host', '?')}, since {since})"
     )
+
+
+def _record(handle: IO[str]) -> dict[str, Any]:
+    handle.seek(0)
+    try:
+        record = json.loads(handle.read() or "{}")
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _names_a_live_process(record: dict[str, Any]) -> bool:
+    """True for a live pid of this host, and for any holder on another host (not checkable)."""
+    pid = record.get("pid")
+    if not isinstance(pid, int):
+        return False
+    if record.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 @contextmanager
