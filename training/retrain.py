@@ -246,7 +246,11 @@ def _train_candidate(
     if req.max_epochs == 0:
         overrides = {**overrides, "max_epochs": 0}
     label = str(served.manifest.get("dataset", "workspace")) if served else "workspace"
-    extra = {"previous_version": journal["previous_version"], "warm_start": warm}
+    extra = {
+        "previous_version": journal["previous_version"],
+        "warm_start": warm,
+        "since": req.since,
+    }
     train_on(
         ws, cfg, splits, journal["version"], label, start=start, resumable=True,
         patience=patience, refit_epochs=refit_epochs, manifest=extra, gate_rows=rows,

@@ -16,8 +16,8 @@ from data import store, vocab
 from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.lock import HomeBusyError, training_lock
-from data.synth import generate_events
 from data.workspace import Workspace
+from tests.training.retraining import TINY, retrain_on, serve_v1, write_logs
 from training import journal
 from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
 from training.checkpoints import BEST_CHECKPOINT, load_checkpoint
@@ -30,17 +30,10 @@ from training.retrain import (
     RetrainRequest,
     _resume_or_ingest,
     _users_unseen_by_served,
-    retrain,
     served_config,
 )
 from training.scoring import bundle_metrics, rows_metrics
 from training.trainer import build_module
-
-TINY = [
-    "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
-    "sampler.num_negatives=32", "train.max_epochs=3", "eval.ks=[10,20]",
-]  # fmt: skip
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -48,35 +41,17 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """An old log, and a new one with later events, 15 new items and some new users."""
-    folder = tmp_path_factory.mktemp("logs")
-    events = generate_events(200, 120, 3000, seed=2)
-    first_seen = events.group_by("item_id").agg(pl.col("timestamp").min()).sort("timestamp")
-    late = first_seen.tail(15)["item_id"].implode()
-    cut = events["timestamp"].quantile(0.8)
-    old = events.filter((pl.col("timestamp") < cut) & ~pl.col("item_id").is_in(late))
-    new = events.join(old, on=["user_id", "item_id", "timestamp"], how="anti")
-    old.write_csv(folder / "old.csv")
-    new.write_csv(folder / "new.csv")
-    return folder / "old.csv", folder / "new.csv"
-
-
-def _served(ws: Workspace, old: Path) -> None:
-    train(ws, load_config(overrides=TINY), dataset=str(old), version="v1")
-
-
-def _retrain(ws: Workspace, new: Path, *sets: str, **flags: object):
-    cfg = load_config(overrides=list(sets), base=served_config(ws.models_dir))
-    return retrain(ws, cfg, RetrainRequest([new], **flags))  # type: ignore[arg-type]
+    return write_logs(tmp_path_factory.mktemp("logs"))
 
 
 def test_retrain_adds_items_and_users_keeps_indices_and_publishes(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     before = vocab.load_item_vocab(ws).select("item_id", "item_idx")
     users_before = vocab.load_user_vocab(ws).height
-    res = _retrain(ws, new, "retrain.tolerance=1.0")  # publish whatever the gate measures
+    res = retrain_on(ws, new, "retrain.tolerance=1.0")  # publish whatever the gate measures
     new_rows = pl.read_csv(new)
     assert res.published and res.previous_version == "v1"
     assert current_version(ws.models_dir) == res.version
@@ -98,8 +73,8 @@ def test_retrain_adds_items_and_users_keeps_indices_and_publishes(
 
 def test_zero_epochs_keeps_known_rows_and_the_tower(ws: Workspace, logs: tuple[Path, Path]) -> None:
     old, new = logs
-    _served(ws, old)
-    res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    serve_v1(ws, old)
+    res = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     served, cand = (
         ModelBundle.load(ws.models_dir / "v1"),
         ModelBundle.load(ws.models_dir / res.version),
@@ -118,9 +93,9 @@ def test_a_warm_retrain_trains_at_its_own_lr_and_weight_decay_form(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)  # Adam at lr 3e-3, no weight decay, its state carried over
+    serve_v1(ws, old)  # Adam at lr 3e-3, no weight decay, its state carried over
     decay = ("train.weight_decay=0.01", "train.decoupled_weight_decay=true")
-    res = _retrain(ws, new, "train.lr=0.0123", *decay, max_epochs=1)
+    res = retrain_on(ws, new, "train.lr=0.0123", *decay, max_epochs=1)
     ckpt = torch.load(ws.runs_dir / res.version / "checkpoints" / "last.ckpt", weights_only=False)
     (group,) = ckpt["optimizer_states"][0]["param_groups"]
     settings = (group["lr"], group["weight_decay"], group["decoupled_weight_decay"])
@@ -132,9 +107,9 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     # --full with no epochs: an untrained random model, much worse than the served one
-    kept = _retrain(ws, new, full=True, max_epochs=0)
+    kept = retrain_on(ws, new, full=True, max_epochs=0)
     assert not kept.published and current_version(ws.models_dir) == "v1"
     cand, cur = kept.metrics["candidate"], kept.metrics["current"]
     assert cur is not None and cand["ndcg@10"] < cur["ndcg@10"] - 0.001
@@ -149,7 +124,7 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     assert current_version(ws.models_dir) == kept.version
     assert describe(ws.models_dir, kept.version, kept.version)["kept_out"] is None  # served
     rollback(ws.models_dir, "v1")
-    forced = _retrain(ws, new, full=True, max_epochs=0, force=True)
+    forced = retrain_on(ws, new, full=True, max_epochs=0, force=True)
     assert forced.published and "--force" in forced.reason
     assert current_version(ws.models_dir) == forced.version
     assert describe(ws.models_dir, forced.version, forced.version)["kept_out"] is None
@@ -159,10 +134,10 @@ def test_the_gate_ranks_both_models_with_the_retrains_eval_settings(
     ws: Workspace, logs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     old, new = logs
-    _served(ws, old)  # ranked with seen items excluded (the default)
+    serve_v1(ws, old)  # ranked with seen items excluded (the default)
     known = pl.read_csv(new).filter(pl.col("item_id").is_in(pl.read_csv(old)["item_id"]))
     known.write_csv(tmp_path / "known.csv")
-    res = _retrain(ws, tmp_path / "known.csv", "eval.exclude_seen=false", max_epochs=0)
+    res = retrain_on(ws, tmp_path / "known.csv", "eval.exclude_seen=false", max_epochs=0)
     assert res.new_items == 0  # so the untrained candidate is the served model's weights
     cand, cur = res.metrics["candidate"], res.metrics["current"]
     assert cur is not None and cand == pytest.approx(cur)
@@ -172,8 +147,8 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)  # refit on its own val events (TINY keeps the default refit)
-    res = _retrain(ws, new, "retrain.tolerance=1.0", "retrain.refit_epochs=2")
+    serve_v1(ws, old)  # refit on its own val events (TINY keeps the default refit)
+    res = retrain_on(ws, new, "retrain.tolerance=1.0", "retrain.refit_epochs=2")
     candidate, served = (ModelBundle.load(ws.models_dir / v) for v in (res.version, "v1"))
     assert res.published and candidate.trained_on_val and candidate.manifest["refit_epochs"] == 2
     cfg = RecsysConfig.model_validate(candidate.manifest["config"])
@@ -195,9 +170,9 @@ def test_a_warm_retrain_refits_retrain_refit_epochs_and_a_full_one_train_refit_e
     ws: Workspace, logs: tuple[Path, Path], full: bool, refit: int
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     sets = ("retrain.tolerance=1.0", "train.refit_epochs=2", "retrain.refit_epochs=1")
-    res = _retrain(ws, new, *sets, full=full, max_epochs=1)
+    res = retrain_on(ws, new, *sets, full=full, max_epochs=1)
     manifest = ModelBundle.load(ws.models_dir / res.version).manifest
     assert manifest["warm_start"] is not full and manifest["refit_epochs"] == refit
     config = manifest["config"]  # as given: the next retrain's base keeps both
@@ -208,7 +183,7 @@ def test_a_candidate_without_its_kept_rounds_record_is_ranked_by_the_gate(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     # a candidate as a retrain wrote them before refits: no kept round's record, not refit
     train(ws, load_config(overrides=[*TINY, "train.refit_epochs=0"]), dataset=str(new),
           version="v2")  # fmt: skip
@@ -229,7 +204,7 @@ def test_a_rollback_during_the_retrain_is_not_undone(
 
     old, new = logs
     train(ws, load_config(overrides=TINY), dataset=str(old), version="v0")
-    _served(ws, old)
+    serve_v1(ws, old)
     fit = retrain_module._train_candidate
 
     def operator_rolls_back(*args: object, **kwargs: object) -> None:
@@ -237,7 +212,7 @@ def test_a_rollback_during_the_retrain_is_not_undone(
         publish(ws.models_dir, "v0")  # `recsys models rollback v0` while the retrain runs
 
     monkeypatch.setattr(retrain_module, "_train_candidate", operator_rolls_back)
-    res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=1)
+    res = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=1)
     assert not res.published and "changed to v0" in res.reason
     assert current_version(ws.models_dir) == "v0"
 
@@ -246,7 +221,7 @@ def test_a_retrain_does_not_inherit_the_served_runs_machine(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     path = ws.models_dir / "v1" / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["config"]["train"].update(
@@ -258,7 +233,7 @@ def test_a_retrain_does_not_inherit_the_served_runs_machine(
     assert base is not None and not machine & set(base["train"])
     assert load_config(base=base).train.precision == "auto"  # this machine's default
     assert base["train"]["lr"] == manifest["config"]["train"]["lr"]  # the model's own settings
-    res = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=1)
+    res = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=1)
     assert res.published
 
 
@@ -266,7 +241,7 @@ def test_zero_epochs_with_nothing_served_is_refused_before_any_ingest(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     with pytest.raises(RecsysInputError, match="nothing is served to start from"):
-        _retrain(ws, logs[1], max_epochs=0)
+        retrain_on(ws, logs[1], max_epochs=0)
     assert current_version(ws.models_dir) is None and not store.has_events(ws)
 
 
@@ -274,32 +249,23 @@ def test_a_busy_home_is_refused_with_the_holder_named(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     events = store.count_events(ws)
     with training_lock(ws, "train"), pytest.raises(HomeBusyError) as err:
-        _retrain(ws, new)
+        retrain_on(ws, new)
     assert f"pid {os.getpid()}" in str(err.value) and "recsys train" in str(err.value)
     assert store.count_events(ws) == events  # nothing ingested by the refused retrain
-
-
-def test_a_dead_holders_lock_is_taken_over(ws: Workspace, logs: tuple[Path, Path]) -> None:
-    old, new = logs
-    ws.root.mkdir(parents=True)
-    record = {"command": "retrain", "pid": 999_999_999, "host": "h", "started_at": 0}
-    (ws.root / ".training.lock").write_text(json.dumps(record))  # left by a killed process
-    _served(ws, old)
-    assert current_version(ws.models_dir) == "v1"
 
 
 def test_the_same_logs_again_ingest_nothing_and_train_nothing(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
-    first = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    serve_v1(ws, old)
+    first = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     events, items = store.count_events(ws), vocab.load_item_vocab(ws).height
     versions = sorted(p.name for p in ws.models_dir.iterdir())
-    again = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    again = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     assert (again.new_events, again.new_items, again.new_users) == (0, 0, 0)
     assert store.count_events(ws) == events and vocab.load_item_vocab(ws).height == items
     # no stored event is new to the served model: no candidate, nothing written
@@ -307,7 +273,7 @@ def test_the_same_logs_again_ingest_nothing_and_train_nothing(
     assert again.reason.startswith("nothing retrained: no stored event is new to the served")
     assert sorted(p.name for p in ws.models_dir.iterdir()) == versions
     assert journal.read(ws) is None and current_version(ws.models_dir) == first.version
-    forced = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0, force=True)
+    forced = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0, force=True)
     assert forced.published and forced.previous_version == first.version != forced.version
     assert store.count_events(ws) == events
     # a bundle from before manifests listed their event parts cannot say it saw them all
@@ -315,7 +281,7 @@ def test_the_same_logs_again_ingest_nothing_and_train_nothing(
     fields = json.loads(manifest.read_text())
     del fields["events"]
     manifest.write_text(json.dumps(fields))
-    legacy = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)
+    legacy = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0)
     assert legacy.previous_version == forced.version != legacy.version
 
 
@@ -323,12 +289,12 @@ def test_a_killed_forced_attempt_over_seen_logs_resumes_without_force(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
-    first = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)  # now it has seen them all
+    serve_v1(ws, old)
+    first = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0)  # now it has seen them all
     cfg = load_config(overrides=["retrain.tolerance=1.0"], base=served_config(ws.models_dir))
     forced = RetrainRequest([new], force=True, max_epochs=0)
     killed = _resume_or_ingest(ws, [new], first.version, cfg, forced)  # killed after this step
-    resumed = _retrain(ws, new, "retrain.tolerance=1.0", max_epochs=0)  # the rerun, no --force
+    resumed = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=0)  # the rerun, no --force
     assert resumed.version == killed["version"] and resumed.previous_version == first.version
     assert resumed.published and journal.read(ws) is None
 
@@ -337,12 +303,12 @@ def test_logs_with_their_own_column_names(
     ws: Workspace, logs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     renamed = tmp_path / "new.csv"
     columns = {"user_id": "who", "item_id": "what", "timestamp": "when"}
     pl.read_csv(new).rename(columns).write_csv(renamed)
     layout = LogLayout(user_col="who", item_col="what", time_col="when")
-    res = _retrain(ws, renamed, "retrain.tolerance=1.0", max_epochs=0, layout=layout)
+    res = retrain_on(ws, renamed, "retrain.tolerance=1.0", max_epochs=0, layout=layout)
     assert (res.new_events, res.rejected, res.new_items) == (pl.read_csv(new).height, 0, 15)
 
 
@@ -350,11 +316,11 @@ def test_counts_are_against_the_served_model_after_a_refused_attempt(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     users_before = vocab.load_user_vocab(ws).height
     with pytest.raises(RecsysInputError, match="--full"):
-        _retrain(ws, new, "model.dim=8")  # ingests, then refuses to warm-start another shape
-    res = _retrain(ws, new, "model.dim=8", "retrain.tolerance=1.0", full=True, max_epochs=1)
+        retrain_on(ws, new, "model.dim=8")  # ingests, then refuses to warm-start another shape
+    res = retrain_on(ws, new, "model.dim=8", "retrain.tolerance=1.0", full=True, max_epochs=1)
     new_users = vocab.load_user_vocab(ws).height - users_before
     assert new_users > 0 and (res.new_users, res.new_items) == (new_users, 15)
     assert res.new_events == pl.read_csv(new).height
@@ -366,7 +332,7 @@ def test_evaluate_says_how_many_rows_it_leaves_out(ws: Workspace, logs: tuple[Pa
     from training.scoring import evaluate
 
     old, new = logs
-    _served(ws, old)
+    serve_v1(ws, old)
     ingest_files(ws, [new])  # new items, not yet in any model
     result = evaluate(ws, "v1", "test")
     test = load_splits(ws, load_config(overrides=TINY)).test
