@@ -5,16 +5,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
-from data.lock import training_lock
+from data import store
+from data.lock import LOCK_FILE
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config_loading import load_config
 from training.pipeline import train
+
+RECSYS = str(Path(sys.executable).parent / "recsys")
 
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
@@ -109,12 +116,39 @@ def test_bad_input_exits_2_with_one_line(
     assert message in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_a_busy_home_exits_2_naming_the_holder(served: tuple[Path, Path], run_cli) -> None:
-    home, new = served
-    with training_lock(Workspace(home), "train"):
+def test_a_second_retrain_exits_2_naming_the_running_one(
+    served_copy: tuple[Path, Path], run_cli
+) -> None:
+    home, new = served_copy
+    first = subprocess.Popen(
+        [RECSYS, "retrain", "--home", str(home), "--logs", str(new), "--max-epochs", "500",
+         "--set", "retrain.patience=500", *TINY],
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        record = _lock_record_of(home, first)
+        events = store.count_events(Workspace(home))
         done = run_cli("retrain", "--logs", str(new), home=home)
-    assert done.returncode == 2 and f"pid {os.getpid()}" in done.stderr
-    assert "is busy" in done.stderr
+    finally:
+        first.kill()
+        first.wait()
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["started_at"]))
+    assert done.returncode == 2 and "is busy" in done.stderr, done.stderr
+    assert f"recsys retrain (pid {first.pid}, host {record['host']}, since {since})" in done.stderr
+    assert store.count_events(Workspace(home)) == events  # the refused one ingested nothing
+
+
+def _lock_record_of(home: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The home's lock record once `proc` holds the lock and has ingested (its journal)."""
+    deadline, journal = time.monotonic() + 120, Workspace(home).retrain_journal_path
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (lock := home / LOCK_FILE).is_file() and journal.is_file():
+            record: dict[str, Any] = json.loads(lock.read_text())
+            if record["pid"] == proc.pid:
+                return record
+        time.sleep(0.05)
+    pytest.fail(f"the first retrain never held the lock (exit {proc.poll()})")
 
 
 def test_a_current_naming_no_servable_bundle_is_not_reused(tmp_path: Path, run_cli) -> None:
@@ -141,3 +175,24 @@ def test_train_reuses_a_published_model_unless_retrain_is_set(
                     home=home, RECSYS_RETRAIN="1")  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads(again.stdout)["version"] != "v1"
+
+
+def test_a_failure_exits_1_with_one_line_and_the_served_model_kept(
+    served_copy: tuple[Path, Path], run_cli
+) -> None:
+    home, new = served_copy
+    serving = (home / "models" / "CURRENT").read_text()
+    shutil.rmtree(home / "runs")
+    (home / "runs").write_text("a file where the runs folder belongs\n")
+    args = ("retrain", "--logs", str(new), "--max-epochs", "1", "--json")
+    done = run_cli(*args, home=home)
+    last = done.stderr.splitlines()[-1]
+    assert done.returncode == 1 and done.stdout == "", done.stderr[-2000:]
+    assert last.startswith("error: FileExistsError") and last.endswith("(-v for details)")
+    assert (home / "models" / "CURRENT").read_text() == serving
+    events = store.count_events(Workspace(home))
+    (home / "runs").unlink()  # the cause put right, the same command finishes the attempt
+    again = run_cli(*args, home=home)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["previous_version"] == serving.strip()
+    assert store.count_events(Workspace(home)) == events  # its logs were not ingested twice
