@@ -79,6 +79,20 @@ def test_kcore_is_iterative() -> None:
     assert kcore_filter(events, 0).height == 8
 
 
+def test_since_splits_only_the_events_at_or_after_it(ws: Workspace, tmp_path: Path) -> None:
+    rows = [("u1", "a", 1), ("u1", "b", 2), ("u1", "c", 3), ("u1", "d", 4), ("u1", "e", 5)]
+    rows += [("u2", "a", 1), ("u2", "b", 2), ("u3", "f", 4), ("u3", "g", 6), ("u3", "h", 7)]
+    ingest_rows(ws, tmp_path, rows)
+    i = idx(ws)
+    s = build_splits(ws, "loo", since=3)  # u1 from c on, u2 not at all, u3 whole
+    assert s.train.rows() == [(1, [i["c"]]), (3, [i["f"]])]
+    assert s.val.rows() == [(1, [i["c"]], i["d"]), (3, [i["f"]], i["g"])]
+    assert s.test.rows() == [(1, [i["c"], i["d"]], i["e"]), (3, [i["f"], i["g"]], i["h"])]
+    assert s.num_items == 8  # the vocabulary is not filtered: indices stay stable
+    with pytest.raises(RecsysInputError, match="no events at or after --since 8"):
+        build_splits(ws, "loo", since=8)
+
+
 def test_kcore_in_build_splits(ws: Workspace, tmp_path: Path) -> None:
     rows = [("u1", "a", 1), ("u1", "b", 2), ("u2", "a", 1), ("u2", "b", 2), ("u3", "z", 1)]
     ingest_rows(ws, tmp_path, rows)
