@@ -4,9 +4,9 @@ A real `recsys retrain` process is killed once its ingest has committed the new 
 it has written a training checkpoint, during the refit of its kept round, and once training
 is over but nothing is published (while it evaluates, writes the candidate bundle or runs the
 gate).
-After every kill the served model is untouched and the event store holds no duplicate; the
-same command run again resumes (from the checkpoint: it trains only the epochs left) and
-publishes.
+After every kill the served model is untouched (a running server still serves it) and the
+event store holds no duplicate; the same command run again resumes (from the checkpoint: it
+trains only the epochs left) and publishes, and the server switches to it by itself.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import polars as pl
 import pytest
 import torch
@@ -28,6 +29,8 @@ from data import store
 from data.ingest import ingest_files
 from data.synth import generate_events
 from data.workspace import Workspace
+from tests.app.test_api_reload import wait_for
+from tests.serving.server import running_server
 from training.bundle import ModelBundle, current_version, read_manifest
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
@@ -38,6 +41,7 @@ TINY = [
     f"train.refit_epochs={REFIT}", f"retrain.refit_epochs={REFIT}",
 ]  # fmt: skip
 EPOCHS = 6
+USER = "u0"  # a user of the first log, known to every model
 
 
 def _sets() -> list[str]:
@@ -72,10 +76,14 @@ def _kill_when(
     pytest.fail(f"the kill point was never reached (exit {proc.returncode}): {err[-2000:]}")
 
 
-def _assert_consistent(ws: Workspace, served: str, expected_max: int) -> None:
-    """Served model untouched; events without duplicates, never more than the logs hold."""
+def _assert_consistent(ws: Workspace, served: str, expected_max: int, api: httpx.Client) -> None:
+    """Served model untouched (the running server's too); events without duplicates, never more
+    than the logs hold."""
     assert current_version(ws.models_dir) == served
     ModelBundle.load(ws.models_dir / served)
+    assert api.get("/ready").json()["model_version"] == served
+    answer = api.get("/recommend", params={"user_id": USER, "k": 5})
+    assert answer.status_code == 200 and len(answer.json()["items"]) == 5
     events = store.read_events(ws).collect()
     assert events.height <= expected_max
     assert events.select("user_id", "item_id", "timestamp").is_duplicated().sum() == 0
@@ -119,39 +127,42 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
                     "--max-epochs", "2", *_sets())  # fmt: skip
     assert first.wait() == 0, first.communicate()[1][-2000:]
     base_parts = len(store.part_paths(ws))
-
-    # 1. just after the ingest committed the new part
-    _kill_when(_retrain(ws.root, logs[1]), lambda: len(store.part_paths(ws)) > base_parts)
-    _assert_consistent(ws, "v1", events.height)
-    # 2. once a training checkpoint exists: the re-run continues from it, on the events and
-    # items the killed attempt saw (others ingested meanwhile, new items among them, wait),
-    # and `recsys clean` leaves its run alone
-    _kill_when(_retrain(ws.root, logs[1]), lambda: _checkpoint(ws) is not None)
-    _assert_consistent(ws, "v1", events.height)
-    meanwhile = tmp_path / "meanwhile.csv"
-    meanwhile.write_text("user_id,item_id,timestamp\nu-late,brand-new-a,1\nu-late,brand-new-b,2\n")
-    ingest_files(ws, [meanwhile])  # as `recsys ingest` or POST /events would
-    total = events.height + 2
-    cleaner = _recsys("clean", "--home", str(ws.root), "--json")
-    assert json.loads(cleaner.communicate(timeout=60)[0])["leftovers"] == []
-    ckpt = _checkpoint(ws)
-    assert ckpt is not None
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    timed = next(v for k, v in state["callbacks"].items() if k.startswith("EpochTimer"))
-    before = timed["epoch_seconds"]
-    version = _finish(ws, logs[1])
-    assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS  # the killed run's count
-    record = json.loads((ws.runs_dir / version / "checkpoints" / "fit.json").read_text())
-    assert before and record["epoch_seconds"][: len(before)] == before  # continued, not redone
-    # 3. during the refit: the re-run refits the finished fit's kept round again
-    _kill_when(_retrain(ws.root, logs[2]), lambda: _refitting(ws))
-    _assert_consistent(ws, version, total)
-    # 4. once the candidate bundle is being written or gated, before the publish
-    _kill_when(_retrain(ws.root, logs[2]), lambda: _exporting(ws))
-    _assert_consistent(ws, version, total)
-    refit = _finish(ws, logs[2])
-    assert refit != version and read_manifest(ws.models_dir / refit)["refit_epochs"] == REFIT
-    assert store.read_events(ws).collect().height == total  # every event, once
+    with running_server(ws.root) as url, httpx.Client(base_url=url, timeout=30) as api:
+        # 1. just after the ingest committed the new part
+        _kill_when(_retrain(ws.root, logs[1]), lambda: len(store.part_paths(ws)) > base_parts)
+        _assert_consistent(ws, "v1", events.height, api)
+        # 2. once a training checkpoint exists: the re-run continues from it, on the events and
+        # items the killed attempt saw (others ingested meanwhile, new items among them, wait),
+        # and `recsys clean` leaves its run alone
+        _kill_when(_retrain(ws.root, logs[1]), lambda: _checkpoint(ws) is not None)
+        _assert_consistent(ws, "v1", events.height, api)
+        meanwhile = tmp_path / "meanwhile.csv"
+        meanwhile.write_text(
+            "user_id,item_id,timestamp\nu-late,brand-new-a,1\nu-late,brand-new-b,2\n"
+        )
+        ingest_files(ws, [meanwhile])  # as `recsys ingest` or POST /events would
+        total = events.height + 2
+        cleaner = _recsys("clean", "--home", str(ws.root), "--json")
+        assert json.loads(cleaner.communicate(timeout=60)[0])["leftovers"] == []
+        ckpt = _checkpoint(ws)
+        assert ckpt is not None
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        timed = next(v for k, v in state["callbacks"].items() if k.startswith("EpochTimer"))
+        before = timed["epoch_seconds"]
+        version = _finish(ws, logs[1])
+        wait_for(lambda: api.get("/ready").json()["model_version"] == version)
+        assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS  # the killed run's count
+        record = json.loads((ws.runs_dir / version / "checkpoints" / "fit.json").read_text())
+        assert before and record["epoch_seconds"][: len(before)] == before  # continued, not redone
+        # 3. during the refit: the re-run refits the finished fit's kept round again
+        _kill_when(_retrain(ws.root, logs[2]), lambda: _refitting(ws))
+        _assert_consistent(ws, version, total, api)
+        # 4. once the candidate bundle is being written or gated, before the publish
+        _kill_when(_retrain(ws.root, logs[2]), lambda: _exporting(ws))
+        _assert_consistent(ws, version, total, api)
+        refit = _finish(ws, logs[2])
+        assert refit != version and read_manifest(ws.models_dir / refit)["refit_epochs"] == REFIT
+        assert store.read_events(ws).collect().height == total  # every event, once
 
 
 def _finish(ws: Workspace, log: Path) -> str:
