@@ -65,6 +65,12 @@ VARIANTS = {
     # today's defaults, chosen one event back (benchmarks/retrain_refit_study.py): the first-
     # plateau stop, and the most refit epochs the 40% budget leaves (pinned all the same)
     "warm_refit_p1_e14": ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"],
+    # ... with another seed, for a pair of seeds on each side (the full retrain's second seed:
+    # `full_refit_seed43`, run again into the same folder)
+    "warm_refit_p1_e14_seed43": [
+        *["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"],
+        *["--set", "train.seed=43"],
+    ],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -91,4 +97,5 @@ PAIRS = {
     "paired_refit_full_e16.json": ("full_refit", ["full_refit_e16"]),
     "paired_refit_e16_both.json": ("full_refit_e16", ["warm_refit_p1_e16"]),
     "paired_refit_e14.json": ("full_refit", ["warm_refit_p1_e14"]),
+    "paired_refit_e14_seed43.json": ("full_refit_seed43", ["warm_refit_p1_e14_seed43"]),
 }
