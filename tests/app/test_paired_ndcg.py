@@ -8,6 +8,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+import typer
 
 from data.synth import generate_events
 from tests.app.benchmark_scripts import load_benchmark
@@ -64,3 +65,32 @@ def test_a_saved_runs_pairs_are_the_runs_own(tmp_path: Path) -> None:
     assert report["reference"] == {**labels[0], "ndcg@10": float(ref.mean())}
     with pytest.raises(ValueError, match="other: 299 test users, reference has 300"):
         paired_report(saved[0], [(labels[1], other[:-1])])
+
+
+def test_seed_means_pair_each_sides_mean_and_every_seed_pair(tmp_path: Path) -> None:
+    from app.bench.paired import paired_interval, save_per_user
+
+    rng = np.random.default_rng(2)
+    runs = {name: rng.random(400) for name in ("full42", "full43", "warm42", "warm43")}
+    for name, ndcg in runs.items():
+        save_per_user(tmp_path / f"{name}.npz", {"run": name}, ndcg)
+    paths = {name: tmp_path / f"{name}.npz" for name in runs}
+    out = tmp_path / "seeds.json"
+    main = load_benchmark("paired_seed_means").main
+    main([paths["full42"], paths["full43"]], [paths["warm42"], paths["warm43"]], out)
+    report = json.loads(out.read_text())
+    full = (runs["full42"] + runs["full43"]) / 2
+    warm = (runs["warm42"] + runs["warm43"]) / 2
+    (row,) = report["results"]
+    assert report["reference"]["ndcg@10"] == pytest.approx(full.mean())
+    interval = (row["vs_reference"], row["ci95_low"], row["ci95_high"])
+    assert interval == pytest.approx(paired_interval(full, warm, 2000, 0))
+    pairs = {(Path(p["reference"]).stem, Path(p["other"]).stem): p for p in report["seed_pairs"]}
+    assert set(pairs) == {(r, o) for r in ("full42", "full43") for o in ("warm42", "warm43")}
+    one = pairs["full43", "warm42"]
+    assert (one["vs_reference"], one["ci95_low"], one["ci95_high"]) == pytest.approx(
+        paired_interval(runs["full43"], runs["warm42"], 2000, 0)
+    )
+    save_per_user(tmp_path / "short.npz", {"run": "short"}, rng.random(399))
+    with pytest.raises(typer.BadParameter, match="scored on different rows"):
+        main([paths["full42"], tmp_path / "short.npz"], [paths["warm42"]], None)
