@@ -177,7 +177,7 @@ def test_train_reuses_a_published_model_unless_retrain_is_set(
     assert json.loads(again.stdout)["version"] != "v1"
 
 
-def test_a_failure_exits_1_with_one_line_and_the_served_model_kept(
+def test_a_failure_exits_1_naming_it_last_and_the_rerun_finishes_the_attempt(
     served_copy: tuple[Path, Path], run_cli
 ) -> None:
     home, new = served_copy
