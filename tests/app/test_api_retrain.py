@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 import torch
 
-from data.synth import generate_events
 from data.workspace import Workspace
 from tests.app.test_api_reload import wait_for
 from tests.serving.server import running_server
+from tests.training.retraining import write_logs
 from training.config_loading import load_config
 from training.pipeline import train
 from training.retrain import RetrainRequest, retrain, served_config
@@ -47,15 +47,10 @@ class Traffic:
 
 @pytest.fixture
 def logs(tmp_path: Path) -> tuple[Path, Path, list[str]]:
-    events = generate_events(200, 120, 3000, seed=2)
-    first_seen = events.group_by("item_id").agg(pl.col("timestamp").min()).sort("timestamp")
-    late = first_seen.tail(15)["item_id"].to_list()
-    cut = events["timestamp"].quantile(0.8)
-    old = events.filter((pl.col("timestamp") < cut) & ~pl.col("item_id").is_in(late))
-    new = events.join(old, on=["user_id", "item_id", "timestamp"], how="anti")
-    old.write_csv(tmp_path / "old.csv")
-    new.write_csv(tmp_path / "new.csv")
-    return tmp_path / "old.csv", tmp_path / "new.csv", late
+    """The retrain tests' old and new logs, and the items only the new one holds."""
+    old, new = write_logs(tmp_path)
+    late = set(pl.read_csv(new)["item_id"]) - set(pl.read_csv(old)["item_id"])
+    return old, new, sorted(late)
 
 
 def test_retrain_publishes_new_items_to_a_running_server_without_a_failed_request(
