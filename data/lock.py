@@ -1,9 +1,11 @@
 """One training at a time per home: an exclusive lock that names its holder.
 
 `recsys train` and `recsys retrain` hold `<home>/.training.lock` (an `fcntl.flock`) for their
-whole run, and write their pid, host, command and start time into the file. The kernel drops
-the lock when its process dies, however it dies, so a lock left by a killed process is simply
-taken by the next one; the record it left is overwritten.
+whole run, and write their pid, host, command and start time into the file; a holder that ends
+cleanly empties it. The kernel drops the lock when its process dies, however it dies, so a lock
+left by a killed process is simply taken by the next one; the record it left is overwritten. A
+refusal names the holder from that record, read again for up to `RECORD_WAIT` seconds while
+it names no live process of this host (a new holder writes it just after it takes the lock).
 """
 
 from __future__ import annotations
@@ -21,19 +23,20 @@ from data.errors import RecsysInputError
 from data.workspace import Workspace
 
 LOCK_FILE = ".training.lock"
+RECORD_WAIT = 1.0  # seconds a refusal waits for the holder's record (see the module docstring)
 
 
 class HomeBusyError(RecsysInputError):
     """Another process trains on this home; the message names it."""
 
 
-def _holder(handle: IO[str], wait: float = 1.0) -> str:
+def _holder(handle: IO[str]) -> str:
     """The lock record as words: "recsys retrain (pid 12, host h, since 2026-...Z)".
 
-    A holder writes its record just after it takes the lock, so for up to `wait` seconds a
-    record that names no live process (the last holder's, or none) is read again.
+    A holder writes its record just after it takes the lock, so for up to `RECORD_WAIT`
+    seconds a record that names no live process (a killed holder's, or none) is read again.
     """
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + RECORD_WAIT
     record = _record(handle)
     while not _names_a_live_process(record) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -55,18 +58,24 @@ def _record(handle: IO[str]) -> dict[str, Any]:
 
 
 def _names_a_live_process(record: dict[str, Any]) -> bool:
-    """True for a live pid of this host, and for any holder on another host (not checkable)."""
+    """Whether the record names a live holder.
+
+    True for a live pid of this host other than ours (we do not hold the lock), and for any
+    holder on another host (not checkable).
+    """
     pid = record.get("pid")
-    if not isinstance(pid, int):
+    if type(pid) is not int or pid <= 0:
         return False
     if record.get("host") != socket.gethostname():
         return True
+    if pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:  # alive, another user's
         return True
+    except (OSError, OverflowError):  # no such process (or no such pid)
+        return False
     return True
 
 
@@ -100,4 +109,6 @@ def training_lock(ws: Workspace, command: str) -> Iterator[None]:
             handle.flush()
             yield
         finally:
+            handle.seek(0)
+            handle.truncate()  # a record left names a holder that is gone: see _holder
             fcntl.flock(handle, fcntl.LOCK_UN)
