@@ -126,17 +126,19 @@ def test_a_second_retrain_exits_2_naming_the_running_one(
         env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    other = home.parent / "other.csv"
+    other.write_text("user_id,item_id,timestamp\nu-other,i-other,1\nu-other,i-other2,2\n")
     try:
         record = _lock_record_of(home, first)
-        events = store.count_events(Workspace(home))
-        done = run_cli("retrain", "--logs", str(new), home=home)
+        parts = store.part_paths(Workspace(home))
+        done = run_cli("retrain", "--logs", str(other), home=home)  # a log not ingested yet
     finally:
         first.kill()
         first.wait()
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["started_at"]))
     assert done.returncode == 2 and "is busy" in done.stderr, done.stderr
     assert f"recsys retrain (pid {first.pid}, host {record['host']}, since {since})" in done.stderr
-    assert store.count_events(Workspace(home)) == events  # the refused one ingested nothing
+    assert store.part_paths(Workspace(home)) == parts  # the refused one ingested nothing
 
 
 def _lock_record_of(home: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
@@ -190,9 +192,12 @@ def test_a_failure_exits_1_naming_it_last_and_the_rerun_finishes_the_attempt(
     assert done.returncode == 1 and done.stdout == "", done.stderr[-2000:]
     assert last.startswith("error: FileExistsError") and last.endswith("(-v for details)")
     assert (home / "models" / "CURRENT").read_text() == serving
-    events = store.count_events(Workspace(home))
+    ws = Workspace(home)
+    attempt, parts = json.loads(ws.retrain_journal_path.read_text()), store.part_paths(ws)
     (home / "runs").unlink()  # the cause put right, the same command finishes the attempt
     again = run_cli(*args, home=home)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert json.loads(again.stdout)["previous_version"] == serving.strip()
-    assert store.count_events(Workspace(home)) == events  # its logs were not ingested twice
+    finished = json.loads(again.stdout)
+    assert finished["version"] == attempt["version"]  # the failed attempt's, resumed
+    assert finished["previous_version"] == serving.strip()
+    assert store.part_paths(ws) == parts  # its logs were not ingested twice

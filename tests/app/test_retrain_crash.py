@@ -161,6 +161,7 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
         _kill_when(_retrain(ws.root, logs[2]), lambda: _exporting(ws))
         _assert_consistent(ws, version, total, api)
         refit = _finish(ws, logs[2])
+        wait_for(lambda: api.get("/ready").json()["model_version"] == refit)
         assert refit != version and read_manifest(ws.models_dir / refit)["refit_epochs"] == REFIT
         assert store.read_events(ws).collect().height == total  # every event, once
 

@@ -48,11 +48,11 @@ def test_a_retrain_killed_after_its_publish_is_finished_by_the_rerun(
 ) -> None:
     old, new = logs
     serve_v1(ws, old)
-    monkeypatch.setattr(journal, "remove", lambda ws: None)  # killed before it clears it
-    first = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "remove", lambda ws: None)  # killed before it clears it
+        first = retrain_on(ws, new, "retrain.tolerance=1.0", max_epochs=1)
     assert first.published and current_version(ws.models_dir) == first.version
     assert journal.read(ws) is not None  # what a SIGKILL just after the publish leaves
-    monkeypatch.undo()
     events = store.count_events(ws)
     checkpoints = ws.runs_dir / first.version / "checkpoints"
     written = {p.name: p.stat().st_mtime_ns for p in checkpoints.iterdir()}
