@@ -5,10 +5,11 @@ Usage: python benchmarks/paired_seed_means.py --reference A.npz --reference B.np
 
 Each .npz is a run's per-user test NDCG@10 (`app/bench/paired.py`'s `save_per_user`, kept by
 `benchmarks/retrain_warm.py` as `<variant>_test_ndcg.npz`); every file must rank the same
-test rows in the same order (runs on one split of one home). A user's score on each side is
-the mean over that side's seeds, so the interval covers the test rows' noise with the
-seed-to-seed noise of each side averaged down, and the paired bootstrap resamples users as
-`benchmarks/paired_ndcg.py` does. Each seed pair across the sides is reported too.
+test rows in the same order (runs on one split of one home; only the row counts can be
+checked). A user's score on each side is the mean over that side's seeds, and the paired
+bootstrap resamples users as `benchmarks/paired_ndcg.py` does: the interval covers the test
+rows' noise only, not the training's (two seeds a side do not measure it; the seed pairs,
+reported too, show how far it moves).
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from app.bench.paired import load_per_user, paired_report
 
 def _side(paths: list[Path]) -> tuple[dict[str, Any], np.ndarray]:
     """The seeds' labels and their per-user mean."""
-    loaded = [load_per_user(path) for path in paths]
-    if len({len(ndcg) for _, ndcg in loaded}) != 1:
-        raise typer.BadParameter(f"{[str(p) for p in paths]}: scored on different rows")
     label = {"run": f"the mean of {len(paths)} seeds", "seeds": [str(path) for path in paths]}
-    return label, np.mean([ndcg for _, ndcg in loaded], axis=0)
+    return label, np.mean([load_per_user(path)[1] for path in paths], axis=0)
+
+
+def _same_rows(paths: list[Path]) -> None:
+    counts = {str(path): len(load_per_user(path)[1]) for path in paths}
+    if len(set(counts.values())) != 1:
+        raise typer.BadParameter(f"scored on different rows: {counts}")
 
 
 def main(
@@ -38,6 +42,7 @@ def main(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
 ) -> None:
     """Print (and with --json keep) the seed means' interval and every seed pair's."""
+    _same_rows([*reference, *other])
     report = paired_report(_side(reference), [_side(other)])
     report["seed_pairs"] = [
         {"reference": str(ref), "other": str(oth), **_pair(ref, oth)}

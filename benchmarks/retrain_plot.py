@@ -39,7 +39,11 @@ def _panel(ax: Any, folder: Path, names: dict[str, str]) -> None:
             linestyle="none",
             label=f"{label}: test NDCG@10 {test:.4f} after {record['wall_seconds']:.0f} s",
         )
-    ax.set(xlabel="seconds", ylabel="NDCG@10", title=folder.name)
+    ax.set(
+        xlabel="seconds",
+        ylabel="NDCG@10",
+        title=f"{folder.name}: {' against '.join(names.values())}",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
 
@@ -59,7 +63,7 @@ def main(
     fig, axes = plt.subplots(1, len(folders), figsize=(7 * len(folders), 5), squeeze=False)
     for ax, folder in zip(axes[0], folders, strict=True):
         _panel(ax, folder, {"warm": warm, "full": full})
-    fig.suptitle("recsys retrain: warm (defaults) against --full, on the same new logs")
+    fig.suptitle("recsys retrain: warm against --full, on the same new logs")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -1,4 +1,4 @@
-"""benchmarks/paired_ndcg.py: per-user NDCG matches `recsys bench quality`; the interval pairs."""
+"""benchmarks/paired_ndcg.py, paired_seed_means.py, retrain_plot.py: per-user NDCG, pairs, plot."""
 
 from __future__ import annotations
 
@@ -94,3 +94,21 @@ def test_seed_means_pair_each_sides_mean_and_every_seed_pair(tmp_path: Path) -> 
     save_per_user(tmp_path / "short.npz", {"run": "short"}, rng.random(399))
     with pytest.raises(typer.BadParameter, match="scored on different rows"):
         main([paths["full42"], tmp_path / "short.npz"], [paths["warm42"]], None)
+    with pytest.raises(typer.BadParameter, match="scored on different rows"):
+        main([paths["full42"]], [tmp_path / "short.npz"], None)  # across the sides too
+
+
+def test_retrain_plot_draws_a_panel_per_folder(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        rounds = [{"round": r, "fit_seconds": 10.0 * r, "val_ndcg@10": 0.01 * r} for r in (1, 2)]
+        (folder / "curves.json").write_text(json.dumps({"w": rounds, "f": rounds}))
+        for run, secs in (("w", 30.0), ("f", 90.0)):
+            record = {"wall_seconds": secs, "test": {"metrics": {"ndcg@10": 0.05}}}
+            (folder / f"{run}.json").write_text(json.dumps(record))
+    out = tmp_path / "plot.png"
+    load_benchmark("retrain_plot").main([tmp_path / "one", tmp_path / "two"], out, "w", "f")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(FileNotFoundError):  # a folder without the runs named
+        load_benchmark("retrain_plot").main([tmp_path / "one"], out, "warm", "f")
