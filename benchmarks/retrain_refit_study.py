@@ -13,7 +13,9 @@ or the base's own test events), and from the fit's kept round trains K epochs on
 training sequences plus the validation events (the refit), ranking the test rows (the real
 validation events) after each epoch:
 - `warm_p1`, `warm_p3`: warm-started from the served base as the retrain's warm start is,
-  early stopping with `retrain.patience` 1 and 3 (the default);
+  early stopping with `retrain.patience` 1 and 3;
+- `warm_p1_r4` ... `warm_p1_r10`: `warm_p1` with its fit capped at 4 ... 10 rounds
+  (`retrain.max_epochs`), the kept round the best of those;
 - `full`: from scratch with `train.patience` (the `--full` retrain).
 Each arm writes `DIR/<arm>.json` (the fit's rounds and seconds, the kept round's val and test
 NDCG@10, the refit curve) and is skipped when it exists; the base home is trained once
@@ -51,7 +53,13 @@ from training.scoring import measure  # noqa: E402
 from training.trainer import fit  # noqa: E402
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
-ARMS: dict[str, int | None] = {"warm_p1": 1, "warm_p3": 3, "full": None}  # None: from scratch
+# arm -> (patience, round cap); patience None: from scratch, with `train.patience`
+ARMS: dict[str, tuple[int | None, int | None]] = {
+    "warm_p1": (1, None),
+    "warm_p3": (3, None),
+    "full": (None, None),
+    **{f"warm_p1_r{cap}": (1, cap) for cap in (4, 6, 8, 10)},
+}
 
 
 def one_event_back(csv: Path, work: Path) -> Path:
@@ -65,10 +73,13 @@ def one_event_back(csv: Path, work: Path) -> Path:
 
 
 def train_base(work: Path, first: Path, threads: int) -> dict[str, Any]:
-    """The served base: `recsys train` on the first 80%, the defaults (as `base_refit`)."""
+    """The served base: `recsys train` on the first 80%, the defaults (as `base_refit`).
+
+    Capped at 40 minutes (the bf16 bases took under 20; one thread in fp32 takes longer).
+    """
     home = work / "base"
     shutil.rmtree(home, ignore_errors=True)
-    sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=20"]
+    sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=40"]
     args = [RECSYS, "train", "--home", str(home), "--dataset", str(first), *sets, "--json"]
     done = subprocess.run(args, check=True, capture_output=True, text=True)
     return {"step": "base", "train": json.loads(done.stdout)}
@@ -84,15 +95,17 @@ def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict
     sets = [f"train.threads={threads}", "train.refit_epochs=0", "train.max_minutes=90"]
     cfg = load_config(overrides=sets, base=served_config(ws.models_dir))
     splits = load_splits(ws, cfg)
-    warm = ARMS[name] is not None
+    patience, cap = ARMS[name]
+    warm = patience is not None
     served = bundle.ModelBundle.load(ws.models_dir / str(bundle.current_version(ws.models_dir)))
     start = served_warm_start(ws, cfg, splits, served) if warm else None
     run = home / "runs" / "fit"
-    fitted = fit(cfg, splits, run, start=start, patience=ARMS[name])
+    capped = {"max_epochs": cap} if cap is not None else {}
+    fitted = fit(cfg, splits, run, start=start, patience=patience, **capped)
     kept = {s: measure(fitted.module, fitted.data, cfg, s)["ndcg@10"] for s in ("val", "test")}
     curve = continue_from_best(cfg, with_validation_events(splits), fitted, run, epochs, "refit")
     return {
-        "arm": name, "warm": warm, "patience": ARMS[name] or cfg.train.patience,
+        "arm": name, "warm": warm, "patience": patience or cfg.train.patience, "round_cap": cap,
         "rounds": len(fitted.epoch_seconds), "fit_seconds": fitted.seconds,
         "kept_val_ndcg@10": kept["val"], "kept_test_ndcg@10": kept["test"],
         "refit_test": curve, "threads": threads,

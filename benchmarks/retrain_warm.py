@@ -1,7 +1,7 @@
 """Warm retrain against a full retrain on amazon-beauty, new-item initialisation against random.
 
 Usage: python benchmarks/retrain_warm.py [--out DIR] [--dataset CSV] [--work DIR] [--threads N]
-    [--only STEP ...]
+    [--base-minutes M] [--only STEP ...]
 
 Every user's history is split by position: the first 80% is the log a model is trained on and
 published from (`base`); the remaining 20% arrives as new logs. On a copy of the base home
@@ -104,6 +104,9 @@ def main(
         "/tmp/retrain-bench"
     ),
     threads: Annotated[int, typer.Option(help="Threads per run.")] = 2,
+    base_minutes: Annotated[
+        float, typer.Option(help="The bases' time cap (a base beside other runs is slower).")
+    ] = 20,
     only: Annotated[
         list[str] | None,
         typer.Option(help="Run only these bases and variants (repeatable; default: all)."),
@@ -120,7 +123,8 @@ def main(
 
     def base(name: str, flags: list[str]) -> dict[str, Any]:
         shutil.rmtree(work / name, ignore_errors=True)
-        args = ["train", "--home", str(work / name), "--dataset", str(first), *sets, *flags]
+        capped = [*sets[:2], "--set", f"train.max_minutes={base_minutes}"]
+        args = ["train", "--home", str(work / name), "--dataset", str(first), *capped, *flags]
         res, secs = _run(args, threads)
         return {"step": name, "wall_seconds": secs, "train": res}
 

@@ -275,6 +275,12 @@ class RetrainConfig(_Section):
         "mean of the last `train.patience_window` rounds, as a training's); 1 stops at the "
         "first plateau and leaves the climb after it to the refit (docs/benchmarks.md).",
     )
+    max_epochs: int | None = Field(
+        None,
+        ge=1,
+        description="The most epochs a warm retrain fits before its refit (`--max-epochs` "
+        "overrides it; `--full` uses `train.max_epochs`); null: `train.max_epochs`.",
+    )
     refit_epochs: int | None = Field(
         14,
         ge=0,

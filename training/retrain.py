@@ -243,8 +243,7 @@ def _train_candidate(
     warm = start is not None  # its own stopping and refit; `--full`: a training's
     patience = cfg.retrain.patience if warm else None
     refit_epochs = cfg.retrain.refit_epochs if warm else None
-    if req.max_epochs == 0:
-        overrides = {**overrides, "max_epochs": 0}
+    overrides = {**overrides, **_fit_epochs(cfg, req, warm)}
     label = str(served.manifest.get("dataset", "workspace")) if served else "workspace"
     extra = {
         "previous_version": journal["previous_version"],
@@ -256,6 +255,19 @@ def _train_candidate(
         patience=patience, refit_epochs=refit_epochs, manifest=extra, gate_rows=rows,
         **overrides,
     )  # fmt: skip
+
+
+def _fit_epochs(cfg: RecsysConfig, req: RetrainRequest, warm: bool) -> dict[str, int]:
+    """The fit's epoch cap as a Trainer override ({}: none).
+
+    `--max-epochs` 0: no fit. A warm fit: `retrain.max_epochs`, unless `--max-epochs` set
+    `train.max_epochs` (the Trainer's default, as `--full` uses it).
+    """
+    if req.max_epochs == 0:
+        return {"max_epochs": 0}
+    if warm and req.max_epochs is None and cfg.retrain.max_epochs is not None:
+        return {"max_epochs": min(cfg.train.max_epochs, cfg.retrain.max_epochs)}
+    return {}
 
 
 def served_warm_start(

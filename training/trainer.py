@@ -123,7 +123,11 @@ def _trainer(
             StopOnDivergence(),
             EpochTimer(),
             memory.MemoryBudget(),
-            EpochProgress(cfg.train.max_epochs, cfg.train.max_minutes, cfg.train.val_every_steps),
+            EpochProgress(
+                overrides.get("max_epochs", cfg.train.max_epochs),
+                cfg.train.max_minutes,
+                cfg.train.val_every_steps,
+            ),
             *terminal_bar(),
             *([WeightAverage(cfg.train.ema_decay)] if cfg.train.ema_decay is not None else []),
             *extra,

@@ -179,6 +179,22 @@ def test_a_warm_retrain_refits_retrain_refit_epochs_and_a_full_one_train_refit_e
     assert (config["train"]["refit_epochs"], config["retrain"]["refit_epochs"]) == (2, 1)
 
 
+@pytest.mark.parametrize(
+    ("full", "flags", "epochs"),
+    [(False, {}, 1), (True, {}, 3), (False, {"max_epochs": 2}, 2)],
+)
+def test_a_warm_fit_stops_at_retrain_max_epochs_unless_full_or_max_epochs_is_given(
+    ws: Workspace, logs: tuple[Path, Path], full: bool, flags: dict[str, int], epochs: int
+) -> None:
+    old, new = logs
+    serve_v1(ws, old)  # train.max_epochs 3
+    sets = ("retrain.tolerance=1.0", "retrain.max_epochs=1", "retrain.patience=5")
+    if "max_epochs" in flags:  # as `recsys retrain --max-epochs 2` sets it
+        sets = (*sets, f"train.max_epochs={flags['max_epochs']}")
+    res = retrain_on(ws, new, *sets, full=full, **flags)
+    assert ModelBundle.load(ws.models_dir / res.version).manifest["epochs"] == epochs
+
+
 def test_a_candidate_without_its_kept_rounds_record_is_ranked_by_the_gate(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
