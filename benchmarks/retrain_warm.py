@@ -1,7 +1,7 @@
 """Warm retrain against a full retrain on amazon-beauty, new-item initialisation against random.
 
 Usage: python benchmarks/retrain_warm.py [--out DIR] [--dataset CSV] [--work DIR] [--threads N]
-    [--base-minutes M] [--only STEP ...]
+    [--base-minutes M] [--precision P] [--only STEP ...]
 
 Every user's history is split by position: the first 80% is the log a model is trained on and
 published from (`base`); the remaining 20% arrives as new logs. On a copy of the base home
@@ -111,6 +111,10 @@ def main(
         list[str] | None,
         typer.Option(help="Run only these bases and variants (repeatable; default: all)."),
     ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(help="train.precision for every run (default: each run's own, auto)."),
+    ] = None,
 ) -> None:
     """Run the sweep (resumable); see the module docstring."""
     steps = set(only or [*BASES, *VARIANTS])
@@ -119,11 +123,13 @@ def main(
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     first, new = split_by_position(dataset, work)
-    sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=20"]
+    pinned = ["--set", f"train.threads={threads}"]
+    pinned += ["--set", f"train.precision={precision}"] if precision else []
+    sets = [*pinned, "--set", "train.max_minutes=20"]
 
     def base(name: str, flags: list[str]) -> dict[str, Any]:
         shutil.rmtree(work / name, ignore_errors=True)
-        capped = [*sets[:2], "--set", f"train.max_minutes={base_minutes}"]
+        capped = [*pinned, "--set", f"train.max_minutes={base_minutes}"]
         args = ["train", "--home", str(work / name), "--dataset", str(first), *capped, *flags]
         res, secs = _run(args, threads)
         return {"step": name, "wall_seconds": secs, "train": res}

@@ -276,10 +276,11 @@ class RetrainConfig(_Section):
         "first plateau and leaves the climb after it to the refit (docs/benchmarks.md).",
     )
     max_epochs: int | None = Field(
-        None,
+        8,
         ge=1,
         description="The most epochs a warm retrain fits before its refit (`--max-epochs` "
-        "overrides it; `--full` uses `train.max_epochs`); null: `train.max_epochs`.",
+        "overrides it; `--full` uses `train.max_epochs`); null: `train.max_epochs`. 8: the "
+        "rounds its first-plateau stop took one event back (docs/benchmarks.md).",
     )
     refit_epochs: int | None = Field(
         14,
@@ -304,7 +305,10 @@ class RetrainConfig(_Section):
 
 # keys added with a default that differs from what configs recorded before them had meant
 # (section -> key -> that value): such a config without the key ran with this value
-FORMER_DEFAULTS = {"train": {"precision": "fp32", "patience_window": 1, "refit_epochs": 0}}
+FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "train": {"precision": "fp32", "patience_window": 1, "refit_epochs": 0},
+    "retrain": {"max_epochs": None},
+}
 
 
 class RecsysConfig(_Section):

@@ -49,7 +49,10 @@ def retrain_command(
     time_col: TimeColOption = "timestamp",
     max_epochs: Annotated[
         int | None,
-        typer.Option(help="Upper bound on epochs; 0: the warm start itself is the candidate."),
+        typer.Option(
+            help="Upper bound on the fit's epochs (default: retrain.max_epochs, 8, warm; "
+            "train.max_epochs with --full); 0: the warm start itself is the candidate."
+        ),
     ] = None,
     max_minutes: Annotated[
         float | None, typer.Option(help="Wall-clock cap on training, in minutes.")
