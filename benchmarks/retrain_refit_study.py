@@ -1,7 +1,7 @@
 """Where a warm retrain should stop and how many refit epochs it needs, on validation only.
 
 Usage: python benchmarks/retrain_refit_study.py [--out DIR] [--dataset CSV] [--work DIR]
-    [--epochs K] [--threads N] [--arms ARM ...]
+    [--epochs K] [--threads N] [--base-threads N] [--precision P] [--arms ARM ...]
 
 The retrain benchmark (`benchmarks/retrain_warm.py`) one event back: every user's last event
 (the test target) is dropped first, so the study's test target is the real validation event
@@ -14,13 +14,15 @@ training sequences plus the validation events (the refit), ranking the test rows
 validation events) after each epoch:
 - `warm_p1`, `warm_p3`: warm-started from the served base as the retrain's warm start is,
   early stopping with `retrain.patience` 1 and 3;
-- `warm_p1_r4` ... `warm_p1_r10`: `warm_p1` with its fit capped at 4 ... 10 rounds
+- `warm_p1_r2` ... `warm_p1_r10`: `warm_p1` with its fit capped at 2 ... 10 rounds
   (`retrain.max_epochs`), the kept round the best of those;
 - `full`: from scratch with `train.patience` (the `--full` retrain).
 Each arm writes `DIR/<arm>.json` (the fit's rounds and seconds, the kept round's val and test
 NDCG@10, the refit curve) and is skipped when it exists; the base home is trained once
 (`DIR/base.json`); `DIR/refit_curves.png` plots the finished arms' curves. Threads:
-`--threads` per run (`train.threads`); the file records the load averages.
+`--threads` per arm, `--base-threads` for the base (default: `--threads`); the files record
+the load averages. `--precision` pins `train.precision` for the base and every arm (default:
+auto, which is bf16 on a machine that multiplies bf16 natively and fp32 elsewhere).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ ARMS: dict[str, tuple[int | None, int | None]] = {
     "warm_p1": (1, None),
     "warm_p3": (3, None),
     "full": (None, None),
-    **{f"warm_p1_r{cap}": (1, cap) for cap in (4, 6, 8, 10)},
+    **{f"warm_p1_r{cap}": (1, cap) for cap in (2, 4, 6, 8, 10)},
 }
 
 
@@ -72,7 +74,7 @@ def one_event_back(csv: Path, work: Path) -> Path:
     return path
 
 
-def train_base(work: Path, first: Path, threads: int) -> dict[str, Any]:
+def train_base(work: Path, first: Path, threads: int, precision: str) -> dict[str, Any]:
     """The served base: `recsys train` on the first 80%, the defaults (as `base_refit`).
 
     Capped at 40 minutes (the bf16 bases took under 20; one thread in fp32 takes longer).
@@ -80,12 +82,15 @@ def train_base(work: Path, first: Path, threads: int) -> dict[str, Any]:
     home = work / "base"
     shutil.rmtree(home, ignore_errors=True)
     sets = ["--set", f"train.threads={threads}", "--set", "train.max_minutes=40"]
+    sets += ["--set", f"train.precision={precision}"]
     args = [RECSYS, "train", "--home", str(home), "--dataset", str(first), *sets, "--json"]
     done = subprocess.run(args, check=True, capture_output=True, text=True)
     return {"step": "base", "train": json.loads(done.stdout)}
 
 
-def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict[str, Any]:
+def run_arm(
+    name: str, work: Path, new: Path, epochs: int, threads: int, precision: str
+) -> dict[str, Any]:
     """One arm on a copy of the base home with the new logs ingested (module docstring)."""
     home = work / name
     shutil.rmtree(home, ignore_errors=True)
@@ -93,6 +98,7 @@ def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict
     ws = Workspace(home)
     ingest_once(ws, dataset_files(new))
     sets = [f"train.threads={threads}", "train.refit_epochs=0", "train.max_minutes=90"]
+    sets += [f"train.precision={precision}"]
     cfg = load_config(overrides=sets, base=served_config(ws.models_dir))
     splits = load_splits(ws, cfg)
     patience, cap = ARMS[name]
@@ -108,7 +114,7 @@ def run_arm(name: str, work: Path, new: Path, epochs: int, threads: int) -> dict
         "arm": name, "warm": warm, "patience": patience or cfg.train.patience, "round_cap": cap,
         "rounds": len(fitted.epoch_seconds), "fit_seconds": fitted.seconds,
         "kept_val_ndcg@10": kept["val"], "kept_test_ndcg@10": kept["test"],
-        "refit_test": curve, "threads": threads,
+        "refit_test": curve, "threads": threads, "precision": precision,
     }  # fmt: skip
 
 
@@ -154,6 +160,10 @@ def main(
     ),
     epochs: Annotated[int, typer.Option(help="Refit epochs ranked.")] = 24,
     threads: Annotated[int, typer.Option(help="Threads per run.")] = 1,
+    base_threads: Annotated[
+        int | None, typer.Option(help="Threads for the base (default: --threads).")
+    ] = None,
+    precision: Annotated[str, typer.Option(help="train.precision of every run.")] = "auto",
     arms: Annotated[list[str] | None, typer.Option(help="Arms to run (default: all).")] = None,
 ) -> None:
     """Train the base if needed, then each arm without a result file."""
@@ -164,9 +174,10 @@ def main(
     first, new = split_by_position(one_event_back(dataset, work), work)
     if bundle.current_version(Workspace(work / "base").models_dir) is None:  # a new machine
         (out / "base.json").unlink(missing_ok=True)  # trained again (deterministic: the same)
-    _step(out / "base.json", lambda: train_base(work, first, threads))
+    _step(out / "base.json", lambda: train_base(work, first, base_threads or threads, precision))
     for name in arms or ARMS:
-        _step(out / f"{name}.json", lambda n=name: run_arm(n, work, new, epochs, threads))
+        arm = (name, work, new, epochs, threads, precision)
+        _step(out / f"{name}.json", lambda a=arm: run_arm(*a))
     plot(out)
 
 
