@@ -21,6 +21,12 @@ NO_CAP = ["--set", "retrain.max_epochs=null"]
 BEFORE_E14 = ["--set", "retrain.patience=3", "--set", "retrain.refit_epochs=null", *NO_CAP]
 E14 = ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"]
 R8 = ["--set", "retrain.max_epochs=8"]
+# a short fit and a long refit: one event back in fp32 the refit curve hardly depends on the
+# fit's rounds (2 to 8) and climbs with its epochs (benchmarks/retrain_refit_study.py, the
+# `amazon-beauty-fp32-caps` rows), so the budget goes to the refit
+E20 = ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=20"]
+R4_E20 = [*E20, "--set", "retrain.max_epochs=4"]
+R2_E20 = [*E20, "--set", "retrain.max_epochs=2"]
 EARLIER = {
     "warm_context": [*AS_BEFORE],
     "warm_random": ["--set", "retrain.new_item_init=random", *AS_BEFORE],
@@ -78,6 +84,12 @@ VARIANTS = {
     # 1.7% of test NDCG@10 against the uncapped fit, docs/benchmarks.md)
     "warm_refit_p1_e14_r8": [*E14, *R8],
     "warm_refit_p1_e14_r8_seed43": [*E14, *R8, "--set", "train.seed=43"],
+    # ... and at 4 rounds with 20 refit epochs, each seed
+    "warm_refit_p1_r4_e20": [*R4_E20],
+    "warm_refit_p1_r4_e20_seed43": [*R4_E20, "--set", "train.seed=43"],
+    # ... and at 2 (as good as 4 one event back; 4 took 39% of the full retrain's time in fp32)
+    "warm_refit_p1_r2_e20": [*R2_E20],
+    "warm_refit_p1_r2_e20_seed43": [*R2_E20, "--set", "train.seed=43"],
 }
 # runs made by hand on a copy of the base home: result name -> home
 BY_HAND = {"warm_patience10": "warm_p10"}  # `--set retrain.patience=10`, to its end
@@ -107,4 +119,8 @@ PAIRS = {
     "paired_refit_e14_seed43.json": ("full_refit_seed43", ["warm_refit_p1_e14_seed43"]),
     "paired_refit_e14_r8.json": ("full_refit", ["warm_refit_p1_e14_r8"]),
     "paired_refit_e14_r8_seed43.json": ("full_refit_seed43", ["warm_refit_p1_e14_r8_seed43"]),
+    "paired_refit_r4_e20.json": ("full_refit", ["warm_refit_p1_r4_e20"]),
+    "paired_refit_r4_e20_seed43.json": ("full_refit_seed43", ["warm_refit_p1_r4_e20_seed43"]),
+    "paired_refit_r2_e20.json": ("full_refit", ["warm_refit_p1_r2_e20"]),
+    "paired_refit_r2_e20_seed43.json": ("full_refit_seed43", ["warm_refit_p1_r2_e20_seed43"]),
 }
