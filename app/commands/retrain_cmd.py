@@ -50,8 +50,8 @@ def retrain_command(
     max_epochs: Annotated[
         int | None,
         typer.Option(
-            help="Upper bound on the fit's epochs (default: retrain.max_epochs for a warm "
-            "fit; train.max_epochs with --full or when that is null); 0: the warm start "
+            help="Upper bound on the fit's epochs (default: retrain.max_epochs, 2, for a "
+            "warm fit; train.max_epochs with --full or when that is null); 0: the warm start "
             "itself is the candidate."
         ),
     ] = None,
