@@ -73,8 +73,8 @@ EARLIER = {
 }
 VARIANTS = {
     **{name: [*BEFORE_E14, *flags] for name, flags in EARLIER.items()},
-    # today's defaults, chosen one event back (benchmarks/retrain_refit_study.py): the first-
-    # plateau stop, and the most refit epochs the 40% budget leaves (pinned all the same)
+    # the defaults before the 2-round cap, chosen one event back (retrain_refit_study.py):
+    # the first-plateau stop, and the most refit epochs the 40% budget left (pinned all the same)
     "warm_refit_p1_e14": [*E14, *NO_CAP],
     # ... with another seed, for a pair of seeds on each side (the full retrain's second seed:
     # `full_refit_seed43`, run again into the same folder)
@@ -87,7 +87,8 @@ VARIANTS = {
     # ... and at 4 rounds with 20 refit epochs, each seed
     "warm_refit_p1_r4_e20": [*R4_E20],
     "warm_refit_p1_r4_e20_seed43": [*R4_E20, "--set", "train.seed=43"],
-    # ... and at 2 (as good as 4 one event back; 4 took 39% of the full retrain's time in fp32)
+    # ... and at 2 (as good as 4 one event back; 4 took 39-41% of the full retrain's time in
+    # fp32): today's defaults
     "warm_refit_p1_r2_e20": [*R2_E20],
     "warm_refit_p1_r2_e20_seed43": [*R2_E20, "--set", "train.seed=43"],
 }

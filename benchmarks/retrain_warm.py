@@ -28,12 +28,12 @@ each variant runs `recsys retrain --logs new.csv` (its flags: `benchmarks/retrai
   is the first-plateau stop with 16 refit epochs (the warm model's refit climbs slower),
   `full_refit_e16` the full retrain with them (the same fit, a longer refit).
   Every run before them pins no refit (`NO_REFIT`);
-- `warm_refit_p1_e14`: today's retrain defaults (`retrain.patience` 1, `retrain.refit_epochs`
+- `warm_refit_p1_e14`: the retrain defaults then (`retrain.patience` 1, `retrain.refit_epochs`
   14, chosen one event back by benchmarks/retrain_refit_study.py); every variant above pins
   the retrain defaults it ran with (`BEFORE_E14`: patience 3, the training's refit epochs);
   `warm_refit_p1_e14_r8` (and `_seed43`) caps its fit at 8 rounds (`retrain.max_epochs`);
   `warm_refit_p1_r4_e20` and `warm_refit_p1_r2_e20` (each with `_seed43`) at 4 and 2, with
-  20 refit epochs.
+  20 refit epochs (the latter today's defaults).
 Each variant's test metrics are also measured on the rows whose target is a new item (one the
 base model never saw): `DIR/<variant>_new_items.json`.
 Each step writes `DIR/<step>.json` (wall seconds, the retrain's JSON, test metrics of the
