@@ -13,8 +13,8 @@ NO_REFIT = ["--set", "train.refit_epochs=0"]
 # before `train.precision: auto` (fp32)
 AS_BEFORE = ["--set", "train.patience_window=1", "--set", "train.precision=fp32", *NO_REFIT]
 SHRINK_PERTURB = ["--set", "retrain.shrink=0.4", "--set", "retrain.perturb=0.1"]
-# no cap on a warm fit's rounds, as every variant but the `_r8` ones ran (a base trained while
-# the default was 8 records it, and its retrains would inherit it)
+# no cap on a warm fit's rounds, as every variant but the capped ones (`_r8`, `_r4_e20`,
+# `_r2_e20`) ran (a base trained under a capped default records it, and its retrains inherit it)
 NO_CAP = ["--set", "retrain.max_epochs=null"]
 # the retrain defaults every variant before `warm_refit_p1_e14` ran with (a base trained since
 # records today's, which its retrains would inherit): stop at patience 3, refit as a training
