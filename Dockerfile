@@ -33,6 +33,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
         -c constraints.txt -r /tmp/requirements.txt
 COPY app ./app
 COPY data ./data
+COPY model ./model
 COPY training ./training
 COPY serving ./serving
 COPY configs ./configs

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 import typer
 
-from training.datamodule import SequenceDataModule, item_counts
-from training.trainer import load_run
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.trainer import load_run
 
 
 def _logits(run_dir: Path, users: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from training.model import QueryTower
+from model.towers import QueryTower
 
 TARGETS, DIM, ITEMS = 560, 256, 12_102
 

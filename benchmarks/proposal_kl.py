@@ -27,11 +27,11 @@ import typer
 
 from app.commands.train_cmds import build_config
 from training.config import RecsysConfig
-from training.datamodule import SequenceDataModule, item_counts
 from training.diagnostics import proposal_kl
-from training.evaluation import rank_batch
+from training.evaluation.ranking import rank_batch
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.trainer import load_run
 from training.samplers import SamplerContext, build_sampler
-from training.trainer import load_run
 
 
 def _run_dir(home: Path, name: str | None) -> Path:

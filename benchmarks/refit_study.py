@@ -36,13 +36,13 @@ sys.path.insert(0, str(ROOT))
 from data.datasets import prepare_dataset  # noqa: E402
 from data.split import Splits  # noqa: E402
 from data.workspace import Workspace  # noqa: E402
-from training.checkpoints import BEST_CHECKPOINT  # noqa: E402
 from training.config_loading import load_config  # noqa: E402
-from training.pipeline import load_splits  # noqa: E402
-from training.refit import with_validation_events  # noqa: E402
-from training.scoring import measure  # noqa: E402
-from training.trainer import fit  # noqa: E402
-from training.warm_start import WarmStart  # noqa: E402
+from training.loop.checkpoints import BEST_CHECKPOINT  # noqa: E402
+from training.loop.trainer import fit  # noqa: E402
+from training.workflows.pipeline import load_splits  # noqa: E402
+from training.workflows.refit import with_validation_events  # noqa: E402
+from training.workflows.scoring import measure  # noqa: E402
+from training.workflows.warm_start import WarmStart  # noqa: E402
 
 
 def shifted(splits: Splits) -> Splits:

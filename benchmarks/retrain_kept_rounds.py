@@ -21,7 +21,7 @@ import torch
 import typer
 
 from app.bench.paired import per_user_ndcg
-from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
+from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 
 ITEM_TABLE = "model.item_tower.embedding.weight"
 

@@ -48,11 +48,11 @@ from data.datasets import dataset_files, ingest_once  # noqa: E402
 from data.workspace import Workspace  # noqa: E402
 from training import bundle  # noqa: E402
 from training.config_loading import load_config  # noqa: E402
-from training.pipeline import load_splits  # noqa: E402
-from training.refit import with_validation_events  # noqa: E402
-from training.retrain import served_config, served_warm_start  # noqa: E402
-from training.scoring import measure  # noqa: E402
-from training.trainer import fit  # noqa: E402
+from training.loop.trainer import fit  # noqa: E402
+from training.workflows.pipeline import load_splits  # noqa: E402
+from training.workflows.refit import with_validation_events  # noqa: E402
+from training.workflows.retrain import served_config, served_warm_start  # noqa: E402
+from training.workflows.scoring import measure  # noqa: E402
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
 # arm -> (patience, round cap); patience None: from scratch, with `train.patience`

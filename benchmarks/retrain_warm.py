@@ -196,10 +196,10 @@ def _variant(
 def _new_item_rows(work: Path, out: Path, name: str) -> dict[str, Any]:
     """Test metrics of the variant's candidate on the rows whose target is a new item."""
     from data.workspace import Workspace
-    from training.bundle import ModelBundle, read_manifest
+    from model.bundle import ModelBundle, read_manifest
     from training.config import RecsysConfig
-    from training.pipeline import load_splits
-    from training.scoring import bundle_metrics
+    from training.workflows.pipeline import load_splits
+    from training.workflows.scoring import bundle_metrics
 
     base_name = BASE_OF.get(name, "base")
     base = json.loads((out / f"{base_name}.json").read_text())["train"]["version"]

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 import typer
 
 from app.bench.reuse import val_curve
-from training.stopping import stop_round
+from training.loop.stopping import stop_round
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("recipe_final", "recipe_study", "sampler_sweep")

@@ -36,10 +36,10 @@ import typer
 
 from training.config_loading import load_config
 from training.corrections import query_windows
-from training.datamodule import SequenceDataModule, item_counts
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.trainer import load_run
 from training.samplers import build_sampler
 from training.samplers.base import SamplerContext
-from training.trainer import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 TAPAS_PRESET = REPO / "configs" / "samplers" / "tapas.yaml"

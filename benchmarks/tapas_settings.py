@@ -22,12 +22,12 @@ from data.ingest import ingest_files
 from data.split import build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
+from model.towers import build_model
 from training.config_loading import load_config
-from training.datamodule import SequenceDataModule, item_counts
-from training.evaluation import evaluate_loader
-from training.lit_module import RetrievalModule
+from training.evaluation.ranking import evaluate_loader
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.lit_module import RetrievalModule
 from training.losses import get_loss
-from training.model import build_model
 from training.samplers import SamplerContext, build_sampler
 
 # the model temperature of the committed results (the default then; 0.1 since the recipe study)

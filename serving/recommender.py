@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from model.bundle import ModelBundle
 from serving.index_kinds import ItemIndex
-from training.bundle import ModelBundle
 
 HistoryLookup = Callable[[str], Sequence[str] | None]
 

@@ -22,12 +22,12 @@ import numpy as np
 
 from data.errors import RecsysInputError
 from data.workspace import Workspace
+from model.bundle import BundleError, ModelBundle, current_path, current_version
 from serving.history import HistoryStore
 from serving.index import IndexParams, build_index
 from serving.index_recall import RECALL_QUERIES
 from serving.recommender import Recommender, user_queries
 from serving.threads import limit_threads
-from training.bundle import BundleError, ModelBundle, current_path, current_version
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from model.config import ModelConfig, Section
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
-
-
-class DataConfig(_Section):
+class DataConfig(Section):
     """How events become training sequences."""
 
     split: Literal["loo", "time"] = "loo"
@@ -34,49 +32,7 @@ class DataConfig(_Section):
         return self
 
 
-class ModelConfig(_Section):
-    """The two towers."""
-
-    tower: Literal["sasrec", "mean"] = "sasrec"
-    dim: int = Field(256, ge=2)
-    max_len: int = Field(20, ge=1, description="Query history length L.")
-    num_layers: int = Field(2, ge=1)
-    num_heads: int = Field(2, ge=1)
-    ffn_dim: int | None = Field(
-        None, ge=1, description="Width of each block's feed-forward layer; null = dim (SASRec's)."
-    )
-    dropout: float = Field(0.5, ge=0.0, lt=1.0)
-    share_embeddings: bool = True
-    temperature: float = Field(
-        0.1, gt=0.0, description="logit = h . c / temperature (the recipe study's choice)."
-    )
-    learn_temperature: bool = Field(
-        False, description="Train tau (on a log scale, from `temperature`); the bundle keeps it."
-    )
-    temperature_final: float | None = Field(
-        None,
-        gt=0.0,
-        description="Anneal tau exponentially from `temperature` to this over the training "
-        "budget, as the lr schedules do (the share of max_epochs' steps or of train.max_minutes "
-        "done, whichever is further; a retrain runs it again over its own); null: fixed.",
-    )
-    normalize: bool = Field(
-        True,
-        description="L2-normalise both towers' outputs (cosine logits over the temperature); "
-        "false: plain dot products h . c / temperature, as SASRec (set temperature 1 with it).",
-    )
-
-    @model_validator(mode="after")
-    def _heads_divide_dim(self) -> ModelConfig:
-        if self.tower == "sasrec" and self.dim % self.num_heads:
-            raise ValueError(
-                f"model.dim {self.dim} is not divisible by model.num_heads {self.num_heads} "
-                "(each attention head takes dim / num_heads of the embedding)"
-            )
-        return self
-
-
-class SamplerConfig(_Section):
+class SamplerConfig(Section):
     """The negative sampler; each sampler reads the fields it needs."""
 
     name: str = "uniform"
@@ -122,7 +78,7 @@ class SamplerConfig(_Section):
     )
 
 
-class LossConfig(_Section):
+class LossConfig(Section):
     """The training objective (see training/losses.py for the names)."""
 
     name: str = "sampled_softmax"
@@ -140,7 +96,7 @@ class LossConfig(_Section):
     )
 
 
-class TrainConfig(_Section):
+class TrainConfig(Section):
     """The optimisation loop."""
 
     batch_size: int = Field(128, ge=1)
@@ -241,7 +197,7 @@ class TrainConfig(_Section):
     )
 
 
-class EvalConfig(_Section):
+class EvalConfig(Section):
     """Full-ranking evaluation (never sampled metrics)."""
 
     ks: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [10, 20, 100])
@@ -255,7 +211,7 @@ class EvalConfig(_Section):
         return self
 
 
-class RetrainConfig(_Section):
+class RetrainConfig(Section):
     """`recsys retrain`: the warm start and the quality gate."""
 
     tolerance: float = Field(
@@ -311,7 +267,7 @@ FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-class RecsysConfig(_Section):
+class RecsysConfig(Section):
     """The whole run configuration."""
 
     data: DataConfig = DataConfig()

@@ -49,8 +49,8 @@ def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]
     from data.split import build_splits
     from data.synth import generate_events
     from data.workspace import Workspace
-    from training.config import ModelConfig
-    from training.examples import make_windows
+    from model.config import ModelConfig
+    from training.loop.examples import make_windows
 
     ws = Workspace(home)
     if not ws.events_dir.is_dir():

@@ -28,10 +28,10 @@ def per_user_ndcg(
     """
     import torch
 
-    from training.datamodule import SequenceDataModule
-    from training.evaluation import rank_loader
-    from training.metrics import ndcg_per_user
-    from training.trainer import load_run
+    from training.evaluation.metrics import ndcg_per_user
+    from training.evaluation.ranking import rank_loader
+    from training.loop.datamodule import SequenceDataModule
+    from training.loop.trainer import load_run
 
     cfg, splits, module = load_run(run, checkpoint)
     dm = SequenceDataModule(splits, cfg.model.max_len, 1, cfg.train.eval_batch_size)

@@ -174,7 +174,7 @@ def run_quality(
     """
     from app.commands.train_cmds import build_config
     from training import distributed
-    from training.pipeline import train
+    from training.workflows.pipeline import train
 
     configs = {
         c: build_config(c[0], c[1], max_epochs, [], overrides or [])

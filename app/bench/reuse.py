@@ -59,7 +59,7 @@ def stops_alike(record: dict[str, Any], current: dict[str, Any]) -> bool:
     cap or epoch limit with neither its own rule nor today's stopping it on its validation
     curve: training is deterministic for a seed.
     """
-    from training.stopping import stop_round
+    from training.loop.stopping import stop_round
 
     train = current["train"]
     others = {**current, "train": {k: v for k, v in train.items() if k not in STOPPING_KEYS}}

@@ -45,9 +45,9 @@ def synthetic_bundle(
     import polars as pl
     import torch
 
-    from training.bundle import publish, write_bundle
-    from training.config import ModelConfig
-    from training.model import build_query_tower
+    from model.bundle import publish, write_bundle
+    from model.config import ModelConfig
+    from model.towers import build_query_tower
 
     torch.manual_seed(seed)
     cfg = ModelConfig(dim=dim).model_dump()
@@ -144,9 +144,9 @@ async def _load(
 
 def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, Any]:
     """Time `index.search` alone (k + 20 over-fetch, one query at a time) on the cached index."""
+    from model.bundle import ModelBundle
     from serving.index import IndexParams, build_index
     from serving.recommender import Recommender
-    from training.bundle import ModelBundle
 
     bundle = ModelBundle.load(bundle_dir)
     index = build_index(bundle.item_embeddings, IndexParams(kind=kind), cache_dir=bundle_dir)

@@ -33,11 +33,11 @@ from data.errors import RecsysInputError
 from data.split import build_splits
 from data.workspace import Workspace
 from training.config import RecsysConfig
-from training.datamodule import SequenceDataModule, item_counts
-from training.interrupt import interruptible_fit
-from training.lit_module import PHASES, RetrievalModule
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.interrupt import interruptible_fit
+from training.loop.lit_module import PHASES, RetrievalModule
+from training.loop.trainer import build_module
 from training.precision import resolve_precision
-from training.trainer import build_module
 
 WARMUP_STEPS = 5  # allocations, Adam state: not profiled
 

@@ -25,7 +25,7 @@ from app.bench import options
 from data.errors import RecsysInputError
 from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.trainer import build_module
+from training.loop.trainer import build_module
 
 FULL = "full"
 

@@ -68,7 +68,7 @@ class Sweep:
 
 
 class SamplerClock:
-    """A `training.trainer.fit` start hook that times every `sampler.sample` call of a run."""
+    """A `training.loop.trainer.fit` start hook that times every `sampler.sample` call of a run."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -199,8 +199,8 @@ def _train(spec: RunSpec, sweep: Sweep, ws: Workspace) -> dict[str, Any]:
     from app.bench.paired import per_user_ndcg
     from app.bench.quality import best_epoch_kl, validation_curve
     from data.datasets import prepare_dataset
-    from training import bundle
-    from training.pipeline import load_splits, train_on
+    from model import bundle
+    from training.workflows.pipeline import load_splits, train_on
 
     cfg = run_config(spec, sweep)
     log.info("bench quality: training %s/%s", spec.dataset, spec.name)

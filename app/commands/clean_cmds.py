@@ -23,7 +23,7 @@ def clean(
     holds the home, clean is refused (exit 2, the holder named).
     """
     from data.lock import training_lock
-    from training.leftovers import find_leftovers, remove_leftovers
+    from training.workflows.leftovers import find_leftovers, remove_leftovers
 
     ws = workspace(home)
     if not ws.root.is_dir():

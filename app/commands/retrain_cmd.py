@@ -84,7 +84,7 @@ def retrain_command(
     output says which), 1 on failure, 2 on bad input or a home another training holds. Run the
     same command again after a crash: it resumes, and ingests nothing twice.
     """
-    from training.retrain import RetrainRequest, retrain, served_config
+    from training.workflows.retrain import RetrainRequest, retrain, served_config
 
     ws = workspace(home)
     if max_epochs is not None and max_epochs < 0:

@@ -101,7 +101,7 @@ def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
     `BROKEN: <reason>` (`broken` in the JSON, null for a good one); a retrain candidate the
     gate did not publish is marked `KEPT OUT: <reason>` (`kept_out`).
     """
-    from training.bundle import current_version, describe, list_versions
+    from model.bundle import current_version, describe, list_versions
 
     models_dir = workspace(home).models_dir
     current = current_version(models_dir)
@@ -143,7 +143,7 @@ def _sampler_text(sampler: Any) -> str:
 @models_app.command("show")
 def show_model(version: VersionArgument, home: HomeOption = None) -> None:
     """Print one version's manifest (JSON)."""
-    from training.bundle import current_version, list_versions, read_manifest
+    from model.bundle import current_version, list_versions, read_manifest
 
     models_dir = workspace(home).models_dir
     if version not in list_versions(models_dir):
@@ -163,7 +163,7 @@ def rollback_model(
     as_json: JsonOption = False,
 ) -> None:
     """Serve VERSION again: validate its bundle, then point models/CURRENT at it atomically."""
-    from training.bundle import rollback
+    from model.bundle import rollback
 
     previous = rollback(workspace(home).models_dir, version, force)
     if as_json:

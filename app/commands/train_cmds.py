@@ -171,7 +171,7 @@ def train_command(
 
     if not distributed.launched_as_secondary():  # the other ranks take the home as they find it
         check_dataset(ws, dataset)  # no events, or no such logs: said before Lightning's import
-    from training.pipeline import train
+    from training.workflows.pipeline import train
 
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only: bars, prints
         layout = LogLayout(fmt, user_col, item_col, time_col)
@@ -197,7 +197,7 @@ def _refit(epochs: int) -> str:
 
 def _reusable(ws: Workspace, json_out: bool) -> bool:
     """Say so and return True when a published model is kept (see --reuse-published)."""
-    from training.bundle import broken_reason, current_version
+    from model.bundle import broken_reason, current_version
 
     version = current_version(ws.models_dir)
     if version is None or os.environ.get(RETRAIN_ENV) == "1":
@@ -222,7 +222,7 @@ def evaluate_command(
     json_out: JsonOption = False,
 ) -> None:
     """Recompute full-ranking metrics of a bundle on the home's split."""
-    from training.scoring import evaluate
+    from training.workflows.scoring import evaluate
 
     result = evaluate(workspace(home), model, split)
     if json_out:

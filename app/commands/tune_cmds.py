@@ -1,4 +1,4 @@
-"""`recsys tune`: a thin wrapper over `training.tune`; prints the trials table or JSON."""
+"""`recsys tune`: a thin wrapper over `training.workflows.tune`; prints the trials table or JSON."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def tune_command(
     Resumable: the same command continues the study in --out. Then train with the result:
     `recsys train --config <out>/best.yaml`.
     """
-    from training.tune import TuneRequest, tune
+    from training.workflows.tune import TuneRequest, tune
 
     if not (math.isfinite(budget_minutes) and budget_minutes > 0) or trials < 1:
         raise RecsysInputError("--budget-minutes must be a number > 0 and --trials >= 1")

@@ -15,8 +15,8 @@ from tests.app.test_api_reload import wait_for
 from tests.serving.server import running_server
 from tests.training.retraining import write_logs
 from training.config_loading import load_config
-from training.pipeline import train
-from training.retrain import RetrainRequest, retrain, served_config
+from training.workflows.pipeline import train
+from training.workflows.retrain import RetrainRequest, retrain, served_config
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",

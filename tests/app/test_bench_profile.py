@@ -7,7 +7,7 @@ import pytest
 
 from data.synth import generate_events
 from tests.app.test_data_cli import run_inproc
-from training.lit_module import PHASES
+from training.loop.lit_module import PHASES
 
 TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "train.batch_size=16"]
 TINY += ["--set", "sampler.num_negatives=16"]

@@ -294,7 +294,7 @@ def test_quality_refuses_several_processes_before_training(
     def train(*args: object, **kwargs: object) -> None:
         raise AssertionError("trained: several processes hang or crash here")
 
-    monkeypatch.setattr("training.pipeline.train", train)
+    monkeypatch.setattr("training.workflows.pipeline.train", train)
     log = tmp_path / "log.csv"
     generate_events(50, 30, 400, seed=4).write_csv(log)
     args = ["bench", "quality", "--dataset", str(log), "--samplers", "uniform,full"]

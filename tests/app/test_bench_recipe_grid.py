@@ -12,8 +12,8 @@ from app.bench.recipe_grid import DATASETS, RECIPES, combined_sets, recipe
 from app.bench.recipe_report import DEFAULT_DOC, PLOT, recipe_report, recipe_table
 from app.bench.sweep_grid import RunSpec
 from data.synth import generate_events
+from model.config import ModelConfig
 from tests.app.test_data_cli import run_inproc
-from training.config import ModelConfig
 
 VAL = {"defaults": 0.050, "cosine": 0.060, "cosine-warmup": 0.058, "d128": 0.052, "tau-0.1": 0.04}
 

@@ -9,7 +9,7 @@ import pytest
 from app.bench import reuse, sweep
 from tests.training.curves import NOISY_CLIMB, SPIKES
 from training.config import RecsysConfig
-from training.stopping import stop_round
+from training.loop.stopping import stop_round
 
 TODAY = reuse.training_settings(RecsysConfig())  # patience 10 on the mean of 3 rounds
 PATIENT = {"patience": 20, "patience_window": 1}  # a rule that let NOISY_CLIMB run on

@@ -8,7 +8,7 @@ import torch
 
 from app.bench.step_timing import _batch, _config, _counts
 from tests.app.test_data_cli import run_inproc
-from training.trainer import build_module
+from training.loop.trainer import build_module
 
 SMALL = {"num_negatives": 16, "dim": 8, "length": 5, "batch": 12}
 

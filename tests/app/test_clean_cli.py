@@ -71,7 +71,7 @@ def test_clean_keeps_the_run_a_retrain_will_resume_and_waits_for_a_live_training
 ) -> None:
     from data.lock import training_lock
     from data.workspace import Workspace
-    from training import journal
+    from training.workflows import journal
 
     home = tmp_path / "home"
     ws = Workspace(home)

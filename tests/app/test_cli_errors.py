@@ -69,7 +69,7 @@ def test_help_usage_errors_and_a_bare_command(capsys: pytest.CaptureFixture[str]
 def test_ctrl_c_while_training_is_exit_130_not_lightnings_silent_exit_1(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from training.progress import EpochTimer
+    from training.loop.progress import EpochTimer
 
     def ctrl_c(*args: object) -> None:
         raise KeyboardInterrupt  # inside the fit: Lightning catches it and calls sys.exit(1)

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import training.bundle.read as bundle_read
+import model.bundle.read as bundle_read
 from app.cli import app
 from data.workspace import Workspace
+from model.bundle import ModelBundle, describe
 from tests.serving.bundles import make_bundle
-from training.bundle import ModelBundle, describe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,7 +127,7 @@ def test_list_maps_the_embeddings_and_checks_them_in_chunks(
 def test_a_candidate_the_gate_kept_out_is_marked_and_rolled_back_to_only_with_force(
     ws: Workspace,
 ) -> None:
-    from training.bundle import keep_out
+    from model.bundle import keep_out
 
     make_bundle(ws.models_dir, "v1")
     make_bundle(ws.models_dir, "v2", publish_it=False)

@@ -29,7 +29,7 @@ def test_paired_interval_is_zero_for_a_copy_and_excludes_zero_for_a_clear_gain()
 
 def test_per_user_ndcg_reproduces_the_bench_quality_metrics(tmp_path: Path) -> None:
     from app.bench.quality import run_quality
-    from training.checkpoints import BEST_CHECKPOINT
+    from training.loop.checkpoints import BEST_CHECKPOINT
 
     log = tmp_path / "tiny.csv"
     generate_events(150, 80, 2000, seed=4).write_csv(log)

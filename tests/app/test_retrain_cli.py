@@ -19,7 +19,7 @@ from data.lock import LOCK_FILE
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config_loading import load_config
-from training.pipeline import train
+from training.workflows.pipeline import train
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
 

@@ -29,9 +29,9 @@ from data import store
 from data.ingest import ingest_files
 from data.synth import generate_events
 from data.workspace import Workspace
+from model.bundle import ModelBundle, current_version, read_manifest
 from tests.app.test_api_reload import wait_for
 from tests.serving.server import running_server
-from training.bundle import ModelBundle, current_version, read_manifest
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
 REFIT = 3  # `train.refit_epochs` and `retrain.refit_epochs`

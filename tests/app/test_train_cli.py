@@ -13,7 +13,7 @@ import yaml
 
 from data.errors import RecsysInputError
 from data.synth import generate_events
-from training.bundle import read_manifest
+from model.bundle import read_manifest
 from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.precision import resolve_precision

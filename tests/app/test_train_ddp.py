@@ -22,9 +22,9 @@ import torch
 from data.split import build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
+from model.bundle import ModelBundle
 from tests.serving.server import running_server
-from training.bundle import ModelBundle
-from training.datamodule import item_counts
+from training.loop.datamodule import item_counts
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [

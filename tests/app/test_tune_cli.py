@@ -17,12 +17,12 @@ from app.commands.train_cmds import build_config
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.checkpoints import MONITOR
 from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.pipeline import load_splits
-from training.trainer import fit
-from training.tune import (
+from training.loop.checkpoints import MONITOR
+from training.loop.trainer import fit
+from training.workflows.pipeline import load_splits
+from training.workflows.tune import (
     SEARCH_SPACE,
     PruneOnValidation,
     TuneRequest,
@@ -31,7 +31,7 @@ from training.tune import (
     open_study,
     tune,
 )
-from training.tune_study import MINUTES_RUN
+from training.workflows.tune_study import MINUTES_RUN
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
 SEARCHED = set(SEARCH_SPACE) - {"model.max_len"}  # a key given with --set is not searched
@@ -274,7 +274,7 @@ def test_a_study_that_spent_its_budget_says_so_instead_of_running_nothing_silent
     spent = open_study(request).ask()
     spent.set_user_attr(MINUTES_RUN, 2.0)  # a trial that ran 2 minutes, then was killed
     open_study(request)  # the next sitting marks it failed: 2 of the 1 minute spent
-    with caplog.at_level(logging.WARNING, logger="training.tune"):
+    with caplog.at_level(logging.WARNING, logger="training.workflows.tune"):
         summary = tune(ws, request, str(log_file))
     assert [t["state"] for t in summary["trials"]] == ["fail", "waiting"]  # nothing ran
     assert "has spent its 1.0-minute budget (2.0 minutes run)" in caplog.text

@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from training.bundle import publish, write_bundle
-from training.model import build_query_tower
+from model.bundle import publish, write_bundle
+from model.towers import build_query_tower
 
 MODEL_CFG = {
     "tower": "sasrec",

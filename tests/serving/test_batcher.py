@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from model.bundle import ModelBundle
 from serving.batcher import RequestBatcher
 from serving.index import build_index
 from serving.recommender import Query, Recommender, Result
 from tests.serving.bundles import make_bundle
-from training.bundle import ModelBundle
 
 
 class CountingRecommender(Recommender):

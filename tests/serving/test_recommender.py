@@ -10,11 +10,11 @@ import pytest
 from data.errors import RecsysInputError
 from data.ingest import ingest_files
 from data.workspace import Workspace
+from model.bundle import ModelBundle
 from serving.index import IndexParams, build_index
 from serving.recommender import Query, Recommender, UnknownItemError
 from serving.service import ModelService
 from tests.serving.bundles import PLANTED_HISTORY, POPULAR, make_bundle
-from training.bundle import ModelBundle
 
 
 @pytest.fixture

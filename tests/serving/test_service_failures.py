@@ -19,10 +19,10 @@ import torch
 from data.errors import RecsysInputError
 from data.ingest import ingest_rows
 from data.workspace import Workspace
+from model.bundle import BundleError, ModelBundle
+from model.towers import build_query_tower
 from serving.service import ModelService
 from tests.serving.bundles import make_bundle
-from training.bundle import BundleError, ModelBundle
-from training.model import build_query_tower
 
 
 def truncate(path: Path, keep: int = 0) -> None:

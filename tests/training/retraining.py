@@ -7,9 +7,9 @@ import polars as pl
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config_loading import load_config
-from training.gate import RetrainResult
-from training.pipeline import train
-from training.retrain import RetrainRequest, retrain, served_config
+from training.workflows.gate import RetrainResult
+from training.workflows.pipeline import train
+from training.workflows.retrain import RetrainRequest, retrain, served_config
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",

@@ -18,8 +18,8 @@ import torch
 
 from data import owner
 from data.errors import RecsysInputError
-from training.bundle import ModelBundle, load_query_tower, read_manifest, write_bundle
-from training.model import build_query_tower
+from model.bundle import ModelBundle, load_query_tower, read_manifest, write_bundle
+from model.towers import build_query_tower
 
 MODEL = {"tower": "mean", "dim": 8, "max_len": 4}
 N = 10

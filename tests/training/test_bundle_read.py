@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 import torch
 
+from model.bundle import BundleError, ModelBundle
 from tests.serving.bundles import make_bundle
-from training.bundle import BundleError, ModelBundle
 
 
 @pytest.fixture

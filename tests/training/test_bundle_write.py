@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from data.errors import RecsysInputError
-from training.bundle import (
+from model.bundle import (
     ModelBundle,
     current_version,
     new_version_name,
@@ -20,8 +20,8 @@ from training.bundle import (
     rollback,
     write_bundle,
 )
-from training.config import ModelConfig
-from training.model import build_model
+from model.config import ModelConfig
+from model.towers import build_model
 
 N_ITEMS = 40
 

@@ -12,9 +12,9 @@ import torch
 from data.split import Splits
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
-from training.datamodule import SequenceDataModule, item_counts
-from training.examples import TrainWindows, make_windows
-from training.trainer import fit
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.examples import TrainWindows, make_windows
+from training.loop.trainer import fit
 
 
 def _lists(rows: list[list[int]]) -> pl.Series:
@@ -140,7 +140,7 @@ def test_a_rank_of_a_sharded_training_validates_its_whole_shard() -> None:
 
 
 def test_a_resumed_fit_orders_its_epoch_as_the_uninterrupted_one_did() -> None:
-    from training.batching import LengthBucketBatches, RankSlices
+    from training.loop.batching import LengthBucketBatches, RankSlices
 
     lengths = np.random.default_rng(1).integers(1, 30, size=200)
     straight = LengthBucketBatches(lengths, 16, seed=7)
@@ -154,7 +154,7 @@ def test_a_resumed_fit_orders_its_epoch_as_the_uninterrupted_one_did() -> None:
 
 
 def test_shuffled_batches_order_each_epoch_by_the_seed_and_the_epoch_alone() -> None:
-    from training.batching import ShuffledBatches
+    from training.loop.batching import ShuffledBatches
 
     straight = ShuffledBatches(50, 8, seed=3)
     orders = [list(straight) for _ in range(3)]

@@ -16,8 +16,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training import distributed
-from training.batching import EqualCount, RankSlices, ShuffledBatches
 from training.config import SamplerConfig
+from training.loop.batching import EqualCount, RankSlices, ShuffledBatches
 from training.samplers import SamplerContext, build_sampler
 
 N_ITEMS = 300

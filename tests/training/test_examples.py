@@ -3,7 +3,7 @@
 import polars as pl
 import torch
 
-from training.examples import make_windows, trim_left
+from training.loop.examples import make_windows, trim_left
 
 
 def _lists(rows: list[list[int]]) -> pl.Series:

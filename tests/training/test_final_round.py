@@ -6,7 +6,7 @@ import pytest
 
 from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config_loading import load_config
-from training.trainer import fit
+from training.loop.trainer import fit
 
 
 def _validated_steps(tmp_path: Path, sets: list[str]) -> tuple[list[int], int]:

@@ -1,4 +1,4 @@
-"""`training.finished_fit`: the record of a finished resumable fit, and when it is not used; a
+"""`training.loop.finished_fit`: the record of a finished resumable fit, and when it is not used; a
 fit started afresh over a killed one's folder."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.training.tiny import TINY, tiny_home
-from training import finished_fit
 from training.config_loading import load_config
-from training.trainer import fit
+from training.loop import finished_fit
+from training.loop.trainer import fit
 
 
 def test_the_record_serves_the_same_config_only_and_only_while_its_checkpoint_exists(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from model.towers import ItemTower
 from training.gathered_scores import gathered_scores
-from training.model import ItemTower
 
 N, M, K, D = 60, 9, 11, 6  # few rows: a query's draws repeat items, as draws with replacement do
 

@@ -1,4 +1,4 @@
-"""Ctrl-C in a fit leaves `training.trainer.fit` as a KeyboardInterrupt, not Lightning's exit 1."""
+"""Ctrl-C in a fit leaves `training.loop.trainer.fit` as a KeyboardInterrupt, not exit 1."""
 
 import signal
 from pathlib import Path
@@ -10,8 +10,8 @@ from pytorch_lightning.callbacks import Callback
 
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
-from training.interrupt import interruptible_fit
-from training.trainer import fit
+from training.loop.interrupt import interruptible_fit
+from training.loop.trainer import fit
 
 
 class _CtrlC(Callback):

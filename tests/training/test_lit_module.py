@@ -11,16 +11,16 @@ from data.ingest import ingest_files
 from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
+from model.towers import build_model
 from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.datamodule import SequenceDataModule, item_counts
-from training.evaluation import evaluate_loader, rank_loader
-from training.lit_module import RetrievalModule
+from training.evaluation.metrics import popularity_baseline
+from training.evaluation.ranking import evaluate_loader, rank_loader
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.lit_module import RetrievalModule
+from training.loop.trainer import build_module
 from training.losses import get_loss
-from training.metrics import popularity_baseline
-from training.model import build_model
 from training.samplers import SAMPLERS, SamplerContext, build_sampler
-from training.trainer import build_module
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
 
@@ -268,7 +268,7 @@ def test_length_sorted_evaluation_gives_the_split_order_figures(splits: Splits) 
 
 
 def test_last_position_targets_train_through_fit(splits: Splits, tmp_path: Path) -> None:
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     cfg = load_config(overrides=[*TINY, "train.targets=last", "train.max_epochs=1"])
     fitted = fit(cfg, splits, tmp_path / "run", limit_train_batches=3, enable_progress_bar=False)

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from model.towers import build_model
 from training.config_loading import load_config
-from training.lit_module import RetrievalModule
+from training.loop.lit_module import RetrievalModule
 from training.losses import get_loss
-from training.model import build_model
 from training.samplers import SamplerContext, build_sampler
 
 FIXTURE = Path(__file__).with_name("loss_regression.json")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from training.metrics import UNRANKED, popularity_baseline, rank_targets, ranking_metrics
+from training.evaluation.metrics import UNRANKED, popularity_baseline, rank_targets, ranking_metrics
 
 
 def _line_items(scores: list[float]) -> torch.Tensor:

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from training.config import ModelConfig
-from training.model import FastDropout, MeanPoolTower, QueryTower, build_model, build_query_tower
+from model.config import ModelConfig
+from model.towers import FastDropout, MeanPoolTower, QueryTower, build_model, build_query_tower
 
 N_ITEMS, DIM, L = 30, 16, 8
 

@@ -8,12 +8,12 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
 
+from model.towers import build_model
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
-from training.datamodule import SequenceDataModule, item_counts
-from training.model import build_model
-from training.optim import lr_factor, make_optimizers
-from training.trainer import build_module
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.optim import lr_factor, make_optimizers
+from training.loop.trainer import build_module
 
 
 def test_warm_up_then_cosine_down_to_the_floor() -> None:
@@ -96,7 +96,7 @@ def test_plateau_is_wsd_until_validation_stalls_then_decays_over_its_steps() -> 
 
 def _stalled_fit(tmp_path, schedule: str, resumable: bool = False):
     """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch."""
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     splits = tiny_home(tmp_path, schedule)[1]
     cfg = load_config(
@@ -129,7 +129,7 @@ def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(
 
 
 def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_path) -> None:
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     sets = [*TINY, "train.lr_schedule=cosine", "train.patience=5"]
@@ -154,7 +154,7 @@ class _StubTrainer:
     """What `DecayBeforeStopping` reads of a trainer: the module's clock and the epoch."""
 
     def __init__(self) -> None:
-        from training.clock import TrainingClock
+        from training.loop.clock import TrainingClock
 
         self.lightning_module = SimpleNamespace(clock=TrainingClock())
         self.current_epoch = -1
@@ -173,7 +173,7 @@ def _rounds(callback, trainer, scores: list[float], steps_per_epoch: int) -> lis
 
 @pytest.mark.parametrize("val_every", [1, 2])
 def test_the_run_stops_when_the_plateau_decay_ends_even_while_it_improves(val_every) -> None:
-    from training.plateau import DecayBeforeStopping
+    from training.loop.plateau import DecayBeforeStopping
 
     callback = DecayBeforeStopping(val_every, monitor="val/ndcg@10", mode="max", patience=2)
     trainer, per_round = _StubTrainer(), 4 * val_every  # 4 steps an epoch
@@ -186,7 +186,7 @@ def test_the_run_stops_when_the_plateau_decay_ends_even_while_it_improves(val_ev
 
 
 def test_with_rounds_every_n_steps_the_plateau_decays_over_n_steps_a_round() -> None:
-    from training.plateau import DecayBeforeStopping
+    from training.loop.plateau import DecayBeforeStopping
 
     callback = DecayBeforeStopping(1, 7, monitor="val/ndcg@10", mode="max", patience=2)
     trainer = _StubTrainer()
@@ -215,7 +215,7 @@ def test_a_finished_fit_run_again_trains_nothing_more(tmp_path) -> None:
 
 def test_a_fit_without_a_validation_round_leaves_no_finished_record(tmp_path) -> None:
     """`retrain --max-epochs 0` saves no best checkpoint: run again, it warm-starts again."""
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     fit(load_config(overrides=TINY), splits, run, resumable=True, max_epochs=0)
@@ -235,7 +235,7 @@ class _KillAfter(Callback):
 
 def test_rounds_every_n_steps_keep_a_last_checkpoint_inside_the_epoch(tmp_path) -> None:
     """A resumable fit whose epoch outlasts it still leaves a checkpoint to resume from."""
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     cfg = load_config(overrides=[*TINY, "train.val_every_steps=1", "train.max_epochs=2"])

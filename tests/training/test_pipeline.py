@@ -11,12 +11,12 @@ from data import store
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
-from training.bundle import current_version, read_manifest
-from training.checkpoints import BEST_CHECKPOINT
+from model.bundle import current_version, read_manifest
 from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.pipeline import train
-from training.scoring import evaluate
+from training.loop.checkpoints import BEST_CHECKPOINT
+from training.workflows.pipeline import train
+from training.workflows.scoring import evaluate
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",

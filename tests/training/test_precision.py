@@ -9,9 +9,9 @@ import torch
 
 from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config_loading import load_config
-from training.datamodule import item_counts
+from training.loop.datamodule import item_counts
+from training.loop.trainer import build_module, fit
 from training.precision import matmul_precision, native_bf16, resolve_precision
-from training.trainer import build_module, fit
 
 
 @pytest.mark.parametrize("sampler", ["full", "uniform"])

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from training import progress
-from training.progress import EpochProgress
+from training.loop import progress
+from training.loop.progress import EpochProgress
 
 
 def _resumed_fit(monkeypatch: pytest.MonkeyPatch, callback: EpochProgress) -> list[str]:

@@ -8,16 +8,16 @@ import pytest
 import torch
 
 from data.split import build_splits
+from model.bundle import ModelBundle, read_manifest
 from tests.training.tiny import TINY, tiny_home
-from training.bundle import ModelBundle, read_manifest
-from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkpoint
 from training.config_loading import load_config
-from training.examples import make_windows
-from training.final_round import ReservingTimer, capped_final_round
-from training.gate import gate_rows
-from training.pipeline import _idle_refit_dropped, train_on
-from training.refit import with_validation_events
-from training.scoring import evaluate
+from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkpoint
+from training.loop.examples import make_windows
+from training.loop.final_round import ReservingTimer, capped_final_round
+from training.workflows.gate import gate_rows
+from training.workflows.pipeline import _idle_refit_dropped, train_on
+from training.workflows.refit import with_validation_events
+from training.workflows.scoring import evaluate
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

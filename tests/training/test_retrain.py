@@ -17,23 +17,23 @@ from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.lock import HomeBusyError, training_lock
 from data.workspace import Workspace
+from model.bundle import ModelBundle, current_version, describe, read_manifest, rollback
 from tests.training.retraining import TINY, retrain_on, serve_v1, write_logs
-from training import journal
-from training.bundle import ModelBundle, current_version, describe, read_manifest, rollback
-from training.checkpoints import BEST_CHECKPOINT, load_checkpoint
 from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.datamodule import item_counts
-from training.gate import COUNTS, gate_and_publish, gate_rows
-from training.pipeline import load_splits, train
-from training.retrain import (
+from training.loop.checkpoints import BEST_CHECKPOINT, load_checkpoint
+from training.loop.datamodule import item_counts
+from training.loop.trainer import build_module
+from training.workflows import journal
+from training.workflows.gate import COUNTS, gate_and_publish, gate_rows
+from training.workflows.pipeline import load_splits, train
+from training.workflows.retrain import (
     RetrainRequest,
     _resume_or_ingest,
     _users_unseen_by_served,
     served_config,
 )
-from training.scoring import bundle_metrics, rows_metrics
-from training.trainer import build_module
+from training.workflows.scoring import bundle_metrics, rows_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -215,8 +215,8 @@ def test_a_candidate_without_its_kept_rounds_record_is_ranked_by_the_gate(
 def test_a_rollback_during_the_retrain_is_not_undone(
     ws: Workspace, logs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from training import retrain as retrain_module
-    from training.bundle import publish
+    from model.bundle import publish
+    from training.workflows import retrain as retrain_module
 
     old, new = logs
     train(ws, load_config(overrides=TINY), dataset=str(old), version="v0")
@@ -344,8 +344,8 @@ def test_counts_are_against_the_served_model_after_a_refused_attempt(
 
 def test_evaluate_says_how_many_rows_it_leaves_out(ws: Workspace, logs: tuple[Path, Path]) -> None:
     from data.ingest import ingest_files
-    from training.pipeline import load_splits
-    from training.scoring import evaluate
+    from training.workflows.pipeline import load_splits
+    from training.workflows.scoring import evaluate
 
     old, new = logs
     serve_v1(ws, old)

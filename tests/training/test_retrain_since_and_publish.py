@@ -11,11 +11,11 @@ import pytest
 
 from data import store
 from data.workspace import Workspace
+from model.bundle import current_version, read_manifest
 from tests.training.retraining import TINY, retrain_on, serve_v1, write_logs
-from training import journal
-from training.bundle import current_version, read_manifest
 from training.config_loading import load_config
-from training.pipeline import load_splits
+from training.workflows import journal
+from training.workflows.pipeline import load_splits
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -31,7 +31,7 @@ def test_since_trains_and_measures_the_events_at_or_after_it(
     old, new = logs
     serve_v1(ws, old)
     since = int(pl.read_csv(new)["timestamp"].median())  # half the new events are older
-    with caplog.at_level(logging.INFO, logger="training.scoring"):
+    with caplog.at_level(logging.INFO, logger="training.workflows.scoring"):
         res = retrain_on(ws, new, "retrain.tolerance=1.0", since=since, max_epochs=1)
     cfg = load_config(overrides=TINY)
     recent, everything = load_splits(ws, cfg, since), load_splits(ws, cfg)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from training.config_loading import load_config
-from training.trainer import build_module
+from training.loop.trainer import build_module
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
 N = 50  # items
@@ -19,7 +19,7 @@ def test_as_many_negatives_as_items_is_a_warning_that_names_the_full_softmax(
     for m, warned in ((N - 1, False), (N, True)):
         caplog.clear()
         cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={m}"])
-        with caplog.at_level("WARNING", logger="training.trainer"):
+        with caplog.at_level("WARNING", logger="training.loop.trainer"):
             build_module(cfg, N, COUNTS)
         said = f"sampler.num_negatives={m} is not below the catalogue's {N} items" in caplog.text
         assert said == warned and ("--sampler full" in caplog.text) == warned
@@ -30,7 +30,7 @@ def test_the_ranks_a_launcher_starts_do_not_repeat_rank_zeros_warnings(
 ) -> None:
     cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={N}"])
     monkeypatch.setenv("LOCAL_RANK", "1")  # as Lightning starts its second process
-    with caplog.at_level("WARNING", logger="training.trainer"):
+    with caplog.at_level("WARNING", logger="training.loop.trainer"):
         build_module(cfg, N, COUNTS)
     assert "is not below the catalogue's" not in caplog.text
 
@@ -40,7 +40,7 @@ def test_per_query_with_a_sampler_that_only_shares_its_draw_is_a_warning(
     name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     cfg = load_config(overrides=[*TINY, f"sampler.name={name}", "sampler.per_query=true"])
-    with caplog.at_level("WARNING", logger="training.trainer"):
+    with caplog.at_level("WARNING", logger="training.loop.trainer"):
         module = build_module(cfg, N, COUNTS)
     assert module.sampler is not None and not module.sampler.per_query
     assert f"per_query=true is ignored: the {name} sampler" in caplog.text

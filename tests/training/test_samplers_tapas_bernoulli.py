@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from training.clock import annealed_temperature
+from training.annealing import annealed_temperature
 from training.config import SamplerConfig
 from training.samplers import SamplerContext, build_sampler
 from training.samplers.bernoulli import inclusion_probabilities

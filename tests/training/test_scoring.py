@@ -10,9 +10,9 @@ import pytest
 from data.errors import RecsysInputError
 from data.ingest import ingest_files
 from data.workspace import Workspace
+from model.bundle import ModelBundle
 from tests.serving.bundles import make_bundle
-from training.bundle import ModelBundle
-from training.scoring import bundle_metrics, evaluate
+from training.workflows.scoring import bundle_metrics, evaluate
 
 
 def test_a_frame_with_no_target_the_model_knows_scores_zero_on_no_rows(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config_loading import load_config
-from training.pipeline import train
+from training.workflows.pipeline import train
 
 TOLERANCE = 0.2  # stated: within 20% of the default run's NDCG@10, as bf16's test
 ITEMS = 120

@@ -10,8 +10,8 @@ from pytorch_lightning.callbacks import EarlyStopping
 
 from tests.training.curves import NOISY_CLIMB, SPIKES
 from training.config_loading import load_config
-from training.stopping import SmoothedStopping, smoothed, stop_round
-from training.trainer import _stopping
+from training.loop.stopping import SmoothedStopping, smoothed, stop_round
+from training.loop.trainer import _stopping
 
 
 def _callback_stop(callback: EarlyStopping, curve: list[float]) -> int | None:
@@ -79,7 +79,7 @@ def test_a_fit_saves_the_rounds_of_its_mean_where_early_stopping_saved_its_state
     import polars as pl
 
     from tests.training.tiny import TINY, tiny_home
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     splits, run = tiny_home(tmp_path)[1], tmp_path / "home" / "runs" / "r"
     cfg = load_config(overrides=[*TINY, "train.patience_window=2", "train.max_epochs=3"])
@@ -93,7 +93,7 @@ def test_a_fit_saves_the_rounds_of_its_mean_where_early_stopping_saved_its_state
 
 def test_the_log_says_why_a_fit_stopped_and_which_round_it_kept(tmp_path, caplog) -> None:
     from tests.training.tiny import TINY, tiny_home
-    from training.trainer import fit
+    from training.loop.trainer import fit
 
     splits = tiny_home(tmp_path)[1]
     frozen = ["train.lr=1e-12", "train.patience=2", "train.patience_window=2"]  # no round gains

@@ -12,8 +12,8 @@ import torch
 from torch.nn.functional import cosine_similarity, normalize
 
 from training.config_loading import load_config
-from training.trainer import build_module
-from training.warm_start import QUERY_TABLE, WarmStart, new_item_contexts
+from training.loop.trainer import build_module
+from training.workflows.warm_start import QUERY_TABLE, WarmStart, new_item_contexts
 
 CFG = load_config(overrides=["model.dim=8", "model.max_len=4", "model.num_layers=1"])
 OLD, NEW = 10, 13
@@ -90,7 +90,7 @@ def test_context_rows_point_where_the_queries_for_the_item_point() -> None:
 
 
 def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
-    from training.warm_start import from_served
+    from training.workflows.warm_start import from_served
 
     learned = load_config(
         overrides=["model.dim=8", "model.max_len=4", "model.learn_temperature=true"]
@@ -143,7 +143,7 @@ def test_adam_moments_start_fresh_when_the_parameters_differ_from_the_served_run
     module = build_module(learned, NEW, torch.ones(NEW + 1))
     (callback,) = WarmStart(state, [opt_state], OLD, "random", _contexts()).apply(module)
     optimizer = module.configure_optimizers()
-    with caplog.at_level(logging.WARNING, logger="training.warm_start"):
+    with caplog.at_level(logging.WARNING, logger="training.workflows.warm_start"):
         callback.on_train_start(SimpleNamespace(optimizers=[optimizer]), module)
     assert len(optimizer.state) == 0 and "start fresh" in caplog.text
     reshaped = copy.deepcopy(opt_state)

@@ -11,11 +11,11 @@ import torch
 
 from data.errors import RecsysInputError
 from tests.training.tiny import TINY, tiny_home, validation_rounds
-from training import memory
 from training.config_loading import load_config
-from training.scoring import measure
-from training.trainer import build_module, fit
-from training.weight_average import LIVE_KEY, WeightAverage
+from training.loop import memory
+from training.loop.trainer import build_module, fit
+from training.loop.weight_average import LIVE_KEY, WeightAverage
+from training.workflows.scoring import measure
 
 
 class _Shared(pl.LightningModule):

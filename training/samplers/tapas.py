@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from training import distributed
-from training.clock import annealed_temperature
+from training.annealing import annealed_temperature
 from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, register_sampler
 from training.samplers.bernoulli import BernoulliTable, inclusion_probabilities

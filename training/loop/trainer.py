@@ -2,8 +2,8 @@
 
 `fit()` is the one place a model is trained: `recsys train`, `recsys retrain` and the
 benchmarks all call it. A retrain passes a warm start (the served model's weights and optimiser
-state, see `training.warm_start`) and asks for a `last.ckpt` every epoch so that a killed run
-resumes where it stopped (and one killed after its fit finished does not fit again).
+state, see `training.workflows.warm_start`) and asks for a `last.ckpt` every epoch so that a
+killed run resumes where it stopped (and one killed after its fit finished does not fit again).
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
-from training import distributed, finished_fit, memory
-from training.checkpoints import (
+from model.towers import build_model
+from training import distributed
+from training.combinations import FULL, refuse_clashes
+from training.config import RecsysConfig
+from training.config_loading import load_config
+from training.full_softmax import full_softmax_loss
+from training.loop import finished_fit, memory
+from training.loop.checkpoints import (
     MONITOR,
     best_and_last,
     final_checkpoint,
@@ -33,22 +39,17 @@ from training.checkpoints import (
     restore_best,
     resumable_checkpoint,
 )
-from training.combinations import FULL, refuse_clashes
-from training.config import RecsysConfig
-from training.config_loading import load_config
-from training.datamodule import SequenceDataModule, item_counts
-from training.divergence import StopOnDivergence
-from training.final_round import ReservingTimer, capped_final_round
-from training.full_softmax import full_softmax_loss
-from training.interrupt import interruptible_fit
-from training.lit_module import RetrievalModule
+from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.divergence import StopOnDivergence
+from training.loop.final_round import ReservingTimer, capped_final_round
+from training.loop.interrupt import interruptible_fit
+from training.loop.lit_module import RetrievalModule
+from training.loop.plateau import DecayBeforeStopping
+from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
+from training.loop.stopping import SmoothedStopping
+from training.loop.weight_average import WeightAverage
 from training.losses import binary_loss_caveat, get_loss
-from training.model import build_model
-from training.plateau import DecayBeforeStopping
-from training.progress import EpochProgress, EpochTimer, terminal_bar
 from training.samplers import SamplerContext, build_sampler
-from training.stopping import SmoothedStopping
-from training.weight_average import WeightAverage
 
 log = logging.getLogger(__name__)
 
@@ -210,17 +211,17 @@ def fit(
         splits: Train / val / test sequences.
         run_dir: `runs/<run-id>`: logs and checkpoints.
         start: None (fresh weights) or a warm start with `apply(module) -> list[Callback]`
-            (`training.warm_start.WarmStart`); skipped when resuming.
+            (`training.workflows.warm_start.WarmStart`); skipped when resuming.
         resumable: Save `last.ckpt` every epoch and resume from it when it exists; a fit
             that finished is recorded and, run again, not trained again (`finished_fit`).
         patience: Early-stopping patience in validation rounds (default `cfg.train.patience`).
         refit_epochs: The refit's epochs, which a time cap leaves room for (default
-            `cfg.train.refit_epochs`); the fit does not run it (`training.refit`).
+            `cfg.train.refit_epochs`); the fit does not run it (`training.workflows.refit`).
         **overrides: Extra `pl.Trainer` arguments (tests: limit_train_batches...).
 
     Raises:
         RecsysInputError: the splits hold no training window.
-        KeyboardInterrupt: Ctrl-C during the fit (`training.interrupt`).
+        KeyboardInterrupt: Ctrl-C during the fit (`training.loop.interrupt`).
 
     """
     if cfg.train.threads is not None:

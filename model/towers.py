@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from training.config import ModelConfig
+from model.config import ModelConfig
 
 
 def _model_config(model_cfg: dict[str, Any] | ModelConfig) -> ModelConfig:

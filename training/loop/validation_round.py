@@ -14,7 +14,7 @@ from torch import Tensor
 
 from training import distributed
 from training.diagnostics import proposal_kl
-from training.metrics import ranking_metrics
+from training.evaluation.metrics import ranking_metrics
 from training.samplers import NegativeSampler
 
 
@@ -22,7 +22,7 @@ class ValidationRound:
     """The round's item table `[n + 1, d]` and temperature, ranks, log-probabilities, KL queries.
 
     The table and the temperature are the round's start's: the weights a moving average
-    (`training.weight_average`) swaps in for the round are back out before its last hook.
+    (`training.loop.weight_average`) swaps in for the round are back out before its last hook.
     """
 
     def __init__(self, item_emb: Tensor, keep: int, temperature: float) -> None:

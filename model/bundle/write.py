@@ -22,7 +22,7 @@ import polars as pl
 from data import owner
 from data.errors import RecsysInputError
 from data.store import fsync_dir, fsync_file
-from training.bundle.layout import (
+from model.bundle.layout import (
     FORMAT_VERSION,
     ITEM_EMBEDDINGS,
     ITEMS,
@@ -33,7 +33,7 @@ from training.bundle.layout import (
     TMP_CURRENT_PREFIX,
     check_version_name,
 )
-from training.bundle.read import all_finite, nonfinite_weights
+from model.bundle.read import all_finite, nonfinite_weights
 
 if TYPE_CHECKING:
     from torch import nn

@@ -1,6 +1,6 @@
 """The loaders of a training, from one `data.split.Splits` (or one shard of its users).
 
-Training windows (`training.examples`) in batches for each rank, from a loader that a fit
+Training windows (`training.loop.examples`) in batches for each rank, from a loader that a fit
 resumed part-way through an epoch continues (`TrainLoader`); evaluation examples batched by
 history length.
 """
@@ -20,14 +20,14 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from training import distributed
-from training.batching import (
+from training.loop.batching import (
     EqualCount,
     LengthBucketBatches,
     RankSlices,
     ResumableBatches,
     ShuffledBatches,
 )
-from training.examples import EvalExamples, TrainWindows, flatten, make_windows
+from training.loop.examples import EvalExamples, TrainWindows, flatten, make_windows
 
 log = logging.getLogger(__name__)
 

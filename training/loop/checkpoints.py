@@ -1,6 +1,6 @@
 """A fit's checkpoints: `best.ckpt` (by val NDCG@10) and `last.ckpt`, loading, restoring, resuming.
 
-`training.trainer.fit` asks for the callbacks, restores the best checkpoint when the fit ends,
+`training.loop.trainer.fit` asks for the callbacks, restores the best checkpoint when the fit ends,
 and resumes a killed resumable fit from `last.ckpt`.
 """
 
@@ -15,7 +15,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from training.config import RecsysConfig
-from training.lit_module import RetrievalModule
+from training.loop.lit_module import RetrievalModule
 
 log = logging.getLogger(__name__)
 

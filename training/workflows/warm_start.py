@@ -39,9 +39,9 @@ from pytorch_lightning.callbacks import Callback
 from torch import Tensor
 
 from data.errors import RecsysInputError
-from training.bundle import ModelBundle
+from model.bundle import ModelBundle
 from training.config import RetrainConfig
-from training.lit_module import RetrievalModule
+from training.loop.lit_module import RetrievalModule
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ leaves the fit are the average:
 
 - a validation round swaps the shadow in at its start and the live weights back at its end
   (this callback's hooks run before the module's, so the round's item table and temperature
-  are the average's: `training.validation_round`);
+  are the average's: `training.loop.validation_round`);
 - every checkpoint's `state_dict` is the average (what `best.ckpt` restores, a bundle exports
   and a warm start continues from, with the live weights' Adam moments) and `live_state_dict`
   the weights training goes on from, so a resumed fit continues both; a checkpoint written

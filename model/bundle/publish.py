@@ -16,14 +16,14 @@ from typing import Any
 
 from data.errors import RecsysInputError
 from data.store import atomic_write, fsync_dir
-from training.bundle.layout import (
+from model.bundle.layout import (
     KEPT_OUT,
     MANIFEST,
     QUERY_TOWER,
     TMP_CURRENT_PREFIX,
     current_path,
 )
-from training.bundle.read import ModelBundle, read_manifest
+from model.bundle.read import ModelBundle, read_manifest
 
 
 def publish(models_dir: Path, version: str) -> None:

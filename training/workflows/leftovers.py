@@ -15,7 +15,8 @@ from pathlib import Path
 
 from data import owner
 from data.workspace import Workspace
-from training import bundle, journal
+from model import bundle
+from training.workflows import journal
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def rank_batch(
         (ranks `[B]`, log_p `[B]`, queries `[B, d]`).
 
     """
-    from training.metrics import rank_targets
+    from training.evaluation.metrics import rank_targets
 
     encode: Callable[[Tensor], Tensor] = getattr(query_tower, "encode")  # noqa: B009
     queries = encode(batch["history"])
@@ -95,7 +95,7 @@ def evaluate_loader(
     absolute: bool,
 ) -> dict[str, float]:
     """Full-ranking metrics (recall/ndcg/mrr@K, full_ce) of a tower over an eval loader."""
-    from training.metrics import ranking_metrics
+    from training.evaluation.metrics import ranking_metrics
 
     ranks, log_p = rank_loader(
         query_tower, item_emb, loader, temperature, cfg, device, absolute=absolute

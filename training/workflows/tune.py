@@ -1,7 +1,7 @@
 """`recsys tune`: a small hyper-parameter search on a home's validation split, within a budget.
 
 Optuna's TPE sampler proposes each trial's settings from `SEARCH_SPACE`; a trial is one
-`training.trainer.fit` capped at its share of the budget, scored by the best val NDCG@10 of
+`training.loop.trainer.fit` capped at its share of the budget, scored by the best val NDCG@10 of
 the fit (the test split is never evaluated). A Lightning callback reports every validation
 round to Optuna and stops a trial that the median pruner judges hopeless. The study lives in
 `OUT/study.db`, so the same command resumes (`training/tune_study.py`: killed trials, the
@@ -29,12 +29,12 @@ from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
 from training import distributed
-from training.checkpoints import MONITOR
 from training.combinations import sampler_fixes_the_temperature
 from training.config import RecsysConfig
-from training.divergence import TrainingDivergedError
-from training.tune_study import minutes_spent, record_minutes_run, trial_minutes
-from training.tune_study import open_study as open_study_at
+from training.loop.checkpoints import MONITOR
+from training.loop.divergence import TrainingDivergedError
+from training.workflows.tune_study import minutes_spent, record_minutes_run, trial_minutes
+from training.workflows.tune_study import open_study as open_study_at
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def trial_config(base: RecsysConfig, params: dict[str, Any], minutes: float) -> 
 
 
 def open_study(request: TuneRequest) -> optuna.Study:
-    """The request's study, created or resumed (`training.tune_study.open_study`)."""
+    """The request's study, created or resumed (`training.workflows.tune_study.open_study`)."""
     return open_study_at(request.out, request.seed, search_settings(request))
 
 
@@ -144,7 +144,7 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
     """
     from data.datasets import check_dataset, prepare_dataset
     from data.lock import training_lock
-    from training.pipeline import load_splits
+    from training.workflows.pipeline import load_splits
 
     base = request.base.train
     distributed.require_one_process(base.devices, base.num_nodes, "tune")
@@ -180,8 +180,8 @@ class _Objective:
         self.request, self.study, self.splits = request, study, splits
 
     def __call__(self, trial: optuna.Trial) -> float:
-        from training.scoring import measure
-        from training.trainer import fit
+        from training.loop.trainer import fit
+        from training.workflows.scoring import measure
 
         params = {key: suggest(trial, key) for key, suggest in self.request.space().items()}
         share = self.request.budget_minutes / self.request.trials

@@ -1,6 +1,6 @@
 """The LightningModule: one `_step` for sampled or full softmax, sampler sync, full-ranking eval.
 
-Model, sampler and loss come from outside (`training.trainer` builds them). Optimisation is
+Model, sampler and loss come from outside (`training.loop.trainer` builds them). Optimisation is
 manual because sparse item tables need a second optimiser (`SparseAdam`) beside the dense one,
 and because the sampler must hear about the rows that changed right after each step.
 """
@@ -17,18 +17,19 @@ import torch
 from torch import Tensor
 from torch.profiler import record_function
 
+from model.towers import TwoTowerModel
 from training import distributed
-from training.clock import TrainingClock, annealed_temperature
+from training.annealing import annealed_temperature
 from training.config import RecsysConfig
 from training.corrections import query_windows
-from training.evaluation import rank_batch
+from training.evaluation.ranking import rank_batch
 from training.gathered_scores import gathered_scores
+from training.loop.clock import TrainingClock
+from training.loop.optim import make_optimizers, schedule_lr
+from training.loop.validation_round import ValidationRound
 from training.losses import SampledLoss
-from training.model import TwoTowerModel
-from training.optim import make_optimizers, schedule_lr
 from training.precision import matmul_precision, precision_line, undo_autocast
 from training.samplers import NegativeSampler
-from training.validation_round import ValidationRound
 
 log = logging.getLogger("recsys.train")
 

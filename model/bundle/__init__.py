@@ -4,14 +4,14 @@ Training writes bundles, serving and the CLI read and publish them, all through 
 (see docs/architecture.md, Bundle); nobody else spells a bundle file name.
 """
 
-from training.bundle.layout import (
+from model.bundle.layout import (
     ABS_DOT,
     DOT,
     check_version_name,
     current_path,
     new_version_name,
 )
-from training.bundle.publish import (
+from model.bundle.publish import (
     broken_reason,
     current_version,
     describe,
@@ -22,8 +22,8 @@ from training.bundle.publish import (
     resolve_bundle,
     rollback,
 )
-from training.bundle.read import BundleError, ModelBundle, load_query_tower, read_manifest
-from training.bundle.write import remove_path, stale_temps, write_bundle
+from model.bundle.read import BundleError, ModelBundle, load_query_tower, read_manifest
+from model.bundle.write import remove_path, stale_temps, write_bundle
 
 __all__ = [
     "ABS_DOT",

@@ -4,8 +4,8 @@ The lr schedule and the samplers' annealing read the training's progress: optimi
 taken against the planned total, or wall seconds against `train.max_minutes`. The clock rides
 in every checkpoint (`RetrievalModule.on_save_checkpoint`), so a run resumed from `last.ckpt`
 continues its schedule, its time budget and its lr plateau where the killed run left them,
-as Lightning's own time limit does, instead of starting them over. `annealed_temperature`
-maps that progress to a temperature (`model.temperature_final`, TAPAS's second pass).
+as Lightning's own time limit does, instead of starting them over (`training.annealing` maps
+that progress to a temperature).
 """
 
 from __future__ import annotations
@@ -13,19 +13,6 @@ from __future__ import annotations
 import math
 import time
 from typing import Any
-
-
-def annealed_temperature(start: float, final: float | None, how: str, fraction: float) -> float:
-    """The temperature at `fraction` in [0, 1] of training: `start` -> `final` (None: constant).
-
-    `how`: `exponential` (geometric: the midpoint is sqrt(start * final)) or `linear`.
-    """
-    if final is None:
-        return start
-    p = min(1.0, max(0.0, fraction))
-    if how == "linear":
-        return start + (final - start) * p
-    return start * (final / start) ** p
 
 
 class TrainingClock:

@@ -24,7 +24,7 @@ from typing import Any
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch import Tensor
 
-from training.stopping import SmoothedStopping
+from training.loop.stopping import SmoothedStopping
 
 log = logging.getLogger("recsys.train")
 

@@ -1,8 +1,8 @@
 """Training orchestration behind `recsys train`, `recsys retrain` and the benchmarks.
 
 `train()`: dataset into the home (once) -> splits -> `train_on` (fit, metrics on val and test,
-bundle) -> publish. `recsys retrain` (`training.retrain`) runs the same `train_on` from a warm
-start and publishes behind a quality gate. The metrics are `training.scoring`'s.
+bundle) -> publish. `recsys retrain` (`training.workflows.retrain`) runs the same `train_on` from
+a warm start and publishes behind a quality gate. The metrics are `training.workflows.scoring`'s.
 """
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from data.ingest import DEFAULT_LAYOUT, LogLayout
 from data.lock import training_lock
 from data.split import Splits, build_splits
 from data.workspace import Workspace
-from training import bundle, distributed
+from model import bundle
+from training import distributed
 from training.config import RecsysConfig
-from training.datamodule import item_counts
-from training.lit_module import RetrievalModule
+from training.loop.datamodule import item_counts
+from training.loop.lit_module import RetrievalModule
+from training.loop.trainer import FULL, Fitted, fit
 from training.precision import resolve_precision
-from training.refit import refit
-from training.scoring import VAL_TEST, measure, rows_metrics
-from training.trainer import FULL, Fitted, fit
+from training.workflows.refit import refit
+from training.workflows.scoring import VAL_TEST, measure, rows_metrics
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class TrainResult:
     device: str
     threads: int
     precision: str  # the matmuls' precision used (`train.precision` "auto" resolved)
-    # epochs planned on the val events too (`training.refit`); a time cap may cut the last
+    # epochs planned on the val events too (`training.workflows.refit`); a time cap may cut the last
     refit_epochs: int = 0
     bundle: str | None = None
     run_dir: str | None = None
@@ -166,7 +167,7 @@ def train_on(
         version: Run id and bundle name.
         label: The dataset's name for the manifest.
         export: Write the bundle (False: metrics only).
-        start: A warm start for `training.trainer.fit` (None: fresh weights).
+        start: A warm start for `training.loop.trainer.fit` (None: fresh weights).
         resumable: Keep `last.ckpt` and resume from it (see `fit`).
         patience: Early-stopping patience (default: `cfg.train.patience`).
         refit_epochs: The refit's epochs (default: `cfg.train.refit_epochs`).

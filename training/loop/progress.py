@@ -21,7 +21,7 @@ from typing import Any
 import pytorch_lightning as pl_lightning
 from pytorch_lightning.callbacks import TQDMProgressBar
 
-from training.divergence import step_loss
+from training.loop.divergence import step_loss
 
 log = logging.getLogger("recsys.train")
 

@@ -19,12 +19,12 @@ from torch import Tensor
 from data.errors import RecsysInputError
 from data.split import TRAIN_SCHEMA, Splits, build_splits
 from data.workspace import Workspace
-from training import bundle
+from model import bundle
 from training.config import EvalConfig, RecsysConfig
-from training.datamodule import SequenceDataModule, SplitsLike, eval_batches
-from training.evaluation import evaluate_loader
-from training.lit_module import RetrievalModule
-from training.metrics import all_missed
+from training.evaluation.metrics import all_missed
+from training.evaluation.ranking import evaluate_loader
+from training.loop.datamodule import SequenceDataModule, SplitsLike, eval_batches
+from training.loop.lit_module import RetrievalModule
 
 VAL_TEST = ("val", "test")
 

@@ -13,7 +13,7 @@ fit stops early enough to leave it E epochs at the fit's own pace, E cut to fit 
 the cap (`final_round.ReservingTimer`), and the refit stops at the cap.
 
 `recsys retrain` refits too; its gate ranks the kept round on the validation rows before the
-refit trains on them (`training.gate`).
+refit trains on them (`training.workflows.gate`).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import pytorch_lightning as pl_lightning
 import torch
 
 from data.split import TRAIN_SCHEMA, Splits
-from training.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 from training.config import RecsysConfig
-from training.datamodule import SequenceDataModule
-from training.interrupt import interruptible_fit
-from training.progress import EpochProgress, EpochTimer, terminal_bar
-from training.warm_start import optimizer_state_loader
+from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
+from training.loop.datamodule import SequenceDataModule
+from training.loop.interrupt import interruptible_fit
+from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
+from training.workflows.warm_start import optimizer_state_loader
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
+from model.towers import TwoTowerModel
 from training.config import TrainConfig
-from training.model import TwoTowerModel
 
 
 def lr_factor(

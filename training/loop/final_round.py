@@ -81,7 +81,7 @@ def capped_final_round(
     The order matters: `FinalRound` must see the `should_stop` the timer sets on the same
     batch, so the cap is a callback placed here rather than Lightning's `max_time`, which
     appends its timer after every callback given. `reserve_epochs`: epochs trained after the
-    fit within the same cap (`training.refit`).
+    fit within the same cap (`training.workflows.refit`).
     """
     timer = [ReservingTimer(max_minutes, reserve_epochs)] if max_minutes else []
     return [*timer, FinalRound()]

@@ -1,4 +1,4 @@
-"""Read and validate a model bundle (`models/<version>/`, layout in `training.bundle.layout`).
+"""Read and validate a model bundle (`models/<version>/`, layout in `model.bundle.layout`).
 
 The one reader of the format: serving, evaluation and the CLI all load bundles through
 `ModelBundle.load`. Everything is checked before anything is used, and every problem is named
@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from data.errors import RecsysInputError
-from training.bundle.layout import (
+from model.bundle.layout import (
     ABS_DOT,
     BUNDLE_FILES,
     DOT,
@@ -30,7 +30,7 @@ from training.bundle.layout import (
     SCORES,
     check_version_name,
 )
-from training.config import ModelConfig
+from model.config import ModelConfig
 
 if TYPE_CHECKING:
     from torch import nn
@@ -248,7 +248,7 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
     """
     import torch  # here, not at the top: listing and validating bundles start without torch
 
-    from training.model import build_query_tower
+    from model.towers import build_query_tower
 
     where = path / QUERY_TOWER
     try:

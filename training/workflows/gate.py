@@ -4,8 +4,8 @@ Both models are ranked on the same val rows (each user's latest events; of the u
 events only, when the served model was refit on its own val events: `gate_rows`) with the
 retrain's eval settings; a target the served model cannot know counts as its miss. The
 candidate's score is its kept round's, ranked before its refit trained on those rows (its
-manifest's `metrics.gate`, `training.pipeline.train_on`); the bundle it publishes is the refit
-model, as `recsys train` publishes (`train.refit_epochs`; 0: the kept round itself). The
+manifest's `metrics.gate`, `training.workflows.pipeline.train_on`); the bundle it publishes is
+the refit model, as `recsys train` publishes (`train.refit_epochs`; 0: the kept round itself). The
 candidate is published when its val NDCG@10 is not worse than the served model's by more than
 `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
 against (a rollback during the retrain wins); otherwise it is kept out (`bundle.keep_out`).
@@ -19,9 +19,9 @@ from typing import Any
 import polars as pl
 
 from data.workspace import Workspace
-from training import bundle
+from model import bundle
 from training.config import EvalConfig, RetrainConfig
-from training.scoring import bundle_metrics
+from training.workflows.scoring import bundle_metrics
 
 GATE_METRIC = "ndcg@10"
 COUNTS = ("new_items", "new_users", "new_events", "rejected")  # from the attempt's journal

@@ -3,17 +3,18 @@
 One retrain, top to bottom (`retrain()`):
 1. take the home's training lock (a second training or retrain is refused, its holder named);
 2. ingest the new logs once (a file ingested before, by sha256, is not read again);
-3. record the attempt in `retrain.json` (`training.journal`: inputs' key, version, the event
-   parts and item count it trains on, counts) so that the same command after a crash resumes
+3. record the attempt in `retrain.json` (`training.workflows.journal`: inputs' key, version, the
+   event parts and item count it trains on, counts) so that the same command after a crash resumes
    the same run, on the same events, from its `last.ckpt` instead of starting over; a new
    attempt in which no stored event is new to the served model (its manifest lists the parts
    it saw) stops there: nothing to learn (a scheduled retrain over a folder with no new logs),
    unless `--full` or `--force`;
 4. split those events (or those since `--since`), warm-start from the served model
-   (`training.warm_start`) unless `--full`, fit, rank the kept round on the gate's val rows,
+   (`training.workflows.warm_start`) unless `--full`, fit, rank the kept round on the gate's val
+   rows,
    refit it on the val events too (as `recsys train` does; a warm start's epochs are
    `retrain.refit_epochs`), write the candidate bundle;
-5. gate (`training.gate`): the candidate's kept round's and the served model's val NDCG@10
+5. gate (`training.workflows.gate`): the candidate's kept round's and the served model's val NDCG@10
    on the same rows; publish when the candidate is not worse by more than
    `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
    against.
@@ -40,13 +41,15 @@ from data.ingest import DEFAULT_LAYOUT, IngestReport, LogLayout
 from data.lock import training_lock
 from data.split import Splits
 from data.workspace import Workspace
-from training import bundle, distributed, warm_start
-from training import journal as journal_file
-from training.checkpoints import final_checkpoint
+from model import bundle
+from training import distributed
 from training.config import RecsysConfig
-from training.gate import RetrainResult, gate_and_publish, gate_rows, nothing_new
-from training.pipeline import load_splits, train_on
-from training.warm_start import WarmStart
+from training.loop.checkpoints import final_checkpoint
+from training.workflows import journal as journal_file
+from training.workflows import warm_start
+from training.workflows.gate import RetrainResult, gate_and_publish, gate_rows, nothing_new
+from training.workflows.pipeline import load_splits, train_on
+from training.workflows.warm_start import WarmStart
 
 
 @dataclass
