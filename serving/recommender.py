@@ -80,7 +80,8 @@ class Recommender:
         self.bundle = bundle
         self.index = index
         # An absolute-softmax model predicts softmax(|h . c|): its best items may have h . c < 0.
-        self._search = index.search_by_magnitude if bundle.ranks_by_magnitude else index.search
+        by_magnitude = bundle.manifest.ranks_by_magnitude
+        self._search = index.search_by_magnitude if by_magnitude else index.search
         self._histories = histories or (lambda _user: None)
         pop = bundle.popularity[1:]
         # stable sort: equal counts keep item_idx order, so the fallback is deterministic
@@ -212,7 +213,7 @@ def encode_histories(bundle: ModelBundle, histories: Sequence[Sequence[int]]) ->
     """
     import torch
 
-    length = bundle.max_len
+    length = bundle.manifest.max_len
     batch = np.zeros((len(histories), length), dtype=np.int64)
     for row, hist in enumerate(histories):
         tail = list(hist)[-length:]

@@ -132,25 +132,26 @@ def _text_row(row: dict[str, Any]) -> str:
     )
 
 
-def _sampler_text(sampler: Any) -> str:
-    """`uniform(m=256)` or `full` for a manifest's {"name", "num_negatives"}; others as they are."""
-    if not isinstance(sampler, dict):
-        return str(sampler)
-    m = sampler.get("num_negatives")
-    return f"{sampler.get('name')}" + ("" if m is None else f"(m={m})")
+def _sampler_text(sampler: dict[str, Any]) -> str:
+    """`uniform(m=256)` for a run's sampler settings, or `full` (the full softmax draws none)."""
+    from training.sampler_settings import FullSoftmax
+
+    name = str(sampler.get("name", "unknown"))  # a bundle written outside training has none
+    m = None if name == FullSoftmax().name else sampler.get("num_negatives")
+    return name if m is None else f"{name}(m={m})"
 
 
 @models_app.command("show")
 def show_model(version: VersionArgument, home: HomeOption = None) -> None:
-    """Print one version's manifest (JSON)."""
+    """Print one version's manifest (JSON; an older bundle's as this version reads it)."""
     from model.bundle import current_version, list_versions, read_manifest
 
     models_dir = workspace(home).models_dir
     if version not in list_versions(models_dir):
         raise RecsysInputError(f"no model version {version!r} in {models_dir}")
-    manifest = read_manifest(models_dir / version)
+    manifest = read_manifest(models_dir / version).model_dump(mode="json")
     manifest["current"] = version == current_version(models_dir)
-    typer.echo(json.dumps(manifest, indent=2, default=str))
+    typer.echo(json.dumps(manifest, indent=2))
 
 
 @models_app.command("rollback")

@@ -1,15 +1,18 @@
-"""The model bundle, owned here: its layout, writing, validation, reading and publishing.
+"""The model bundle, owned here: its layout, typed manifest, writing, reading and publishing.
 
 Training writes bundles, serving and the CLI read and publish them, all through this package
-(see docs/architecture.md, Bundle); nobody else spells a bundle file name.
+(see docs/architecture.md, Bundle); nobody else spells a bundle file name or a manifest key.
 """
 
-from model.bundle.layout import (
+from model.bundle.layout import check_version_name, current_path, new_version_name
+from model.bundle.manifest import (
     ABS_DOT,
     DOT,
-    check_version_name,
-    current_path,
-    new_version_name,
+    FORMAT_VERSION,
+    BundleError,
+    Manifest,
+    RetrainOrigin,
+    read_manifest,
 )
 from model.bundle.publish import (
     broken_reason,
@@ -22,14 +25,17 @@ from model.bundle.publish import (
     resolve_bundle,
     rollback,
 )
-from model.bundle.read import BundleError, ModelBundle, load_query_tower, read_manifest
+from model.bundle.read import ModelBundle, load_query_tower
 from model.bundle.write import remove_path, stale_temps, write_bundle
 
 __all__ = [
     "ABS_DOT",
     "DOT",
+    "FORMAT_VERSION",
     "BundleError",
+    "Manifest",
     "ModelBundle",
+    "RetrainOrigin",
     "broken_reason",
     "check_version_name",
     "current_path",

@@ -1,4 +1,4 @@
-"""The model bundle's layout: file names, format versions, version names, `CURRENT`.
+"""The model bundle's layout: file names, version names, `CURRENT`.
 
 A bundle is `models/<version>/` holding `manifest.json`, `item_embeddings.npy` (float32
 `[n + 1, d]`, L2-normalised unless `model.normalize` is false, row 0 zeros), `query_tower.pt`
@@ -17,26 +17,15 @@ import polars as pl
 
 from data.errors import RecsysInputError
 
-# Format 2 added manifest["score"]; a format-1 reader would rank an abs_dot model by h . c
-# without noticing, so it must refuse these bundles. Format 1 bundles still load (as "dot").
-# Optional fields added since (manifest["events"], the event parts the run saw) change
-# nothing for an older reader, so they keep the format.
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
-MANIFEST = "manifest.json"
+MANIFEST = "manifest.json"  # its format: `model.bundle.manifest`
 ITEM_EMBEDDINGS = "item_embeddings.npy"
 QUERY_TOWER = "query_tower.pt"
 ITEMS = "items.parquet"
 BUNDLE_FILES = (MANIFEST, ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS)
-MANIFEST_KEYS = ("format_version", "version", "num_items", "dim", "model")
 CURRENT = "CURRENT"
 KEPT_OUT = "kept_out.json"  # in a bundle folder: why the retrain gate did not publish it
 TMP_BUNDLE_PREFIX = ".tmp-"  # models/.tmp-<version>-<hex>: a bundle being written
 TMP_CURRENT_PREFIX = f".{CURRENT}.tmp-"  # models/.CURRENT.tmp-<hex>: CURRENT being replaced
-# manifest["score"]: how the model ranks item c for query h (absent in older bundles: "dot").
-DOT = "dot"  # h . c, the ordinary softmax's logit
-ABS_DOT = "abs_dot"  # |h . c|, a model trained with the absolute softmax
-SCORES = (DOT, ABS_DOT)
 
 ITEMS_SCHEMA = {
     "item_idx": pl.Int64,

@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import zipfile
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,8 @@ from model.bundle.layout import (
     TMP_CURRENT_PREFIX,
     current_path,
 )
-from model.bundle.read import ModelBundle, read_manifest
+from model.bundle.manifest import Manifest, read_manifest
+from model.bundle.read import ModelBundle
 
 
 def publish(models_dir: Path, version: str) -> None:
@@ -155,29 +155,31 @@ def describe(models_dir: Path, version: str, current: str | None) -> dict[str, A
     """One version's summary (`recsys models list`); `broken` says why it would be refused."""
     path = models_dir / version
     try:
-        manifest = read_manifest(path)
+        manifest: Manifest | None = read_manifest(path)
     except RecsysInputError:
-        manifest = {}
+        manifest = None
     return {
         "version": version,
         "current": version == current,
-        "created_at": manifest.get("created_at"),
-        "published_at": _published_at(path, manifest),
-        "dataset": manifest.get("dataset"),
-        "sampler": manifest.get("sampler"),
-        "num_items": manifest.get("num_items"),
-        "metrics": manifest.get("metrics") or {},
+        **_summary(manifest),
+        # an unreadable manifest has no date: the folder's mtime sorts it among the others
+        "published_at": manifest.created_at.timestamp() if manifest else path.stat().st_mtime,
         "broken": broken_reason(path),
         "kept_out": kept_out_reason(path),
     }
 
 
-def _published_at(path: Path, manifest: dict[str, Any]) -> float:
-    """Publish time in Unix seconds: the manifest's created_at, else the folder's mtime."""
-    try:
-        return datetime.fromisoformat(str(manifest["created_at"])).timestamp()
-    except (KeyError, ValueError):
-        return path.stat().st_mtime
+def _summary(manifest: Manifest | None) -> dict[str, Any]:
+    """What `models list` shows of a manifest (None and {} for one that cannot be read)."""
+    if manifest is None:
+        return {**dict.fromkeys(("created_at", "dataset", "sampler", "num_items")), "metrics": {}}
+    return {
+        "created_at": manifest.created_at.isoformat(),
+        "dataset": manifest.dataset,
+        "sampler": manifest.sampler,
+        "num_items": manifest.num_items,
+        "metrics": manifest.metrics,
+    }
 
 
 def broken_reason(path: Path) -> str | None:

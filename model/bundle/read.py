@@ -1,13 +1,12 @@
 """Read and validate a model bundle (`models/<version>/`, layout in `model.bundle.layout`).
 
-The one reader of the format: serving, evaluation and the CLI all load bundles through
-`ModelBundle.load`. Everything is checked before anything is used, and every problem is named
-in the error.
+The one reader of the files: serving, evaluation and the CLI all load bundles through
+`ModelBundle.load` (the manifest through `model.bundle.manifest`). Everything is checked before
+anything is used, and every problem is named in the error.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,21 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from data.errors import RecsysInputError
-from model.bundle.layout import (
-    ABS_DOT,
-    BUNDLE_FILES,
-    DOT,
-    ITEM_EMBEDDINGS,
-    ITEMS,
-    MANIFEST,
-    MANIFEST_KEYS,
-    QUERY_TOWER,
-    READABLE_FORMATS,
-    SCORES,
-    check_version_name,
-)
-from model.config import ModelConfig
+from model.bundle.layout import BUNDLE_FILES, ITEM_EMBEDDINGS, ITEMS, QUERY_TOWER
+from model.bundle.manifest import BundleError, Manifest, read_manifest
 
 if TYPE_CHECKING:
     from torch import nn
@@ -39,17 +25,13 @@ ITEM_COLUMNS = ("item_idx", "item_id", "popularity")
 FINITE_CHUNK_ROWS = 65_536  # rows of the embeddings checked for NaN at once ([chunk, d] bools)
 
 
-class BundleError(RecsysInputError):
-    """A bundle is missing, incomplete or inconsistent; the message names the file and problem."""
-
-
 @dataclass(frozen=True)
 class ModelBundle:
     """One loaded model version, ready for an index and a Recommender.
 
     Attributes:
         path: The bundle directory.
-        manifest: The parsed manifest.json.
+        manifest: The validated manifest.json (sizes, tower settings, tau, score...).
         item_embeddings: float32 [n + 1, d] (unit rows unless `model.normalize` was false), row
             0 = padding.
         item_ids: [n + 1] external ids by item_idx (entry 0 is "").
@@ -61,7 +43,7 @@ class ModelBundle:
     """
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     item_embeddings: np.ndarray
     item_ids: list[str]
     titles: list[str | None]
@@ -74,44 +56,9 @@ class ModelBundle:
         """The version name: the directory name under models/, which CURRENT names.
 
         A copied bundle (`cp -r models/v1 models/v1-restore`) is served as its folder's name;
-        its manifest keeps the name it was trained as (`trained_as`).
+        its manifest keeps the name it was trained as (`manifest.version`, its run's folder).
         """
         return Path(os.path.abspath(self.path)).name  # also for a path given as '.'
-
-    @property
-    def trained_as(self) -> str:
-        """The version name the bundle was written as: its training run is `runs/<name>/`."""
-        return str(self.manifest["version"])
-
-    @property
-    def ranks_by_magnitude(self) -> bool:
-        """The model ranks items by |h . c| (trained with the absolute softmax), not h . c."""
-        return self.manifest.get("score", DOT) == ABS_DOT
-
-    @property
-    def trained_on_val(self) -> bool:
-        """The model was refit on its split's validation events (its `refit_epochs` > 0).
-
-        Its val metrics in the manifest are its best round's, from before the refit; ranked
-        again on the same val rows it scores rows it has trained on. Bundles from before the
-        refit have no such key: none was refit.
-        """
-        return bool(self.manifest.get("refit_epochs", 0))
-
-    @property
-    def num_items(self) -> int:
-        """Number of real items n (item_idx runs 1..n)."""
-        return int(self.manifest["num_items"])
-
-    @property
-    def dim(self) -> int:
-        """Embedding dimension d."""
-        return int(self.manifest["dim"])
-
-    @property
-    def max_len(self) -> int:
-        """History length L the query tower takes."""
-        return int(self.manifest["model"].get("max_len", ModelConfig().max_len))
 
     @classmethod
     def load(
@@ -137,7 +84,7 @@ class ModelBundle:
                 raise BundleError(f"{path}: bundle file {name} is missing")
         manifest = read_manifest(path)
         emb = _load_embeddings(path / ITEM_EMBEDDINGS, manifest, map_embeddings)
-        ids, titles, pop = _load_items(path / ITEMS, int(manifest["num_items"]))
+        ids, titles, pop = _load_items(path / ITEMS, manifest.num_items)
         tower = load_query_tower(path, manifest) if load_tower else None
         return cls(
             path=path,
@@ -151,46 +98,7 @@ class ModelBundle:
         )
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """Parse and check `manifest.json` of a bundle directory.
-
-    Raises:
-        BundleError: unreadable JSON, a missing key, a wrong format_version, bad sizes or a
-            version that is not a plain folder name.
-
-    """
-    where = path / MANIFEST
-    try:
-        manifest = json.loads(where.read_text())
-    except FileNotFoundError:
-        raise BundleError(f"{where}: not found") from None
-    except (OSError, ValueError) as err:
-        raise BundleError(f"{where}: not valid JSON ({err})") from None
-    if not isinstance(manifest, dict):
-        raise BundleError(f"{where}: must be a JSON object")
-    missing = [key for key in MANIFEST_KEYS if key not in manifest]
-    if missing:
-        raise BundleError(f"{where}: missing key(s) {', '.join(missing)}")
-    if manifest["format_version"] not in READABLE_FORMATS:
-        raise BundleError(
-            f"{where}: format_version {manifest['format_version']!r} is not supported "
-            f"(this version reads {', '.join(map(str, READABLE_FORMATS))})"
-        )
-    for key in ("num_items", "dim"):
-        if not isinstance(manifest[key], int) or manifest[key] < 1:
-            raise BundleError(f"{where}: {key} must be a positive integer")
-    if not isinstance(manifest["model"], dict):
-        raise BundleError(f"{where}: model must be an object (the query tower's kwargs)")
-    if manifest.get("score", DOT) not in SCORES:
-        raise BundleError(f"{where}: score must be one of {', '.join(SCORES)}")
-    try:  # `trained_as` names a folder under runs/: a plain name, never a path
-        check_version_name(str(manifest["version"]))
-    except RecsysInputError as err:
-        raise BundleError(f"{where}: version: {err}") from None
-    return manifest
-
-
-def _load_embeddings(where: Path, manifest: dict[str, Any], mapped: bool) -> np.ndarray:
+def _load_embeddings(where: Path, manifest: Manifest, mapped: bool) -> np.ndarray:
     """The checked table float32 [n + 1, d]: in memory, or memory-mapped read-only if `mapped`."""
     try:
         emb = np.load(where, mmap_mode="r" if mapped else None, allow_pickle=False)
@@ -198,7 +106,7 @@ def _load_embeddings(where: Path, manifest: dict[str, Any], mapped: bool) -> np.
         raise BundleError(f"{where}: unreadable ({type(err).__name__}: {err})") from None
     if not isinstance(emb, np.ndarray):  # an .npz archive saved under the .npy name
         raise BundleError(f"{where}: not a single array (.npy) but {type(emb).__name__}")
-    want = (manifest["num_items"] + 1, manifest["dim"])
+    want = (manifest.num_items + 1, manifest.dim)
     if emb.ndim != 2 or emb.shape != want:
         raise BundleError(f"{where}: shape {emb.shape} does not match the manifest {want}")
     if emb.dtype != np.float32:
@@ -239,7 +147,7 @@ def _load_items(where: Path, num_items: int) -> tuple[list[str], list[str | None
     return ids, titles, pop
 
 
-def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
+def load_query_tower(path: Path, manifest: Manifest) -> nn.Module:
     """Rebuild the bundle's query tower in eval mode on CPU (no checkpoint needed).
 
     Raises:
@@ -252,14 +160,14 @@ def load_query_tower(path: Path, manifest: dict[str, Any]) -> nn.Module:
 
     where = path / QUERY_TOWER
     try:
-        tower = build_query_tower(manifest["model"], int(manifest["num_items"]))
+        tower = build_query_tower(manifest.model, manifest.num_items)
         tower.load_state_dict(torch.load(where, map_location="cpu", weights_only=True))
     except Exception as err:  # torch/pickle raise many types for a corrupt or mismatched file
         raise BundleError(f"{where}: cannot load the query tower ({err})") from None
     bad = nonfinite_weights(tower)  # a NaN tower ranks nothing at all
     if bad:
         raise BundleError(f"{where}: {bad[0]} holds NaN or infinite weights")
-    _check_width(tower.eval(), where, int(manifest["dim"]))
+    _check_width(tower.eval(), where, manifest.dim)
     return tower
 
 

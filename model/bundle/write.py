@@ -7,14 +7,12 @@ fsynced, and the folder is renamed into place (same filesystem, so atomic).
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
 import time
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -23,16 +21,14 @@ from data import owner
 from data.errors import RecsysInputError
 from data.store import fsync_dir, fsync_file
 from model.bundle.layout import (
-    FORMAT_VERSION,
     ITEM_EMBEDDINGS,
     ITEMS,
     ITEMS_SCHEMA,
-    MANIFEST,
     QUERY_TOWER,
     TMP_BUNDLE_PREFIX,
     TMP_CURRENT_PREFIX,
-    check_version_name,
 )
+from model.bundle.manifest import Manifest, write_manifest
 from model.bundle.read import all_finite, nonfinite_weights
 
 if TYPE_CHECKING:
@@ -41,10 +37,13 @@ if TYPE_CHECKING:
 TEMP_MAX_AGE_S = 3600  # a temp with no owner record this old is a crashed writer's
 
 
-def _check_embeddings(item_embeddings: np.ndarray, num_items: int) -> np.ndarray:
+def _check_embeddings(item_embeddings: np.ndarray, manifest: Manifest) -> np.ndarray:
     emb = np.ascontiguousarray(item_embeddings, dtype=np.float32)
-    if emb.ndim != 2 or emb.shape[0] != num_items + 1:
-        raise ValueError(f"item_embeddings must be [{num_items + 1}, d], got {emb.shape}")
+    want = (manifest.num_items + 1, manifest.dim)
+    if emb.shape != want:
+        raise ValueError(
+            f"item_embeddings must be {list(want)} (n + 1, model.dim), got {emb.shape}"
+        )
     if np.any(emb[0] != 0):
         raise ValueError("item_embeddings row 0 (padding) must be zeros")
     if not all_finite(emb):  # every reader refuses such a bundle: never write one
@@ -108,56 +107,41 @@ def remove_path(path: Path) -> None:
 
 def write_bundle(
     models_dir: Path,
-    version: str,
+    manifest: Manifest,
     *,
     query_tower: nn.Module,
-    model_cfg: dict[str, Any],
-    num_items: int,
     item_embeddings: np.ndarray,
     items: pl.DataFrame,
-    manifest: dict[str, Any],
 ) -> Path:
-    """Write a bundle atomically to `models_dir/<version>/` and return that path.
+    """Write a bundle atomically to `models_dir/<manifest.version>/` and return that path.
 
     Args:
         models_dir: The workspace's `models/` folder (created if missing).
-        version: Bundle name; must not exist yet.
-        query_tower: The trained query tower; its state_dict is saved (moved to CPU).
-        model_cfg: The dict `build_query_tower` takes (stored as `manifest["model"]`).
-        num_items: Catalogue size n.
+        manifest: The bundle's manifest; its `version` names the folder, which must not exist.
+        query_tower: The trained query tower, built from `manifest.model`; its state_dict is
+            saved (moved to CPU).
         item_embeddings: float32 `[n + 1, d]` (`ItemTower.all_embeddings`), row 0 zeros.
         items: `item_idx, item_id, popularity, title` (title may be absent or null).
-        manifest: Extra manifest fields: dataset, temperature, sampler, config, metrics...
 
     Raises:
-        RecsysInputError: the version already exists or the name is not a plain folder name.
+        RecsysInputError: the version already exists.
         ValueError: embeddings of the wrong shape, a non-zero padding row, or a NaN or infinite
             value in the embeddings or the tower (readers refuse those).
 
     """
-    check_version_name(version)
-    target = models_dir / version
+    target = models_dir / manifest.version
     if target.exists():
-        raise RecsysInputError(f"model version {version!r} already exists in {models_dir}")
-    emb = _check_embeddings(item_embeddings, num_items)
+        raise RecsysInputError(f"model version {manifest.version!r} already exists in {models_dir}")
+    emb = _check_embeddings(item_embeddings, manifest)
     _check_tower(query_tower)
-    full_manifest = {
-        **manifest,
-        "format_version": FORMAT_VERSION,
-        "version": version,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "num_items": int(num_items),
-        "dim": int(emb.shape[1]),
-        "model": dict(model_cfg),
-    }
     models_dir.mkdir(parents=True, exist_ok=True)
     for path, _why in stale_temps(models_dir):
         remove_path(path)
-    tmp = models_dir / f"{TMP_BUNDLE_PREFIX}{version}-{secrets.token_hex(4)}"
+    tmp = models_dir / f"{TMP_BUNDLE_PREFIX}{manifest.version}-{secrets.token_hex(4)}"
     tmp.mkdir()
     owner.claim(tmp / owner.OWNER_FILE)
     try:
-        _write_files(tmp, query_tower, emb, _items_frame(items), full_manifest)
+        _write_files(tmp, query_tower, emb, _items_frame(items), manifest)
         (tmp / owner.OWNER_FILE).unlink()
         fsync_dir(tmp)
         os.rename(tmp, target)
@@ -169,7 +153,7 @@ def write_bundle(
 
 
 def _write_files(
-    folder: Path, tower: nn.Module, emb: np.ndarray, items: pl.DataFrame, manifest: dict[str, Any]
+    folder: Path, tower: nn.Module, emb: np.ndarray, items: pl.DataFrame, manifest: Manifest
 ) -> None:
     """Write and fsync every bundle file; the manifest goes last (it marks a complete bundle)."""
     import torch  # here: the bundle package is imported by commands that never write one
@@ -177,6 +161,6 @@ def _write_files(
     np.save(folder / ITEM_EMBEDDINGS, emb)
     torch.save({k: v.detach().cpu() for k, v in tower.state_dict().items()}, folder / QUERY_TOWER)
     items.write_parquet(folder / ITEMS)
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    for name in (ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS, MANIFEST):
+    for name in (ITEM_EMBEDDINGS, QUERY_TOWER, ITEMS):
         fsync_file(folder / name)
+    write_manifest(folder, manifest)

@@ -44,17 +44,17 @@ def test_list_sorts_by_publish_time_and_marks_broken_bundles(ws: Workspace) -> N
     oldest = make_bundle(ws.models_dir, "c-oldest", publish_it=False)
     _set_created_at(oldest, "2026-01-01T00:00:00+00:00")
     no_date = make_bundle(ws.models_dir, "b-no-date", publish_it=False)
-    _set_created_at(no_date, None)  # falls back to the folder's mtime: 2026-02-01
+    _set_created_at(no_date, None)  # a broken manifest: sorted by the folder's mtime, 2026-02-01
     stamp = 1_769_904_000  # 2026-02-01T00:00:00Z
     os.utime(no_date, (stamp, stamp))
     _truncate(oldest / "query_tower.pt")
-    (no_date / "item_embeddings.npy").write_bytes(b"")
 
     result = CliRunner().invoke(app, ["models", "list", "--home", str(ws.root), "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["models"]
     assert [r["version"] for r in rows] == ["c-oldest", "b-no-date", "a-newest"]
-    assert "query_tower.pt" in rows[0]["broken"] and "item_embeddings.npy" in rows[1]["broken"]
+    assert "query_tower.pt" in rows[0]["broken"]
+    assert "manifest.json: missing key(s) created_at" in rows[1]["broken"]
     assert rows[2]["broken"] is None and rows[2]["current"]
 
     result = CliRunner().invoke(app, ["models", "list", "--home", str(ws.root)])
@@ -66,14 +66,18 @@ def test_list_sorts_by_publish_time_and_marks_broken_bundles(ws: Workspace) -> N
 
 
 def test_list_names_the_sampler_and_its_m(ws: Workspace) -> None:
-    samplers = {"a": ("uniform", 256), "b": ("full", None)}
-    for version, (name, m) in samplers.items():
+    samplers = {  # the run's sampler settings, as `recsys train` stores them in `config`
+        "a": {"name": "uniform", "num_negatives": 256},
+        "b": {"name": "full"},
+        "c": {"name": "full", "num_negatives": 256},  # a bundle of format 2 (flat settings)
+    }
+    for version, sampler in samplers.items():
         path = make_bundle(ws.models_dir, version) / "manifest.json"
         manifest = json.loads(path.read_text())
-        sampler = {"name": name, "num_negatives": m}  # as `recsys train` writes it
-        path.write_text(json.dumps({**manifest, "sampler": sampler}))
+        path.write_text(json.dumps({**manifest, "config": {"sampler": sampler}}))
     lines = CliRunner().invoke(app, ["models", "list", "--home", str(ws.root)]).stdout.splitlines()
-    assert " sampler=uniform(m=256) items=60" in lines[0] and " sampler=full items=60" in lines[1]
+    assert " sampler=uniform(m=256) items=60" in lines[0]
+    assert " sampler=full items=60" in lines[1] and " sampler=full items=60" in lines[2]
 
 
 def test_rollback_refuses_a_truncated_query_tower(ws: Workspace) -> None:

@@ -7,23 +7,18 @@ item is the unique top-1 (inner product 1.0) for that history.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import torch
 
-from model.bundle import publish, write_bundle
+from model.bundle import Manifest, publish, write_bundle
+from model.config import ModelConfig
 from model.towers import build_query_tower
 
-MODEL_CFG = {
-    "tower": "sasrec",
-    "dim": 16,
-    "max_len": 8,
-    "num_layers": 1,
-    "num_heads": 1,
-    "dropout": 0.0,
-}
+MODEL_CFG = ModelConfig(tower="sasrec", dim=16, max_len=8, num_layers=1, num_heads=1, dropout=0.0)
 PLANTED_HISTORY = ["i1", "i2", "i3"]
 POPULAR = ["i7", "i5", "i9"]  # the three most popular items, in order
 
@@ -52,7 +47,7 @@ def make_bundle(
     torch.manual_seed(seed)
     tower = build_query_tower(MODEL_CFG, num_items).eval()
     rng = np.random.default_rng(seed)
-    emb = rng.normal(size=(num_items + 1, MODEL_CFG["dim"])).astype(np.float32)
+    emb = rng.normal(size=(num_items + 1, MODEL_CFG.dim)).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     emb[0] = 0.0
     hist = torch.tensor([[0] * 5 + [1, 2, 3]])
@@ -69,23 +64,17 @@ def make_bundle(
             "title": [f"Title {i}" if i % 2 == 0 else None for i in range(1, num_items + 1)],
         }
     )
-    path = write_bundle(
-        models_dir,
-        version,
-        query_tower=tower,
-        model_cfg=MODEL_CFG,
+    manifest = Manifest(
+        version=version,
+        created_at=datetime.now(UTC),
+        dataset="planted",
         num_items=num_items,
-        item_embeddings=emb,
-        items=items,
-        manifest={
-            "dataset": "planted",
-            "temperature": 0.05,
-            "score": score,
-            "sampler": "none",
-            "config": {},
-            "metrics": {"test": {"ndcg@10": 0.5}},
-        },
+        model=MODEL_CFG,
+        temperature=0.05,
+        score=score,
+        metrics={"test": {"ndcg@10": 0.5}},
     )
+    path = write_bundle(models_dir, manifest, query_tower=tower, item_embeddings=emb, items=items)
     if publish_it:
         publish(models_dir, version)
     return path

@@ -39,10 +39,10 @@ def test_planted_item_is_first_for_user_and_session(rec: Recommender) -> None:
 def test_absolute_softmax_bundle_ranks_by_magnitude(tmp_path: Path) -> None:
     bundle = ModelBundle.load(make_bundle(tmp_path, "abs", target=40, score="abs_dot"))
     rec = Recommender(bundle, build_index(bundle.item_embeddings))
-    assert bundle.ranks_by_magnitude
+    assert bundle.manifest.ranks_by_magnitude
     result = rec.recommend(Query(items=PLANTED_HISTORY, k=5))
     assert top(result)[0] == "i40" and result.items[0].score == pytest.approx(1.0, abs=1e-5)
-    as_dot = replace(bundle, manifest=dict(bundle.manifest, score="dot"))
+    as_dot = replace(bundle, manifest=bundle.manifest.model_copy(update={"score": "dot"}))
     signed = Recommender(as_dot, rec.index)
     assert top(signed.recommend(Query(items=PLANTED_HISTORY, k=59)))[-1] == "i40"
 
@@ -57,7 +57,8 @@ def test_absolute_softmax_similar_items_rank_by_magnitude(tmp_path: Path) -> Non
     assert similar[0].item_id == "i2" and similar[0].score == pytest.approx(1.0, abs=1e-5)
     scores = [s.score for s in similar]
     assert scores == sorted(scores, reverse=True) and min(scores) >= 0
-    as_dot = Recommender(replace(bundle, manifest=dict(bundle.manifest, score="dot")), rec.index)
+    dot = bundle.manifest.model_copy(update={"score": "dot"})
+    as_dot = Recommender(replace(bundle, manifest=dot), rec.index)
     assert "i2" not in [s.item_id for s in as_dot.similar("i1", k=5)]
 
 

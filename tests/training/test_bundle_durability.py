@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,11 @@ import torch
 
 from data import owner
 from data.errors import RecsysInputError
-from model.bundle import ModelBundle, load_query_tower, read_manifest, write_bundle
+from model.bundle import Manifest, ModelBundle, load_query_tower, read_manifest, write_bundle
+from model.config import ModelConfig
 from model.towers import build_query_tower
 
-MODEL = {"tower": "mean", "dim": 8, "max_len": 4}
+MODEL = ModelConfig(tower="mean", dim=8, max_len=4)
 N = 10
 
 
@@ -35,9 +37,13 @@ def _write(models_dir: Path, version: str) -> Path:
             "popularity": [1] * N,
         }  # fmt: skip
     )
+    manifest = Manifest(
+        version=version, created_at=datetime.now(UTC), dataset="toy", num_items=N, model=MODEL,
+        temperature=0.1,
+    )  # fmt: skip
     return write_bundle(
-        models_dir, version, query_tower=build_query_tower(MODEL, N), model_cfg=MODEL,
-        num_items=N, item_embeddings=emb, items=items, manifest={},
+        models_dir, manifest, query_tower=build_query_tower(MODEL, N), item_embeddings=emb,
+        items=items,
     )  # fmt: skip
 
 

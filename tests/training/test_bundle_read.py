@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
 import torch
 
-from model.bundle import BundleError, ModelBundle
+from model.bundle import BundleError, Manifest, ModelBundle, RetrainOrigin
 from tests.serving.bundles import make_bundle
 
 
@@ -21,7 +22,8 @@ def bundle_dir(tmp_path: Path) -> Path:
 
 def test_load_good_bundle(bundle_dir: Path) -> None:
     b = ModelBundle.load(bundle_dir)
-    assert (b.version, b.num_items, b.dim, b.max_len) == ("v1", 20, 16, 8)
+    m = b.manifest
+    assert (b.version, m.num_items, m.dim, m.max_len, m.dataset) == ("v1", 20, 16, 8, "planted")
     assert b.item_embeddings.shape == (21, 16) and b.item_ids[3] == "i3"
     assert b.id_to_idx["i20"] == 20 and "" not in b.id_to_idx
     assert b.titles[2] == "Title 2" and b.titles[3] is None
@@ -50,8 +52,10 @@ def nan_tower(bundle_dir: Path) -> None:
         (lambda d: (d / "manifest.json").write_text("{oops"), "not valid JSON"),
         (lambda d: edit_manifest(d, format_version=9), "format_version 9 is not supported"),
         (lambda d: edit_manifest(d, num_items=21), "does not match the manifest"),
-        (lambda d: edit_manifest(d, dim=0), "dim must be a positive integer"),
-        (lambda d: edit_manifest(d, score="cosine"), "score must be one of dot, abs_dot"),
+        (lambda d: edit_manifest(d, dim=16), "dim: Extra inputs are not permitted"),
+        (lambda d: edit_manifest(d, num_items=0), "num_items: Input should be greater than"),
+        (lambda d: edit_manifest(d, score="cosine"), "score: Input should be 'dot' or 'abs_dot'"),
+        (lambda d: edit_manifest(d, model={"dim": 16, "heads": 1}), "model.heads: Extra inputs"),
         (lambda d: edit_manifest(d, version="../x"), "version: bad model version name '../x'"),
         (lambda d: np.save(d / "item_embeddings.npy", np.zeros((21, 16))), "dtype float64"),
         (lambda d: (d / "items.parquet").write_bytes(b"junk"), "items.parquet: unreadable"),
@@ -81,10 +85,52 @@ def test_missing_manifest_key_and_missing_dir(bundle_dir: Path, tmp_path: Path) 
         ModelBundle.load(tmp_path / "nope")
 
 
+def format_2(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` (format 3) as format 2 wrote it: dim three times, the sampler twice."""
+    old = {k: v for k, v in manifest.items() if k != "retrain"}
+    config = {**old.pop("config"), "model": manifest["model"]}
+    old.update(format_version=2, dim=manifest["model"]["dim"], config=config)
+    old["sampler"] = {"name": config["sampler"]["name"], "num_negatives": None}
+    return {**old, **(manifest["retrain"] or {})}
+
+
+def test_a_format_2_bundle_reads_as_format_3(bundle_dir: Path) -> None:
+    new = ModelBundle.load(bundle_dir).manifest
+    sampler = {"name": "full", "num_negatives": 256}  # flat, as format 2's runs stored it
+    retrain = {"previous_version": "v0", "warm_start": True, "since": None}
+    edit_manifest(bundle_dir, config={"sampler": sampler, "train": {"lr": 0.1}}, retrain=retrain)
+    path = bundle_dir / "manifest.json"
+    path.write_text(json.dumps(format_2(json.loads(path.read_text()))))
+    old = ModelBundle.load(bundle_dir).manifest
+    assert old.model == new.model and old.dim == 16 and old.num_items == new.num_items
+    assert old.config == {"sampler": sampler, "train": {"lr": 0.1}}  # once, without `model`
+    assert old.run_config() == {**old.config, "model": new.model.model_dump()}
+    assert old.retrain == RetrainOrigin(previous_version="v0", warm_start=True)
+    assert (old.temperature, old.score, old.metrics) == (0.05, "dot", new.metrics)
+
+
+def test_a_format_2_manifest_whose_dims_disagree_is_refused(bundle_dir: Path) -> None:
+    path = bundle_dir / "manifest.json"
+    old = format_2({**json.loads(path.read_text()), "config": {"sampler": {"name": "x"}}})
+    path.write_text(json.dumps({**old, "dim": 32}))
+    with pytest.raises(BundleError, match="dim 32 differs from model.dim 16"):
+        ModelBundle.load(bundle_dir)
+
+
 def test_format_1_bundle_without_score_loads_as_dot(tmp_path: Path) -> None:
     bundle_dir = make_bundle(tmp_path, "old", num_items=20, target=7, score="abs_dot")
     manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 2
-    del manifest["score"]
+    assert manifest["format_version"] == 3 and manifest["score"] == "abs_dot"
+    manifest = format_2({**manifest, "config": {"sampler": {"name": "uniform"}}})
+    del manifest["score"], manifest["temperature"], manifest["dataset"]
     (bundle_dir / "manifest.json").write_text(json.dumps(dict(manifest, format_version=1)))
-    assert not ModelBundle.load(bundle_dir).ranks_by_magnitude
+    old = ModelBundle.load(bundle_dir).manifest
+    assert not old.ranks_by_magnitude
+    assert (old.temperature, old.dataset) == (old.model.temperature, "workspace")
+
+
+def test_the_manifest_stores_each_fact_once(bundle_dir: Path) -> None:
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    assert "dim" not in manifest and "sampler" not in manifest and manifest["model"]["dim"] == 16
+    with pytest.raises(ValueError, match="must not hold `model`"):
+        Manifest.model_validate({**manifest, "config": {"model": manifest["model"]}})

@@ -2,6 +2,7 @@
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import torch
 
 from data.errors import RecsysInputError
 from model.bundle import (
+    Manifest,
     ModelBundle,
     current_version,
     new_version_name,
@@ -36,6 +38,18 @@ def _items() -> pl.DataFrame:
     )
 
 
+def _manifest(version: str, cfg: ModelConfig | None = None) -> Manifest:
+    return Manifest(
+        version=version,
+        created_at=datetime.now(UTC),
+        dataset="toy",
+        num_items=N_ITEMS,
+        model=cfg or ModelConfig(dim=8, max_len=6),
+        temperature=0.05,
+        config={"sampler": {"name": "uniform", "num_negatives": 256}},
+    )
+
+
 def _write(
     models_dir: Path, version: str, tower: str = "sasrec", share: bool = True, unit: bool = True
 ):
@@ -43,15 +57,9 @@ def _write(
     cfg = ModelConfig(tower=tower, dim=8, max_len=6, share_embeddings=share, normalize=unit)
     model = build_model(cfg, N_ITEMS).eval()
     emb = model.item_tower.all_embeddings().detach().numpy()
+    manifest = _manifest(version, cfg)
     path = write_bundle(
-        models_dir,
-        version,
-        query_tower=model.query_tower,
-        model_cfg=cfg.model_dump(),
-        num_items=N_ITEMS,
-        item_embeddings=emb,
-        items=_items(),
-        manifest={"dataset": "toy", "temperature": 0.05, "sampler": "uniform", "metrics": {}},
+        models_dir, manifest, query_tower=model.query_tower, item_embeddings=emb, items=_items()
     )
     return model, emb, path
 
@@ -66,12 +74,10 @@ def test_round_trip_reproduces_top_k(
 ) -> None:
     model, emb, path = _write(tmp_path / "models", "v1", tower, share, normalize)
     manifest = read_manifest(path)
-    assert manifest["format_version"] == 2
-    assert manifest["version"] == "v1"
-    assert manifest["num_items"] == N_ITEMS and manifest["dim"] == 8
-    assert manifest["model"]["tower"] == tower
-    for key in ("created_at", "dataset", "temperature", "sampler", "metrics"):
-        assert key in manifest
+    assert manifest == _manifest("v1", manifest.model).model_copy(
+        update={"created_at": manifest.created_at}
+    )  # every field round-trips
+    assert (manifest.format_version, manifest.dim, manifest.model.tower) == (3, 8, tower)
     loaded = ModelBundle.load(path)
     history = torch.tensor([[0, 0, 3, 9, 12, 5], [1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 17]])
     with torch.no_grad():
@@ -140,24 +146,26 @@ def test_existing_version_and_failed_write_leave_nothing_visible(tmp_path: Path)
     with pytest.raises(ValueError, match="row 0"):
         write_bundle(
             models,
-            "v2",
+            _manifest("v2"),
             query_tower=model.query_tower,
-            model_cfg={},
-            num_items=N_ITEMS,
             item_embeddings=bad_emb,
             items=_items(),
-            manifest={},
         )
     with pytest.raises(ValueError, match="lacks columns"):
         write_bundle(
             models,
-            "v3",
+            _manifest("v3"),
             query_tower=model.query_tower,
-            model_cfg={},
-            num_items=N_ITEMS,
             item_embeddings=np.zeros((N_ITEMS + 1, 8), dtype=np.float32),
             items=_items().drop("popularity"),
-            manifest={},
+        )
+    with pytest.raises(ValueError, match=r"must be \[41, 8\] \(n \+ 1, model.dim\)"):
+        write_bundle(
+            models,
+            _manifest("v4"),
+            query_tower=model.query_tower,
+            item_embeddings=np.zeros((N_ITEMS + 1, 16), dtype=np.float32),
+            items=_items(),
         )
     assert sorted(p.name for p in models.iterdir()) == ["v1"]
 
@@ -166,15 +174,15 @@ def test_nan_embeddings_or_tower_weights_are_never_written(tmp_path: Path) -> No
     models = tmp_path / "models"
     model = build_model(ModelConfig(dim=8, max_len=6), N_ITEMS)
     emb = model.item_tower.all_embeddings().detach().numpy().copy()
-    write = dict(model_cfg={}, num_items=N_ITEMS, items=_items(), manifest={})
+    write = dict(query_tower=model.query_tower, items=_items())
     emb[5, 2] = np.nan
     with pytest.raises(ValueError, match="NaN or infinite"):
-        write_bundle(models, "v1", query_tower=model.query_tower, item_embeddings=emb, **write)
+        write_bundle(models, _manifest("v1"), item_embeddings=emb, **write)
     emb[5, 2] = 0.0
     with torch.no_grad():
         next(model.query_tower.parameters()).view(-1)[0] = float("inf")
     with pytest.raises(ValueError, match="query tower weights"):
-        write_bundle(models, "v2", query_tower=model.query_tower, item_embeddings=emb, **write)
+        write_bundle(models, _manifest("v2"), item_embeddings=emb, **write)
     assert not models.exists() or not any(models.iterdir())
 
 
@@ -201,6 +209,6 @@ def test_version_names_sort_by_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("name", ["v1 ", " v1", "v\t1", "v\n1", "", "a/b", ".v", "CURRENT"])
 def test_a_version_name_current_could_not_name_back_is_refused(tmp_path: Path, name: str) -> None:
-    with pytest.raises(RecsysInputError, match="bad model version name"):
+    with pytest.raises(ValueError, match="bad model version name"):
         _write(tmp_path / "models", name)
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())

@@ -1,0 +1,6 @@
+"""What the benchmarks share: option values, output files, curves, pairs, a server process.
+
+Option parsing and atomic output files (`options`), a run's validation curve (`curves`), the
+per-user paired bootstrap (`paired`) and a real `recsys serve` process (`server_process`).
+Imports the product's public API only; never a benchmark (`speed/`, `sweeps/`, `studies/`).
+"""

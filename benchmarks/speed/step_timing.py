@@ -1,0 +1,220 @@
+"""Step timing behind `bench train-step`: milliseconds per whole training step.
+
+A step is exactly what training runs per batch (`RetrievalModule.optimisation_step`): query
+tower forward over B histories, the loss (sampled softmax over the sampler's negatives, or the
+full softmax over all n items), backward, every optimiser, and the sampler's update with the
+rows that changed. Sampled runs use sparse id tables (`SparseAdam`, only touched rows move);
+the full softmax needs dense Adam, since every row gets a gradient. The item table is random
+and the histories are drawn from a Zipf-like popularity, so timings do not depend on data.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.harness import options
+from data.errors import RecsysInputError
+from training.config import RecsysConfig
+from training.config_loading import load_config
+from training.loop.trainer import build_module
+
+FULL = "full"
+
+
+def zipf_counts(n: int, gen: torch.Generator) -> torch.Tensor:
+    """`[n + 1]` Zipf-like interaction counts (index 0, padding, is 0)."""
+    ranks = torch.randperm(n, generator=gen).to(torch.float64) + 1.0
+    return torch.cat([torch.zeros(1, dtype=torch.float64), 1e6 * ranks**-1.0 + 1.0])
+
+
+def random_batch(
+    counts: torch.Tensor, batch: int, length: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """B full histories `[B, L]` and one next-item target per row (the last column)."""
+    items = torch.multinomial(counts.to(torch.float32), batch * (length + 1), True, generator=gen)
+    seq = items.reshape(batch, length + 1)
+    targets = torch.zeros(batch, length, dtype=torch.int64)
+    targets[:, -1] = seq[:, -1]
+    return seq[:, :-1], targets
+
+
+def step_config(
+    sampler: str, tower: str, args: dict[str, Any], tapas_ratio: int | None = None
+) -> RecsysConfig:
+    """The config of one timed cell: a sampler (tapas at one r) and a tower, fp32."""
+    ratio = [] if tapas_ratio is None else [f"sampler.tapas_ratio={tapas_ratio}"]
+    return load_config(
+        overrides=[
+            *ratio,
+            f"sampler.name={sampler}",
+            f"sampler.num_negatives={args['num_negatives']}",
+            f"model.dim={args['dim']}",
+            f"model.tower={tower}",
+            f"model.max_len={args['length']}",
+            f"train.sparse_embeddings={str(sampler != FULL).lower()}",
+            "train.precision=fp32",  # the committed figures' precision, whatever the CPU
+        ]
+    )
+
+
+def cell_configs(
+    samplers: list[str], towers: list[str], args: dict[str, Any]
+) -> list[tuple[RecsysConfig, int | None]]:
+    """Each (tower, sampler, tapas r) cell's config and r, in run order, built before any runs.
+
+    Raises:
+        RecsysInputError: a cell's config is bad (an unknown tower), naming the cell.
+
+    """
+    keys = [
+        (tower, sampler, ratio) for tower in towers for sampler in samplers
+        for ratio in (args["tapas_ratios"] if sampler == "tapas" else [None])
+    ]  # fmt: skip
+    cells: list[tuple[RecsysConfig, int | None]] = []
+    for tower, sampler, ratio in keys:
+        try:
+            cells.append((step_config(sampler, tower, args, ratio), ratio))
+        except RecsysInputError as err:
+            raise RecsysInputError(f"tower {tower!r}, sampler {sampler!r}: {err}") from None
+    return cells
+
+
+def bench_one(
+    cfg: RecsysConfig,
+    n: int,
+    counts: torch.Tensor,
+    args: dict[str, Any],
+    tapas_ratio: int | None = None,
+) -> dict[str, Any]:
+    """Median and minimum ms per step of one sampler (tapas: at one r) and tower on n items."""
+    sampler, tower = cfg.sampler.name, cfg.model.tower
+    gen = torch.Generator().manual_seed(n)
+    torch.manual_seed(n)
+    module = build_module(cfg, n, counts)
+    module.on_train_start()  # the sampler's initial state, as in training
+    opts = module.standalone_optimizers()
+    batches = [random_batch(counts, args["batch"], args["length"], gen) for _ in range(2)]
+    times = []
+    for step in range(args["repeats"] + 1):  # step 0 warms up (allocations, Adam state)
+        started = time.perf_counter()
+        module.optimisation_step(batches[step % 2], opts, torch.Tensor.backward)
+        if step:
+            times.append((time.perf_counter() - started) * 1000)
+    return {
+        "sampler": sampler,
+        "tapas_ratio": tapas_ratio,
+        "items": n,
+        "batch": args["batch"],
+        "num_negatives": None if sampler == FULL else args["num_negatives"],
+        "dim": args["dim"],
+        "tower": tower,
+        "history": args["length"],
+        "optimizer": "Adam (dense)" if sampler == FULL else "Adam + SparseAdam (id tables)",
+        "ms_per_step": round(statistics.median(times), 3),
+        "ms_per_step_min": round(min(times), 3),
+    }
+
+
+def run_benchmark(setting: dict[str, Any]) -> dict[str, Any]:
+    """Every sampler (and `full`) with every tower at every catalogue size: the metrics.
+
+    `setting`: `bench train-step`'s options (items, samplers, towers, batch, ...).
+
+    Raises:
+        RecsysInputError: a cell's config is bad (`cell_configs`): before any cell runs.
+
+    """
+    cells = cell_configs(setting["samplers"], setting["towers"], setting)
+    torch.set_num_threads(setting["threads"])
+    load_at_start = _loadavg()
+    results = []
+    for n in setting["items"]:
+        counts = zipf_counts(n, torch.Generator().manual_seed(0))
+        for cfg, ratio in cells:
+            row = bench_one(cfg, n, counts, setting, ratio)
+            sys.stderr.write(json.dumps(row) + "\n")
+            results.append(row)
+    metrics = {
+        "results": results, "torch": torch.__version__, "platform": platform.platform(),
+        "proc_loadavg_at_start": load_at_start, "proc_loadavg_at_end": _loadavg(),
+    }  # fmt: skip
+    return {**metrics, "speedup_vs_full": speedups(results),
+            "tapas_cost_vs_smallest_ratio": tapas_costs(results)}  # fmt: skip
+
+
+def _loadavg() -> str:
+    """`/proc/loadavg` as it reads (load over 1, 5, 15 min, runnable/all tasks, last pid)."""
+    path = Path("/proc/loadavg")
+    return path.read_text().strip() if path.exists() else "n/a"
+
+
+def label(row: dict[str, Any]) -> str:
+    """A row's sampler name, with its presample factor for tapas (`tapas r=8`)."""
+    ratio = row.get("tapas_ratio")
+    return row["sampler"] if ratio is None else f"{row['sampler']} r={ratio}"
+
+
+def tapas_costs(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per `"<tower> n=<items>"`: each tapas r's ms per step / the smallest r's (target <= 1.15)."""
+    out: dict[str, dict[str, float]] = {}
+    for tower, n in dict.fromkeys((r["tower"], r["items"]) for r in results):
+        rows = sorted(
+            (r for r in results
+             if (r["tower"], r["items"]) == (tower, n) and r["sampler"] == "tapas"),
+            key=lambda r: r["tapas_ratio"],
+        )  # fmt: skip
+        if len(rows) > 1:
+            base = rows[0]["ms_per_step"]
+            out[f"{tower} n={n}"] = {label(r): round(r["ms_per_step"] / base, 3) for r in rows}
+    return out
+
+
+def speedups(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per `"<tower> n=<items>"`: full-softmax ms per step / each sampler's ms per step."""
+    out: dict[str, dict[str, float]] = {}
+    for tower, n in dict.fromkeys((r["tower"], r["items"]) for r in results):
+        rows = {
+            label(r): r["ms_per_step"] for r in results if (r["tower"], r["items"]) == (tower, n)
+        }
+        if FULL in rows:
+            out[f"{tower} n={n}"] = {
+                s: round(rows[FULL] / ms, 1) for s, ms in rows.items() if s != FULL and ms > 0
+            }
+    return out
+
+
+def plot(record: dict[str, Any], path: Path) -> None:
+    """One log-log panel per query tower: ms per step against n, one line per sampler."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results, setup = record["metrics"]["results"], record["config"]
+    towers = list(dict.fromkeys(r["tower"] for r in results))
+    fig, axes = plt.subplots(1, len(towers), figsize=(6 * len(towers), 4.2), squeeze=False)
+    for ax, tower in zip(axes[0], towers, strict=True):
+        mine = [r for r in results if r["tower"] == tower]
+        for sampler in dict.fromkeys(label(r) for r in mine):
+            rows = sorted((r for r in mine if label(r) == sampler), key=lambda r: r["items"])
+            xs, ys = [r["items"] for r in rows], [r["ms_per_step"] for r in rows]
+            ax.plot(xs, ys, "o-", label=sampler)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="items n",
+            ylabel="ms per training step",
+            title=f"{tower} tower over {setup['length']} items: B = {setup['batch']}, "
+            f"d = {setup['dim']}, m = {setup['num_negatives']}",
+        )
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    options.save_figure(fig, path)

@@ -1,0 +1,38 @@
+"""The named grids of `bench quality --grid NAME`, and what sets some of them apart.
+
+Each grid's default result folder, which skip the test split, and which have a report of their
+own (not the sampler comparison's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.paths import RESULTS
+from benchmarks.sweeps.final_grid import final, final_report
+from benchmarks.sweeps.recipe_grid import recipe
+from benchmarks.sweeps.recipe_report import recipe_report
+from benchmarks.sweeps.sweep import SWEEP_DIR
+from benchmarks.sweeps.sweep_grid import Planner, catalogue, comparison
+
+GRIDS: dict[str, Planner] = {
+    "comparison": comparison, "catalogue": catalogue, "recipe": recipe, "final": final,
+}  # fmt: skip
+RESULT_DIRS = {
+    "comparison": SWEEP_DIR,
+    "catalogue": RESULTS / "catalogue_1m",
+    "recipe": RESULTS / "recipe_study",
+    "final": RESULTS / "recipe_final",
+}
+VALIDATION_ONLY = frozenset({"recipe"})  # a study chosen on val: its runs never rank test
+# grid -> its markdown report from (result folder, bootstrap resamples)
+REPORTS: dict[str, Callable[[Path, int, Path | None], str]] = {
+    "recipe": recipe_report,
+    "final": final_report,
+}
+
+
+def result_dir(grid: str, out: Path | None) -> Path:
+    """`out`, or the grid's own folder (an unknown grid's name is refused later: SWEEP_DIR)."""
+    return out if out is not None else RESULT_DIRS.get(grid, SWEEP_DIR)

@@ -1,0 +1,100 @@
+"""`bench train-step`: the timed step is the training step, and the CLI writes its files."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.speed.step_timing import random_batch, step_config, zipf_counts
+from tests.benchmarks.helpers import run_bench
+from training.loop.trainer import build_module
+
+SMALL = {"num_negatives": 16, "dim": 8, "length": 5, "batch": 12}
+
+
+def _one_step(sampler: str, n: int = 200) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Item table before and after one `optimisation_step`, and the batch's item ids."""
+    counts = zipf_counts(n, torch.Generator().manual_seed(0))
+    module = build_module(step_config(sampler, "mean", SMALL), n, counts)
+    module.on_train_start()
+    opts = module.standalone_optimizers()
+    inputs, targets = random_batch(counts, SMALL["batch"], SMALL["length"], torch.Generator())
+    before = module.model.item_embedding_weight.detach().clone()
+    loss = module.optimisation_step((inputs, targets), opts, torch.Tensor.backward)
+    assert torch.isfinite(loss)
+    return before, module.model.item_embedding_weight.detach(), torch.cat([inputs, targets])
+
+
+def test_sampled_step_moves_only_the_batch_items_and_negatives() -> None:
+    before, after, batch_items = _one_step("uniform")
+    changed = (before != after).any(dim=1).nonzero().flatten()
+    assert changed.numel() > 0
+    untouched_batch_items = set(changed.tolist()) - set(batch_items.flatten().tolist())
+    assert len(untouched_batch_items) <= SMALL["num_negatives"]  # only negatives beside the batch
+    assert changed.numel() < before.shape[0] // 2  # most of the 200 rows stay put
+
+
+def test_full_softmax_step_moves_every_row() -> None:
+    before, after, _ = _one_step("full")
+    assert bool((before[1:] != after[1:]).any(dim=1).all())
+
+
+def test_cli_writes_results_plot_and_speedups(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json, out_png = tmp_path / "steps.json", tmp_path / "steps.png"
+    result = run_bench(
+        capsys, "train-step", "--items", "300,600", "--samplers", "full,uniform,rff",
+        "--towers", "mean", "--repeats", "1", "--batch", "16", "--num-negatives", "32",
+        "--history", "5", "--threads", "1", "--json", str(out_json), "--plot", str(out_png),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out_json.read_text())
+    payload = record["metrics"]
+    assert (record["study"], record["run"]) == (tmp_path.name, "steps")  # named by the file
+    assert record["config"]["samplers"] == ["full", "uniform", "rff"]
+    cells = {(r["sampler"], r["items"]) for r in payload["results"]}
+    assert cells == {(s, n) for s in ("full", "uniform", "rff") for n in (300, 600)}
+    assert all(r["ms_per_step"] > 0 and r["batch"] == 16 for r in payload["results"])
+    assert set(payload["speedup_vs_full"]) == {"mean n=300", "mean n=600"}
+    ms = {(r["sampler"], r["items"]): r["ms_per_step"] for r in payload["results"]}
+    assert payload["speedup_vs_full"] == {  # the full softmax's time over each sampler's
+        f"mean n={n}": {s: round(ms["full", n] / ms[s, n], 1) for s in ("uniform", "rff")}
+        for n in (300, 600)
+    }
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_rejects_unknown_sampler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_bench(
+        capsys, "train-step", "--samplers", "full,nope", "--json", str(tmp_path / "x")
+    )
+    assert result.returncode == 2
+    assert "nope" in result.stderr and "uniform" in result.stderr
+
+
+def test_cli_refuses_a_bad_tower_before_timing_any_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "steps.json"
+    result = run_bench(
+        capsys, "train-step", "--items", "300", "--samplers", "full",
+        "--towers", "mean,sasrc", "--repeats", "1", "--batch", "8", "--history", "5",
+        "--threads", "1", "--json", str(out_json), "--plot", str(tmp_path / "steps.png"),
+    )  # fmt: skip
+    assert result.returncode == 2 and "tower 'sasrc'" in result.stderr
+    assert "ms_per_step" not in result.stderr  # no `mean` cell was timed first
+    assert not out_json.exists()
+
+
+def test_cli_refuses_an_unwritable_result_file_before_the_work(
+    blocker: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for option in ("--json", "--plot"):
+        result = run_bench(
+            capsys, "train-step", "--items", "300", "--samplers", "full",
+            "--towers", "mean", "--repeats", "1", "--threads", "1",
+            option, str(blocker / "steps.out"),
+        )  # fmt: skip
+        assert result.returncode == 2 and option in result.stderr
