@@ -30,6 +30,20 @@ HomeOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on stdout instead of text.")
 ]
+ConfigOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--config", help="YAML config file (repeatable), keys as in configs/default.yaml."
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override section.key=value (repeatable); every key, with its default and "
+        "meaning, is in configs/default.yaml.",
+    ),
+]
 
 
 def workspace(home: Path | None) -> Workspace:

@@ -1,44 +1,42 @@
 """Settings that do not train together, refused before anything is built (exit 2).
 
-Each rule says which settings clash and why; `build_module` calls `refuse_clashes` first.
-`refuse_missing_accelerator` refuses an accelerator this machine lacks.
+Each rule says which settings clash and why, asking the sampler's settings class what it can
+do (`training/sampler_settings.py`); `build_run_config` and `build_module` call
+`refuse_clashes`. `refuse_missing_accelerator` refuses an accelerator this machine lacks.
 """
 
 from __future__ import annotations
 
 from data.errors import RecsysInputError
-from training.config import RecsysConfig, SamplerConfig
+from training.config import RecsysConfig
+from training.sampler_settings import FullSoftmax
 
-FULL = "full"
-UNIT_KERNELS = ("quadratic", "rff")  # kernels built on L2-normalised towers (feature_maps.py)
-POSITIVES_AS_NEGATIVES = ("in-batch", "mixed")  # each row's own positive sits in its own slot
-# draw a set and report log_q = log b, its inclusion probability (tapas: of its first pass)
-INCLUSION_PROBABILITY = ("bernoulli", "tapas")
 NEEDS_LOG_Q = ("nce", "blackout", "bernoulli")  # losses whose terms are built on the noise's q
 
 
 def refuse_clashes(cfg: RecsysConfig) -> None:
     """Raise RecsysInputError naming the first pair of settings that cannot train together."""
-    sampler = cfg.sampler.name
-    if sampler == FULL and cfg.train.sparse_embeddings:
+    sampler = cfg.sampler
+    full = isinstance(sampler, FullSoftmax)
+    if full and cfg.train.sparse_embeddings:
         raise RecsysInputError(
             "full softmax touches every item row: use train.sparse_embeddings=false"
         )
-    if cfg.loss.name == "nce" and sampler in POSITIVES_AS_NEGATIVES:
+    if cfg.loss.name == "nce" and sampler.positives_as_negatives:
         raise RecsysInputError(
-            f"loss nce needs noise drawn independently of the positives; the {sampler} "
+            f"loss nce needs noise drawn independently of the positives; the {sampler.name} "
             "sampler's negatives are the batch's positives: use popularity or uniform"
         )
-    if sampler in UNIT_KERNELS and not cfg.model.normalize:
+    if sampler.unit_kernel and not cfg.model.normalize:
         raise RecsysInputError(
-            f"the {sampler} sampler's kernel follows the softmax on unit vectors only: "
+            f"the {sampler.name} sampler's kernel follows the softmax on unit vectors only: "
             "use model.normalize=true, or another sampler"
         )
-    if cfg.loss.name == "bernoulli" and sampler not in (*INCLUSION_PROBABILITY, FULL):
+    if cfg.loss.name == "bernoulli" and not (sampler.inclusion_probability or full):
         raise RecsysInputError(
             "loss bernoulli weighs each drawn item once by 1 / b, its probability of being in "
-            f"the draw; the {sampler} sampler draws with repeats and reports expected counts: "
-            "use sampler.name=bernoulli, or loss.name=sampled_softmax"
+            f"the draw; the {sampler.name} sampler draws with repeats and reports expected "
+            "counts: use sampler.name=bernoulli, or loss.name=sampled_softmax"
         )
     _refuse_a_loss_without_its_log_q(cfg)
     _refuse_a_moving_temperature_a_sampler_fixes(cfg)
@@ -46,12 +44,11 @@ def refuse_clashes(cfg: RecsysConfig) -> None:
 
 def _refuse_a_loss_without_its_log_q(cfg: RecsysConfig) -> None:
     """Refuse nce, blackout and bernoulli with negatives that report no log q (tapas, none)."""
-    no_log_q = cfg.sampler.name == "tapas" and cfg.sampler.tapas_correction == "none"
-    if cfg.loss.name in NEEDS_LOG_Q and no_log_q:
+    if cfg.loss.name in NEEDS_LOG_Q and not cfg.sampler.reports_log_q():
         raise RecsysInputError(
-            f"loss {cfg.loss.name} weighs each negative by its proposal's log q, and tapas with "
-            "sampler.tapas_correction=none reports none: use tapas_correction=presample, or "
-            "loss.name=sampled_softmax"
+            f"loss {cfg.loss.name} weighs each negative by its proposal's log q, and the "
+            f"{cfg.sampler.name} sampler reports none as set (tapas: sampler.correction=none): "
+            "use sampler.correction=presample, or loss.name=sampled_softmax"
         )
 
 
@@ -61,7 +58,7 @@ def _refuse_a_moving_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
     The sampler would keep the starting value and drift from the model it claims to follow.
     A temperature is learned or scheduled, not both.
     """
-    model = cfg.model
+    model, sampler = cfg.model, cfg.sampler
     if model.learn_temperature and model.temperature_final is not None:
         raise RecsysInputError(
             "model.learn_temperature=true trains the temperature and model.temperature_final "
@@ -69,22 +66,13 @@ def _refuse_a_moving_temperature_a_sampler_fixes(cfg: RecsysConfig) -> None:
         )
     moves = "model.learn_temperature=true" if model.learn_temperature else None
     moves = "model.temperature_final" if model.temperature_final is not None else moves
-    if moves and sampler_fixes_the_temperature(cfg.sampler):
+    if moves and sampler.fixes_the_temperature():
+        own = sampler.own_temperature
+        fix = f"give the sampler its own (sampler.{own})" if own else "use another sampler"
         raise RecsysInputError(
-            f"the {cfg.sampler.name} sampler is built on the model's starting temperature, "
-            f"which {moves} moves: fix the temperature, or give the "
-            "sampler its own (sampler.exact_nu, sampler.tapas_temperature; quadratic has none)"
+            f"the {sampler.name} sampler is built on the model's starting temperature, "
+            f"which {moves} moves: fix the temperature, or {fix}"
         )
-
-
-def sampler_fixes_the_temperature(sampler: SamplerConfig) -> bool:
-    """Whether the sampler is built on the model's starting temperature (and keeps it)."""
-    fixed = {
-        "exact": sampler.exact_nu is None,  # nu = 1 / tau
-        "quadratic": True,  # alpha / tau^2
-        "tapas": sampler.tapas_temperature is None,  # its annealing starts from tau
-    }
-    return fixed.get(sampler.name, False)
 
 
 def refuse_missing_accelerator(accelerator: str) -> None:

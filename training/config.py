@@ -1,16 +1,18 @@
 """Typed run configuration: one pydantic model per component, and their defaults.
 
-The defaults live here, in one place; `configs/*.yaml` files are override sets on top of them,
-read with `--set a.b=c` overrides by `training/config_loading.py`.
+The defaults live here, in one place, and each sampler's in its settings class
+(`training/sampler_settings.py`); YAML files and `--set a.b=c` overrides on top of them are
+read by `training/config_loading.py`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, model_validator
 
 from model.config import ModelConfig, Section
+from training.sampler_settings import AnySampler, FullSoftmax, validate_sampler
 
 
 class DataConfig(Section):
@@ -30,52 +32,6 @@ class DataConfig(Section):
         if self.split == "time" and self.cutoff is None:
             raise ValueError("data.split time needs data.cutoff (Unix seconds of the global cut)")
         return self
-
-
-class SamplerConfig(Section):
-    """The negative sampler; each sampler reads the fields it needs."""
-
-    name: str = "uniform"
-    num_negatives: int = Field(256, ge=1)
-    per_query: bool = Field(False, description="Per-query negatives instead of shared ones.")
-    popularity_alpha: float = Field(0.75, ge=0.0, description="q ~ count^alpha.")
-    popularity_floor: float = Field(1.0, ge=0.0, description="Added to counts before ^alpha.")
-    kernel_alpha: float = Field(
-        100.0, gt=0.0, description="Quadratic kernel alpha o^2 + 1 on the logit o = h.c / tau."
-    )
-    rff_features: int = Field(1024, ge=1, description="D random frequencies: 2D cos/sin numbers.")
-    rff_nu: float = Field(5.0, gt=0.0, description="Gaussian kernel temperature nu.")
-    rff_orthogonal: bool = True
-    exact_nu: float | None = Field(
-        None, gt=0.0, description="exact: draw from softmax(nu h.c); None = 1 / temperature."
-    )
-    leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
-    refresh_every: int = Field(100, ge=1, description="Full kernel-tree rebuild period (steps).")
-    score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
-    tapas_ratio: float = Field(
-        8.0, ge=1.0, description="tapas: presample factor r (min(r m, n) items in the first pass)."
-    )
-    tapas_alpha: float = Field(
-        0.75, ge=0.0, le=1.0, description="tapas: first pass ~ max(count^alpha, beta)."
-    )
-    tapas_beta: float = Field(
-        1.0, gt=0.0, description="tapas: floor beta of the squashed popularity count^alpha."
-    )
-    tapas_temperature: float | None = Field(
-        1.0, gt=0.0, description="tapas: second-pass temperature at the start; None = the model's."
-    )
-    tapas_temperature_final: float | None = Field(
-        0.05, gt=0.0, description="tapas: temperature at the end of training; None = no annealing."
-    )
-    tapas_anneal: Literal["exponential", "linear"] = Field(
-        "exponential", description="tapas: how the temperature moves from start to final."
-    )
-    tapas_correction: Literal["none", "presample"] = Field(
-        "presample", description="tapas: the presample's log q, or nothing (the paper's choice)."
-    )
-    tapas_shards: int = Field(
-        1, ge=1, description="tapas: k shards each keeping the top m / k of its presample slice."
-    )
 
 
 class LossConfig(Section):
@@ -259,12 +215,18 @@ class RetrainConfig(Section):
     )
 
 
-# keys added with a default that differs from what configs recorded before them had meant
-# (section -> key -> that value): such a config without the key ran with this value
-FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "train": {"precision": "fp32", "patience_window": 1, "refit_epochs": 0},
-    "retrain": {"max_epochs": None},
-}
+def register_samplers() -> None:
+    """Register the built-in samplers: their modules do it when imported.
+
+    Called when a config is read, not when this module is imported: the samplers import torch,
+    which the CLI does not load to start.
+    """
+    import training.samplers  # noqa: F401
+
+
+def _sampler(value: Any) -> AnySampler:
+    register_samplers()
+    return validate_sampler(value)
 
 
 class RecsysConfig(Section):
@@ -272,7 +234,11 @@ class RecsysConfig(Section):
 
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
-    sampler: SamplerConfig = SamplerConfig()
+    sampler: Annotated[SerializeAsAny[AnySampler], PlainValidator(_sampler)] = Field(
+        default_factory=lambda: _sampler({}),
+        description="The negative sampler: its `name` picks its settings class "
+        "(training/sampler_settings.py); the full softmax draws none.",
+    )
     loss: LossConfig = LossConfig()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
@@ -284,7 +250,8 @@ class RecsysConfig(Section):
 
         That is a model trained with the sampled absolute softmax (Blanc & Rendle 2018, sec.
         3.3): its prediction distribution is exp(|o_i|) / sum_j exp(|o_j|), so a target the
-        model learned with o = -15 is among its best items, not its worst. Full softmax
-        (`sampler.name: full`) always trains the ordinary softmax.
+        model learned with o = -15 is among its best items, not its worst. The full softmax
+        always trains the ordinary softmax.
         """
-        return self.sampler.name != "full" and self.loss.name == "absolute_softmax"
+        sampled = not isinstance(self.sampler, FullSoftmax)
+        return sampled and self.loss.name == "absolute_softmax"

@@ -1,7 +1,16 @@
-"""Building a `RecsysConfig`: defaults, a base config, YAML files, then `--set a.b=c` overrides."""
+"""Building a `RecsysConfig`: the run config of train, retrain and tune, from its layers.
+
+Layers, later ones winning: the defaults < `base` (a served model's config) < the sampler
+`--sampler` names (its settings class's defaults and what it pairs with in other sections) <
+each YAML file < each `--set a.b=c` override < the explicit options (`--num-negatives`, ...).
+`build_run_config` validates the result and checks it once: names, clashes, the accelerator.
+`stored_config` reads a config an earlier version wrote (a bundle's manifest, a run's
+hparams) in today's format.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +18,16 @@ import yaml
 from pydantic import ValidationError
 
 from data.errors import RecsysInputError
-from training.config import RecsysConfig
+from training.combinations import refuse_clashes, refuse_missing_accelerator
+from training.config import RecsysConfig, register_samplers
+from training.sampler_settings import (
+    DEFAULT_SAMPLER,
+    FullSoftmax,
+    SampledSettings,
+    settings_class,
+)
+
+Layer = dict[str, Any]  # a config, or part of one: section -> key -> value
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -24,7 +42,15 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _override_layer(text: str) -> Layer:
+    keys, value = parse_override(text)
+    patch: Layer = {keys[-1]: value}
+    for key in reversed(keys[:-1]):
+        patch = {key: patch}
+    return patch
+
+
+def _deep_merge(base: Layer, extra: Mapping[str, Any]) -> Layer:
     merged = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
@@ -34,7 +60,7 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path) -> Layer:
     try:
         loaded = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -60,32 +86,154 @@ def _describe(err: ValidationError) -> str:
     return f"config {where}: {message}{more}"
 
 
-def load_config(
-    paths: list[Path] | None = None,
-    overrides: list[str] | None = None,
-    base: dict[str, Any] | None = None,
-) -> RecsysConfig:
-    """Build the config: defaults, `base`, then each YAML file in order, then `--set` overrides.
+def _validated(raw: Layer) -> RecsysConfig:
+    try:
+        return RecsysConfig.model_validate(raw)
+    except ValidationError as err:
+        raise RecsysInputError(_describe(err)) from None
 
-    Args:
-        paths: YAML files.
-        overrides: `section.key=value` texts.
-        base: A whole config to start from (a served model's, for a retrain).
+
+def load_config(
+    paths: Iterable[Path] = (), overrides: Iterable[str] = (), base: Layer | None = None
+) -> RecsysConfig:
+    """The config of `base`, then each YAML file in order, then `--set` overrides, validated.
 
     Raises:
         RecsysInputError: unknown key, bad value, unreadable file; the message names the key.
 
     """
-    raw: dict[str, Any] = dict(base or {})
-    for path in paths or []:
-        raw = _deep_merge(raw, _read_yaml(Path(path)))
-    for text in overrides or []:
-        keys, value = parse_override(text)
-        patch: dict[str, Any] = {keys[-1]: value}
-        for key in reversed(keys[:-1]):
-            patch = {key: patch}
-        raw = _deep_merge(raw, patch)
-    try:
-        return RecsysConfig.model_validate(raw)
-    except ValidationError as err:
-        raise RecsysInputError(_describe(err)) from None
+    layers = [*(_read_yaml(Path(path)) for path in paths), *map(_override_layer, overrides)]
+    return _validated(_on_base(base or {}, layers))
+
+
+def _on_base(base: Layer, layers: list[Layer]) -> Layer:
+    """`base` with `layers` merged on top, in order.
+
+    When the layers name another sampler than the base's, the base's sampler keys that the
+    new sampler does not have are dropped (a retrain's `--set sampler.name=...`).
+    """
+    later: Layer = {}
+    for layer in layers:
+        later = _deep_merge(later, layer)
+    section, kept = later.get("sampler"), base.get("sampler")
+    name = section.get("name") if isinstance(section, dict) else None
+    settings = _settings_class(name)
+    if isinstance(kept, dict) and settings is not None and name != kept.get("name"):
+        base = {**base, "sampler": {k: v for k, v in kept.items() if k in settings.model_fields}}
+    return _deep_merge(base, later)
+
+
+def build_run_config(
+    config_files: Sequence[Path] = (),
+    overrides: Sequence[str] = (),
+    *,
+    sampler: str | None = None,
+    num_negatives: int | None = None,
+    max_epochs: int | None = None,
+    base: Layer | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> RecsysConfig:
+    """The run config of `recsys train`, `retrain` and `tune`, validated and checked once.
+
+    Args:
+        config_files: YAML files, applied in order.
+        overrides: `section.key=value` texts (`--set`), applied in order after the files.
+        sampler: `--sampler`: the sampler, over everything else, starting from its own
+            defaults (whatever `base` had) and what it pairs with in other sections, under
+            the files and overrides.
+        num_negatives: `--num-negatives`, over everything else.
+        max_epochs: `--max-epochs`, over everything else.
+        base: A whole config to start from (a served model's, for a retrain).
+        options: Other explicit options, section -> key -> value, over everything else.
+
+    Raises:
+        RecsysInputError: an unknown sampler, loss or key, a bad value, an unreadable file,
+            settings that cannot train together, an accelerator this machine lacks.
+
+    """
+    layers = [
+        *_sampler_layers(sampler),
+        *(_read_yaml(Path(path)) for path in config_files),
+        *map(_override_layer, overrides),
+        _options_layer(sampler, num_negatives, max_epochs, options or {}),
+    ]
+    if sampler is not None and base is not None:
+        base = {key: value for key, value in base.items() if key != "sampler"}
+    cfg = _validated(_on_base(base or {}, layers))
+    _refuse_an_unknown_loss(cfg.loss.name)
+    refuse_clashes(cfg)  # before any lock, ingest or study: a fixed command then starts clean
+    refuse_missing_accelerator(cfg.train.accelerator)
+    return cfg
+
+
+def _sampler_layers(sampler: str | None) -> list[Layer]:
+    """What `--sampler NAME` sets: the sampler, then what it pairs with in other sections."""
+    if sampler is None:
+        return []
+    settings = _settings_class(sampler)  # None: validation names the known samplers
+    return [{"sampler": {"name": sampler}}, dict(settings.pairs_with) if settings else {}]
+
+
+def _options_layer(
+    sampler: str | None,
+    num_negatives: int | None,
+    max_epochs: int | None,
+    options: Mapping[str, Mapping[str, Any]],
+) -> Layer:
+    if num_negatives is not None and num_negatives < 1:
+        raise RecsysInputError("--num-negatives must be >= 1")
+    if max_epochs is not None and max_epochs < 1:
+        raise RecsysInputError("--max-epochs must be >= 1")
+    layer: Layer = {section: dict(values) for section, values in options.items()}
+    if sampler is not None:
+        layer.setdefault("sampler", {})["name"] = sampler
+    if num_negatives is not None:
+        layer.setdefault("sampler", {})["num_negatives"] = num_negatives
+    if max_epochs is not None:
+        layer.setdefault("train", {})["max_epochs"] = max_epochs
+    return layer
+
+
+def _settings_class(name: Any) -> type[FullSoftmax] | type[SampledSettings] | None:
+    register_samplers()
+    return settings_class(name)
+
+
+def _refuse_an_unknown_loss(name: str) -> None:
+    from training.losses import SAMPLED_LOSSES  # torch: imported when a run is configured
+
+    if name not in SAMPLED_LOSSES:
+        known = ", ".join(sorted(SAMPLED_LOSSES))
+        raise RecsysInputError(f"config loss.name: unknown loss {name!r}; known: {known}")
+
+
+def load_stored_config(path: Path) -> RecsysConfig:
+    """The config an earlier run saved as YAML (its `hparams.yaml`), in today's format."""
+    return _validated(stored_config(_read_yaml(path)))
+
+
+# The flat `sampler:` section written before each sampler had its own settings class: every
+# sampler's keys in one section, most behind a prefix naming their sampler (`tapas_ratio`).
+_FLAT_PREFIXES = {
+    "popularity": "popularity_", "bernoulli": "popularity_", "mixed": "popularity_",
+    "quadratic": "kernel_", "rff": "rff_", "exact": "exact_", "tapas": "tapas_",
+}  # fmt: skip
+
+
+def stored_config(config: Layer) -> Layer:
+    """`config` as written by an earlier run (a manifest's, a run's hparams), in today's format.
+
+    A former flat sampler section (it has `popularity_alpha`, as every one had) becomes the
+    named sampler's own keys, with the values the run used, so a model published before
+    keeps retraining as it was trained.
+    """
+    flat = config.get("sampler")
+    if not isinstance(flat, dict) or "popularity_alpha" not in flat:
+        return config
+    name = flat.get("name", DEFAULT_SAMPLER)
+    settings = _settings_class(name)
+    if settings is None:
+        return config  # validation names the known samplers
+    prefix = _FLAT_PREFIXES.get(name, "")
+    own = {key.removeprefix(prefix): value for key, value in flat.items()}
+    return {**config, "sampler": {k: v for k, v in own.items() if k in settings.model_fields}}

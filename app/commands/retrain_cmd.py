@@ -11,11 +11,18 @@ from typing import Annotated
 
 import typer
 
-from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from app.cli_common import (
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    SetOption,
+    emit_json,
+    workspace,
+)
 from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, UserColOption
-from app.commands.train_cmds import ConfigOption, SetOption, build_config
 from data.errors import RecsysInputError
 from data.ingest import LogLayout
+from training.config_loading import build_run_config
 
 
 def parse_since(text: str | None) -> int | None:
@@ -89,13 +96,15 @@ def retrain_command(
     ws = workspace(home)
     if max_epochs is not None and max_epochs < 0:
         raise RecsysInputError("--max-epochs must be >= 0")
-    sets = list(set_ or [])
-    if max_minutes is not None:
-        if max_minutes <= 0:
-            raise RecsysInputError("--max-minutes must be > 0")
-        sets.append(f"train.max_minutes={max_minutes}")
-    epochs = max_epochs or None  # 0: no fit at all, handled by the retrain
-    cfg = build_config(None, None, epochs, config or [], sets, served_config(ws.models_dir))
+    if max_minutes is not None and max_minutes <= 0:
+        raise RecsysInputError("--max-minutes must be > 0")
+    cfg = build_run_config(
+        config or [],
+        set_ or [],
+        max_epochs=max_epochs or None,  # 0: no fit at all, handled by the retrain
+        base=served_config(ws.models_dir),
+        options={"train": {} if max_minutes is None else {"max_minutes": max_minutes}},
+    )
     layout = LogLayout(fmt, user_col, item_col, time_col)
     request = RetrainRequest(list(logs), full, force, parse_since(since), max_epochs, layout)
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the result only

@@ -1,7 +1,8 @@
 """`recsys train`, `recsys retrain` and `recsys evaluate`: thin wrappers over `training`.
 
-Config precedence: defaults < `configs/samplers/<sampler>.yaml` (when `--sampler` names one)
-< each `--config FILE` < each `--set k=v` < the explicit flags (`--num-negatives`, ...).
+The run config comes from `training.config_loading.build_run_config`: defaults < the sampler
+`--sampler` names (its own defaults, and the loss it pairs with) < each `--config FILE` < each
+`--set k=v` < the explicit flags (`--num-negatives`, ...).
 """
 
 from __future__ import annotations
@@ -10,104 +11,28 @@ import contextlib
 import logging
 import os
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from app.cli_common import HomeOption, JsonOption, emit_json, workspace
+from app.cli_common import (
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    SetOption,
+    emit_json,
+    workspace,
+)
 from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, UserColOption
+from app.commands.retrain_cmd import retrain_command
 from data.datasets import check_dataset
-from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.workspace import Workspace
-from training.combinations import refuse_clashes, refuse_missing_accelerator
-from training.config import RecsysConfig
-from training.config_loading import load_config
+from training.config_loading import build_run_config
 
 log = logging.getLogger("recsys.train")
 
-CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 RETRAIN_ENV = "RECSYS_RETRAIN"
-ConfigOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--config", help="YAML config file (repeatable), keys as in configs/default.yaml."
-    ),
-]
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--set",
-        help="Override section.key=value (repeatable); every key, with its default and "
-        "meaning, is in configs/default.yaml.",
-    ),
-]
-
-
-def build_config(
-    sampler: str | None,
-    num_negatives: int | None,
-    max_epochs: int | None,
-    config_files: list[Path],
-    overrides: list[str],
-    base: dict[str, Any] | None = None,
-) -> RecsysConfig:
-    """The run config from `base`, files, `--set` overrides and flags (module docstring)."""
-    files = [*_sampler_settings(sampler), *config_files]
-    flags = list(overrides)
-    if sampler is not None:
-        flags.append(f"sampler.name={sampler}")
-    if num_negatives is not None:
-        if num_negatives < 1:
-            raise RecsysInputError("--num-negatives must be >= 1")
-        flags.append(f"sampler.num_negatives={num_negatives}")
-    if max_epochs is not None:
-        if max_epochs < 1:
-            raise RecsysInputError("--max-epochs must be >= 1")
-        flags.append(f"train.max_epochs={max_epochs}")
-    cfg = load_config(files, flags, base)
-    _check_names(cfg)
-    refuse_clashes(cfg)  # before any lock, ingest or study: a fixed command then starts clean
-    refuse_missing_accelerator(cfg.train.accelerator)
-    return cfg
-
-
-def _sampler_settings(sampler: str | None) -> list[Path]:
-    """`configs/samplers/<sampler>.yaml`: the pairing `--sampler` brings (none for a bad name).
-
-    Raises:
-        RecsysInputError: a known sampler's file is missing (configs/ is not beside the code,
-            as after a non-editable install): training without it would silently change the
-            sampler's loss and settings.
-
-    """
-    from training.samplers import SAMPLERS
-
-    path = CONFIGS_DIR / "samplers" / f"{sampler}.yaml"
-    if sampler is None or path.is_file():
-        return [] if sampler is None else [path]
-    if sampler == "full" or sampler in SAMPLERS:
-        raise RecsysInputError(
-            f"{path}: the {sampler} sampler's settings are missing; recsys reads configs/ "
-            "beside its code (install the project with `pip install -e .`)"
-        )
-    return []  # an unknown name: _check_names says so
-
-
-def _check_names(cfg: RecsysConfig) -> None:
-    """Fail before any data work on an unknown sampler or loss."""
-    from training.losses import SAMPLED_LOSSES
-    from training.samplers import SAMPLERS
-
-    if cfg.sampler.name != "full" and cfg.sampler.name not in SAMPLERS:
-        known = ", ".join(["full", *sorted(SAMPLERS)])
-        raise RecsysInputError(
-            f"config sampler.name: unknown sampler {cfg.sampler.name!r}; known: {known}"
-        )
-    if cfg.loss.name not in SAMPLED_LOSSES:
-        known = ", ".join(sorted(SAMPLED_LOSSES))
-        raise RecsysInputError(f"config loss.name: unknown loss {cfg.loss.name!r}; known: {known}")
 
 
 def train_command(
@@ -162,8 +87,14 @@ def train_command(
 ) -> None:
     """Train a model, evaluate it on val and test, export and publish the bundle."""
     hardware = {"devices": devices, "num_nodes": num_nodes, "strategy": strategy}
-    flags = [f"train.{key}={value}" for key, value in hardware.items() if value is not None]
-    cfg = build_config(sampler, num_negatives, max_epochs, config or [], [*(set_ or []), *flags])
+    cfg = build_run_config(
+        config or [],
+        set_ or [],
+        sampler=sampler,
+        num_negatives=num_negatives,
+        max_epochs=max_epochs,
+        options={"train": {key: value for key, value in hardware.items() if value is not None}},
+    )
     ws = workspace(home)
     if reuse_published and _reusable(ws, json_out):
         return
@@ -239,8 +170,6 @@ def evaluate_command(
 
 def register(app: typer.Typer) -> None:
     """Attach `train`, `retrain` and `evaluate`."""
-    from app.commands.retrain_cmd import retrain_command
-
     app.command("train")(train_command)
     app.command("retrain")(retrain_command)
     app.command("evaluate")(evaluate_command)

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli_common import HomeOption, JsonOption, emit_json, workspace
-from app.commands.train_cmds import ConfigOption, SetOption, build_config
+from app.cli_common import ConfigOption, HomeOption, JsonOption, SetOption, emit_json, workspace
 from data.errors import RecsysInputError
+from training.config_loading import build_run_config
 
 
 def tune_command(
@@ -53,7 +53,7 @@ def tune_command(
 
     if not (math.isfinite(budget_minutes) and budget_minutes > 0) or trials < 1:
         raise RecsysInputError("--budget-minutes must be a number > 0 and --trials >= 1")
-    base = build_config(sampler, None, None, config or [], set_ or [])
+    base = build_run_config(config or [], set_ or [], sampler=sampler)
     ws = workspace(home)
     fixed = frozenset(text.split("=", 1)[0].strip() for text in set_ or [])
     request = TuneRequest(base, out or ws.tune_dir, budget_minutes, trials, seed, fixed)

@@ -151,7 +151,7 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
         before = timed["epoch_seconds"]
         version = _finish(ws, logs[1])
         wait_for(lambda: api.get("/ready").json()["model_version"] == version)
-        assert read_manifest(ws.models_dir / version)["epochs"] == EPOCHS  # the killed run's count
+        assert read_manifest(ws.models_dir / version).epochs == EPOCHS  # the killed run's count
         record = json.loads((ws.runs_dir / version / "checkpoints" / "fit.json").read_text())
         assert before and record["epoch_seconds"][: len(before)] == before  # continued, not redone
         # 3. during the refit: the re-run refits the finished fit's kept round again
@@ -162,7 +162,7 @@ def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: 
         _assert_consistent(ws, version, total, api)
         refit = _finish(ws, logs[2])
         wait_for(lambda: api.get("/ready").json()["model_version"] == refit)
-        assert refit != version and read_manifest(ws.models_dir / refit)["refit_epochs"] == REFIT
+        assert refit != version and read_manifest(ws.models_dir / refit).refit_epochs == REFIT
         assert store.read_events(ws).collect().height == total  # every event, once
 
 

@@ -8,16 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
-from data.errors import RecsysInputError
 from data.synth import generate_events
 from model.bundle import read_manifest
 from training.config import RecsysConfig
 from training.config_loading import load_config
-from training.precision import resolve_precision
-from training.samplers import SAMPLERS
+from training.sampler_settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [
@@ -86,6 +83,8 @@ def test_train_json_then_evaluate(
         (["--set", "eval.ks=[0, 10]"], "eval.ks.0"),
         (["--set", "train.accelerator=tpu9"], "train.accelerator"),
         (["--set", "sampler.name=nope"], "config sampler.name: unknown sampler 'nope'"),
+        (["--sampler", "tapas", "--set", "sampler.per_query=true"], "its keys: name, num_neg"),
+        (["--sampler", "full", "--num-negatives", "8"], "not a key of the full sampler"),
         (["--set", "loss.name=nope"], "config loss.name: unknown loss 'nope'"),
         (["--set", "data.split=time"], "data.split time needs data.cutoff"),
         (["--dataset", "/no/such/dir"], "no such file"),
@@ -106,65 +105,17 @@ def test_bad_options_exit_2(
 def test_default_yaml_documents_the_defaults() -> None:
     path = REPO / "configs" / "default.yaml"
     assert load_config([path]) == RecsysConfig()
-    raw = yaml.safe_load(path.read_text())
+    text = path.read_text()
+    raw = yaml.safe_load(text)
     assert raw == RecsysConfig().model_dump()  # every key present, nothing extra
-
-
-def test_one_config_per_sampler() -> None:
-    names = {p.stem for p in (REPO / "configs" / "samplers").glob("*.yaml")}
-    assert names >= set(SAMPLERS) | {"full"}
-    for name in names:
-        cfg = load_config([REPO / "configs" / "samplers" / f"{name}.yaml"])
-        assert cfg.sampler.name == name
-
-
-def test_bench_quality_writes_table_plot_and_resumes(tmp_path: Path) -> None:
-    from app.bench.quality import best_epoch_kl, run_quality
-
-    log = tmp_path / "tiny.csv"
-    generate_events(150, 80, 2000, seed=4).write_csv(log)
-    sets = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
-    out, png, home = tmp_path / "q.json", tmp_path / "q.png", tmp_path / "home"
-    kw = {"enable_progress_bar": False}
-    run_quality(str(log), ["full", "uniform"], [8], out, png, home, 1, sets, **kw)
-    rows = json.loads(out.read_text())["results"]
-    assert [(r["sampler"], r["num_negatives"]) for r in rows] == [("full", None), ("uniform", 8)]
-    for row in rows:
-        assert 0 <= row["ndcg@10"] <= row["recall@10"] <= 1 and row["full_ce"] > 0
-        assert row["epochs"] == 1 and row["seconds_per_epoch"] > 0 and row["device"]
-        assert row["precision"] == resolve_precision("auto", torch.device(row["device"]))
-        assert [v["epoch"] for v in row["validation"]] == [0]
-    assert rows[0]["validation"][0]["val/ndcg@10"] == pytest.approx(rows[0]["val_ndcg@10"])
-    assert rows[1]["validation"][0]["val/proposal_kl"] > 0  # uniform is log n - H(p) away
-    assert best_epoch_kl(rows[1]) == rows[1]["validation"][0]["val/proposal_kl"]
-    assert best_epoch_kl(rows[0]) is None  # full softmax draws nothing
-    gap = {"validation": [{"val/ndcg@10": 0.1, "val/proposal_kl": 2.0}, {"val/ndcg@10": 0.2}]}
-    assert best_epoch_kl(gap) is None  # the best round's KL, not another round's
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    first = out.read_text()
-    data = run_quality(str(log), ["full", "uniform"], [8, 16], out, None, home, 1, sets, **kw)
-    assert len(data["results"]) == 3 and data["results"][2]["num_negatives"] == 16
-    assert json.loads(first)["results"] == data["results"][:2]  # earlier runs kept, not redone
-    with pytest.raises(RecsysInputError, match="'max_epochs': 1}, not {'max_epochs': 2}"):
-        run_quality(str(log), ["uniform"], [8], out, None, home, 2, sets, **kw)  # other settings
-    for bad in ("[]", "\xff"):
-        (tmp_path / "bad.json").write_text(bad, encoding="latin-1")
-        with pytest.raises(RecsysInputError, match="bad.json: not a results JSON"):
-            run_quality(str(log), ["uniform"], [8], tmp_path / "bad.json", None, home, 1, sets)
-    with pytest.raises(RecsysInputError, match="not a results JSON"):
-        run_quality(str(log), ["uniform"], [8], tmp_path, None, home, 1, sets)  # a folder
-
-
-def test_best_epoch_kl_is_read_at_the_best_validation_round() -> None:
-    from app.bench.quality import best_epoch_kl
-
-    curve = [
-        {"epoch": 0, "val/ndcg@10": 0.01, "val/proposal_kl": 5.0},
-        {"epoch": 1, "val/ndcg@10": 0.03, "val/proposal_kl": 3.0},
-        {"epoch": 2, "val/ndcg@10": 0.02, "val/proposal_kl": 2.0},
-    ]
-    assert best_epoch_kl({"validation": curve}) == 3.0
-    assert best_epoch_kl({"validation": [{"epoch": 0, "val/ndcg@10": 0.1}]}) is None
+    # each other sampler's keys, commented under the sampler section: `# name:` then `#   key:`
+    block = text[text.index("\nsampler:\n") : text.index("\nloss:\n")]
+    commented = [ln[2:] for ln in block.splitlines() if re.match(r"# ([\w-]+|  +\w+):", ln)]
+    documented = yaml.safe_load("\n".join(commented))
+    default = RecsysConfig().sampler.name
+    assert set(documented) == set(SETTINGS) - {default}
+    for name, keys in documented.items():
+        assert {"name": name, **(keys or {})} == SETTINGS[name]().model_dump(), name
 
 
 def test_a_diverging_training_fails_naming_the_lr_and_publishes_nothing(
@@ -194,18 +145,6 @@ def test_settings_that_clash_are_refused_before_any_ingest_or_study(
     assert not (home / "tune").exists()  # no study that would refuse the fixed command
 
 
-def test_a_sampler_whose_settings_file_is_missing_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from app.commands import train_cmds
-
-    monkeypatch.setattr(train_cmds, "CONFIGS_DIR", tmp_path)  # configs/ not beside the code
-    with pytest.raises(RecsysInputError, match="quadratic sampler's settings are missing"):
-        train_cmds.build_config("quadratic", None, None, [], [])
-    with pytest.raises(RecsysInputError, match="unknown sampler 'nope'"):
-        train_cmds.build_config("nope", None, None, [], [])
-
-
 @pytest.mark.parametrize(
     ("sampler", "loss"), [("tapas", "sampled_softmax"), ("bernoulli", "bernoulli")]
 )
@@ -228,5 +167,5 @@ def test_tapas_and_bernoulli_train_from_the_cli_with_their_presets_loss(
     assert payload["metrics"]["test"]["ndcg@10"] > 0
     manifest = read_manifest(home / "models" / payload["version"])
     # bernoulli's preset pairs its own loss; tapas's keeps the sampled softmax
-    assert manifest["config"]["loss"]["name"] == loss
-    assert manifest["config"]["sampler"]["name"] == sampler
+    assert manifest.config["loss"]["name"] == loss
+    assert manifest.config["sampler"]["name"] == sampler

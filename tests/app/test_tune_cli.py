@@ -13,12 +13,11 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
-from app.commands.train_cmds import build_config
 from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import RecsysConfig
-from training.config_loading import load_config
+from training.config_loading import build_run_config, load_config
 from training.loop.checkpoints import MONITOR
 from training.loop.trainer import fit
 from training.workflows.pipeline import load_splits
@@ -27,6 +26,7 @@ from training.workflows.tune import (
     PruneOnValidation,
     TuneRequest,
     _Callbacks,
+    best_settings,
     minutes_spent,
     open_study,
     tune,
@@ -130,7 +130,7 @@ def test_resuming_a_study_with_other_settings_is_refused(
     run_cli, tmp_path: Path, sets: list[str], named: str
 ) -> None:
     home = tmp_path / "home"
-    base = build_config(None, None, None, [], ["model.max_len=10"])
+    base = build_run_config(overrides=["model.max_len=10"])
     first = TuneRequest(base, home / "tune", 1.0, 2, fixed=frozenset({"model.max_len"}))
     study = open_study(first)
     study.tell(study.ask(), 0.01)  # a trial of the first settings
@@ -139,52 +139,66 @@ def test_resuming_a_study_with_other_settings_is_refused(
     assert named in done.stderr and "another --out" in done.stderr
 
 
-def test_a_study_without_trials_takes_the_new_settings_and_an_upgrades_new_key_is_no_change(
-    tmp_path: Path,
-) -> None:
-    base = build_config(None, None, None, [], [])
-    other = build_config(None, None, None, [], ["train.max_epochs=3"])
+def test_a_study_without_trials_takes_the_new_settings(tmp_path: Path) -> None:
+    base = build_run_config()
+    other = build_run_config(overrides=["train.max_epochs=3"])
     open_study(TuneRequest(base, tmp_path, 1.0, 2))  # e.g. a sitting stopped by a bad dataset
     study = open_study(TuneRequest(other, tmp_path, 1.0, 2))  # no trial ran: taken, not refused
     assert study.user_attrs["search"]["base"]["train.max_epochs"] == 3
-    stored = study.user_attrs["search"]
-    del stored["base"]["train.max_epochs"]  # as if written before the key existed
-    study.set_user_attr("search", stored)
-    study.tell(study.ask(), 0.01)
-    assert open_study(TuneRequest(other, tmp_path, 1.0, 2)).user_attrs["search"] == stored
 
 
-def test_a_study_from_before_a_key_whose_default_changed_is_refused(tmp_path: Path) -> None:
-    """Its trials ran with the former default (each round alone for early stopping): new
-    trials with today's would mix two rules in one study."""
-    base = build_config(None, None, None, [], [])
+def test_a_study_from_before_a_key_existed_is_refused_naming_the_key(tmp_path: Path) -> None:
+    """Its trials ran with whatever the code did before the key (each round alone for early
+    stopping, before `train.patience_window`): new trials with today's might mix two rules."""
+    base = build_run_config()
     study = open_study(TuneRequest(base, tmp_path, 1.0, 2))
     stored = study.user_attrs["search"]
     del stored["base"]["train.patience_window"]  # as if written before the key existed
+    stored["base"]["train.gone_key"] = 1  # a key removed since: no difference
     study.set_user_attr("search", stored)
     study.tell(study.ask(), 0.01)
-    with pytest.raises(RecsysInputError, match="train.patience_window: 1 in the study, 3 now"):
+    message = r"train.patience_window: not in the study \(older than the key\), 3 now\)"
+    with pytest.raises(RecsysInputError, match=message):
         open_study(TuneRequest(base, tmp_path, 1.0, 2))
 
 
 def test_a_retrain_setting_changed_since_the_study_is_no_change(tmp_path: Path) -> None:
     """The retrain section shapes no trial (say `retrain.patience`'s default changed)."""
-    base = build_config(None, None, None, [], [])
+    base = build_run_config()
     study = open_study(TuneRequest(base, tmp_path, 1.0, 2))
     stored = {**study.user_attrs["search"]}
     stored["base"] = {**stored["base"], "retrain.patience": 3}  # as a study before it recorded
     study.set_user_attr("search", stored)
     study.tell(study.ask(), 0.01)
-    other = build_config(None, None, None, [], ["retrain.patience=2"])
+    other = build_run_config(overrides=["retrain.patience=2"])
     assert open_study(TuneRequest(other, tmp_path, 1.0, 2)).user_attrs["search"] == stored
 
 
 def test_a_sampler_built_on_the_starting_temperature_leaves_learning_it_out() -> None:
     for sampler, searched in (("quadratic", False), ("exact", False), ("uniform", True)):
-        base = build_config(sampler, None, None, [], [])
+        base = build_run_config(sampler=sampler)
         space = TuneRequest(base, Path("unused"), 1.0, 2).space()
         assert ("model.learn_temperature" in space) == searched, sampler
         assert "model.temperature" in space
+
+
+@pytest.mark.parametrize(
+    ("sampler", "sets", "written"),
+    [
+        (None, [], {}),
+        ("rff", ["sampler.leaf_size=64"], {"sampler": {"name": "rff", "leaf_size": 64}}),
+        ("quadratic", [], {"sampler": {"name": "quadratic"}, "loss": {"name": "absolute_softmax"}}),
+    ],
+)
+def test_best_yaml_keeps_what_differs_from_the_samplers_own_defaults(
+    sampler: str | None, sets: list[str], written: dict
+) -> None:
+    base = build_run_config(overrides=sets, sampler=sampler)
+    best = SimpleNamespace(params={"train.lr": 0.01})
+    diff = best_settings(best, base)  # type: ignore[arg-type]
+    assert diff == {**written, "train": {"lr": 0.01}}
+    again = build_run_config(base=diff)  # `recsys train --config best.yaml`
+    assert (again.sampler, again.loss, again.train.lr) == (base.sampler, base.loss, 0.01)
 
 
 def test_the_callback_stops_a_real_fit_when_the_pruner_says_so(ws: Workspace, log_file: Path):

@@ -1,5 +1,5 @@
 """Validation curves that tell early-stopping rules apart (tests of training/stopping.py and
-app/bench/reuse.py)."""
+benchmarks/sweeps/reuse.py)."""
 
 # a slow climb under round-to-round noise, as a sampled run's plateau: the rounds after the
 # 3rd never beat 0.0600 (the 9th falls short by 0.00004), yet the trend is still up; patience

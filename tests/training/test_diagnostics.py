@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from training.config import SamplerConfig
 from training.diagnostics import proposal_kl
+from training.sampler_settings import validate_sampler
 from training.samplers import SamplerContext, build_sampler
 
 
@@ -57,9 +57,9 @@ def test_planted_clusters_kernel_samplers_beat_uniform_and_exact_is_zero() -> No
         ("uniform", {}),
         ("exact", {}),
         ("quadratic", {}),
-        ("rff", {"rff_features": 256, "rff_nu": 8.0}),
+        ("rff", {"features": 256, "nu": 8.0}),
     ]:
-        sampler = build_sampler(SamplerConfig(name=name, per_query=True, **extra), ctx)
+        sampler = build_sampler(validate_sampler({"name": name, "per_query": True, **extra}), ctx)
         sampler.refresh(table)
         kl[name] = proposal_kl(sampler, queries, table, temperature)
     assert kl["exact"] == pytest.approx(0.0, abs=1e-4)

@@ -16,8 +16,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training import distributed
-from training.config import SamplerConfig
 from training.loop.batching import EqualCount, RankSlices, ShuffledBatches
+from training.sampler_settings import validate_sampler
 from training.samplers import SamplerContext, build_sampler
 
 N_ITEMS = 300
@@ -95,7 +95,7 @@ def test_equal_count_cuts_short_or_tops_up_from_another_pass() -> None:
 
 
 def _in_batch_frequencies(rank: int, trials: int, per_rank: int) -> None:
-    sampler = build_sampler(SamplerConfig(name="in-batch"), SamplerContext(N_ITEMS, COUNTS))
+    sampler = build_sampler(validate_sampler({"name": "in-batch"}), SamplerContext(N_ITEMS, COUNTS))
     p = (COUNTS / COUNTS.sum()).double()
     torch.manual_seed(100 + rank)  # each rank its own positives
     counts = torch.zeros(N_ITEMS + 1, dtype=torch.float64)
@@ -115,10 +115,10 @@ def test_cross_rank_in_batch_negatives_log_q_matches_their_frequency(tmp_path: P
 
 
 def _tapas(shards: int) -> Any:
-    cfg = SamplerConfig(
-        name="tapas", tapas_shards=shards, tapas_ratio=8, num_negatives=16,
-        tapas_temperature=0.5, tapas_temperature_final=None,
-    )  # fmt: skip
+    cfg = validate_sampler({
+        "name": "tapas", "shards": shards, "ratio": 8, "num_negatives": 16,
+        "temperature": 0.5, "temperature_final": None,
+    })  # fmt: skip
     sampler = build_sampler(cfg, SamplerContext(N_ITEMS, COUNTS, temperature=0.1))
     sampler.refresh(torch.nn.functional.normalize(torch.randn(N_ITEMS + 1, 8, generator=_gen())))
     return sampler

@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from training.config import SamplerConfig
 from training.full_softmax import full_softmax_loss
 from training.losses import get_loss
+from training.sampler_settings import validate_sampler
 from training.samplers import SAMPLERS, Negatives, SamplerContext
 
 N_ITEMS, DIM, BATCH, TAU, DRAWS = 40, 8, 12, 0.15, 200
@@ -68,7 +68,8 @@ def _rel_err(g: torch.Tensor, ref: torch.Tensor) -> float:
 
 def _sampler(b, name: str, per_query: bool):
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=b["counts"], temperature=TAU)
-    cfg = SamplerConfig(name=name, per_query=per_query, popularity_alpha=1.0)
+    alpha = {"alpha": 1.0} if name == "popularity" else {}
+    cfg = validate_sampler({"name": name, "per_query": per_query, **alpha})
     sampler = SAMPLERS[name](cfg, ctx)
     sampler.refresh(b["items"])
     return sampler

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from training.config import SamplerConfig
+from training.sampler_settings import validate_sampler
 from training.samplers import SAMPLERS, SamplerContext, build_sampler
 
 N, D = 50, 8
@@ -19,7 +19,7 @@ def unit(*shape: int, seed: int) -> torch.Tensor:
 
 
 def make(name: str, per_query: bool = False, **extra: object):
-    cfg = SamplerConfig(name=name, per_query=per_query, leaf_size=4, **extra)
+    cfg = validate_sampler({"name": name, "per_query": per_query, "leaf_size": 4, **extra})
     sampler = build_sampler(cfg, SamplerContext(N, torch.ones(N + 1), temperature=0.25))
     table = unit(N + 1, D, seed=0)
     table[0] = 0.0
@@ -46,7 +46,7 @@ def test_log_q_is_log_m_times_the_proposal(name: str) -> None:
 
 
 def test_quadratic_proposal_is_the_kernel_distribution() -> None:
-    sampler, table = make("quadratic", per_query=True, kernel_alpha=100.0)
+    sampler, table = make("quadratic", per_query=True, alpha=100.0)
     h = unit(4, D, seed=3)
     k = 100 * (h @ table[1:].T / 0.25) ** 2 + 1  # alpha o^2 + 1 on the logit o = h.c / tau
     log_q = sampler.proposal_log_probs(h)
@@ -77,7 +77,7 @@ def test_log_q_describes_the_tree_as_it_was_when_drawn(name: str) -> None:
 
 def test_update_moves_mass_to_the_changed_item() -> None:
     """Planted: item 7 becomes the query itself, so the quadratic kernel peaks there."""
-    sampler, _ = make("quadratic", per_query=True, kernel_alpha=1000.0)
+    sampler, _ = make("quadratic", per_query=True, alpha=1000.0)
     h = unit(1, D, seed=7)
     base = sampler.proposal_log_probs(h)[0, 7].exp()
     sampler.update(torch.tensor([7]), h)
@@ -92,7 +92,7 @@ def test_rff_with_nu_near_inverse_temperature_tracks_the_softmax() -> None:
     log_p = torch.log_softmax(h @ table[1:].T / 0.25, dim=-1)
     kls = []
     for features in (4, 1024):
-        sampler, _ = make("rff", per_query=True, rff_features=features, rff_nu=4.0)
+        sampler, _ = make("rff", per_query=True, features=features, nu=4.0)
         log_q = sampler.proposal_log_probs(h)[:, 1:]
         kls.append(float((log_p.exp() * (log_p - log_q)).sum(1).mean()))
     uniform = float((log_p.exp() * (log_p + math.log(N))).sum(1).mean())
@@ -100,7 +100,7 @@ def test_rff_with_nu_near_inverse_temperature_tracks_the_softmax() -> None:
 
 
 def test_errors_before_refresh_and_on_wrong_table() -> None:
-    cfg = SamplerConfig(name="rff")
+    cfg = validate_sampler({"name": "rff"})
     sampler = build_sampler(cfg, SamplerContext(N, torch.ones(N + 1)))
     with pytest.raises(RuntimeError, match="refresh"):
         sampler.sample(unit(1, D, seed=0), torch.tensor([1]), 4)
@@ -114,7 +114,8 @@ def test_rff_frequencies_follow_the_runs_seed() -> None:
     proposals = []
     for seed in (42, 42, 43):
         ctx = SamplerContext(N, torch.ones(N + 1), temperature=0.25, seed=seed)
-        sampler = build_sampler(SamplerConfig(name="rff", leaf_size=4, rff_features=16), ctx)
+        cfg = validate_sampler({"name": "rff", "leaf_size": 4, "features": 16})
+        sampler = build_sampler(cfg, ctx)
         sampler.refresh(table)
         proposals.append(sampler.proposal_log_probs(h))
     assert torch.equal(proposals[0], proposals[1])

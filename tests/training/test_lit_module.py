@@ -20,6 +20,7 @@ from training.loop.datamodule import SequenceDataModule, item_counts
 from training.loop.lit_module import RetrievalModule
 from training.loop.trainer import build_module
 from training.losses import get_loss
+from training.sampler_settings import SETTINGS, TracksTheTable
 from training.samplers import SAMPLERS, SamplerContext, build_sampler
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
@@ -107,20 +108,20 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
             [
                 "model.temperature_final=0.05",
                 "sampler.name=tapas",
-                "sampler.tapas_temperature=null",
+                "sampler.temperature=null",
             ],
             "temperature_final moves",
         ),
         (["model.learn_temperature=true", "model.temperature_final=0.05"], "choose one"),
         *(
-            ([f"loss.name={loss}", "sampler.name=tapas", "sampler.tapas_correction=none"], "log q")
+            ([f"loss.name={loss}", "sampler.name=tapas", "sampler.correction=none"], "log q")
             for loss in ("nce", "blackout", "bernoulli")
         ),
         (
             [
                 "model.learn_temperature=true",
                 "sampler.name=tapas",
-                "sampler.tapas_temperature=null",
+                "sampler.temperature=null",
             ],
             "starting temperature",
         ),
@@ -139,8 +140,8 @@ def test_settings_that_cannot_train_together_are_refused(
     [
         ["loss.name=bernoulli", "sampler.name=bernoulli"],
         ["loss.name=bernoulli", "sampler.name=tapas"],
-        ["model.learn_temperature=true", "sampler.name=exact", "sampler.exact_nu=10"],
-        ["model.learn_temperature=true", "sampler.name=tapas", "sampler.tapas_temperature=1.0"],
+        ["model.learn_temperature=true", "sampler.name=exact", "sampler.nu=10"],
+        ["model.learn_temperature=true", "sampler.name=tapas", "sampler.temperature=1.0"],
         ["model.learn_temperature=true", "sampler.name=rff"],
         ["model.temperature_final=0.05", "sampler.name=rff"],
     ],
@@ -174,11 +175,13 @@ class RecordingSampler:
         assert item_emb.shape == (len(item_idx), 32)
         self.updates.append(item_idx)
         positives, ids = self.last_batch
-        assert set(positives.tolist()) | set(ids.tolist()) <= set(item_idx.tolist())
+        assert set(positives.tolist()) | set(ids.reshape(-1).tolist()) <= set(item_idx.tolist())
+        self.inner.update(item_idx, item_emb)
 
     def refresh(self, item_emb) -> None:
         assert item_emb.shape[0] == self.num_items + 1 and torch.all(item_emb[0] == 0)
         self.refreshes += 1
+        self.inner.refresh(item_emb)
 
     def set_progress(self, fraction: float) -> None:
         self.progress.append(fraction)
@@ -187,11 +190,16 @@ class RecordingSampler:
         return self.inner.proposal_log_probs(queries)
 
 
-@pytest.mark.parametrize("sparse", [False, True])
-def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
-    cfg = load_config(
-        overrides=[*TINY, "sampler.refresh_every=3", f"train.sparse_embeddings={sparse}"]
-    )
+@pytest.mark.parametrize(
+    ("sets", "sparse"),
+    [
+        (["sampler.name=exact", "sampler.refresh_every=3"], False),
+        (["sampler.name=exact", "sampler.refresh_every=3"], True),
+        (["sampler.name=uniform"], False),  # stateless: nothing to rebuild
+    ],
+)
+def test_sampler_updates_and_refreshes(splits: Splits, sets: list[str], sparse: bool) -> None:
+    cfg = load_config(overrides=[*TINY, *sets, f"train.sparse_embeddings={sparse}"])
     model = build_model(cfg.model, splits.num_items, sparse=sparse)
     ctx = SamplerContext(splits.num_items, item_counts(splits), cfg.model.temperature)
     spy = RecordingSampler(build_sampler(cfg.sampler, ctx), splits.num_items)
@@ -200,7 +208,7 @@ def test_sampler_updates_and_refreshes(splits: Splits, sparse: bool) -> None:
     _fit(cfg, splits, module, epochs=1, limit_train_batches=7, limit_val_batches=0)
     assert module.clock.steps == 7
     assert spy.progress == pytest.approx([step / 7 for step in range(7)])  # before each step
-    if sparse:  # updates suffice: refresh only at the start
+    if sparse or not isinstance(cfg.sampler, TracksTheTable):  # refresh only at the start
         assert spy.refreshes == 1 and len(spy.updates) == 7
     else:  # start + steps 3 and 6
         assert spy.refreshes == 3 and len(spy.updates) == 5
@@ -240,9 +248,10 @@ def test_validation_logs_full_ranking_metrics(splits: Splits, tmp_path: Path) ->
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_every_registered_sampler_trains_and_validates(splits: Splits, name: str) -> None:
     extra = ["loss.name=absolute_softmax"] if name == "quadratic" else []
+    if issubclass(SETTINGS[name], TracksTheTable):
+        extra.append("sampler.refresh_every=2")
     cfg = load_config(
-        overrides=[*TINY, f"sampler.name={name}", "sampler.num_negatives=16",
-                   "sampler.refresh_every=2", *extra]
+        overrides=[*TINY, f"sampler.name={name}", "sampler.num_negatives=16", *extra]
     )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
     before = module.model.item_embedding_weight.detach().clone()

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from training.config import SamplerConfig
 from training.corrections import STEP_ORDER, Batch, correct
 from training.losses import get_loss
+from training.sampler_settings import validate_sampler
 from training.samplers import Negatives, SamplerContext, build_sampler
 
 COUNTS = torch.tensor([0.0, 1.0, 4.0, 9.0, 16.0, 25.0, 36.0])  # items 1..6
@@ -36,7 +36,7 @@ def test_ranking_gradient_is_the_one_negative_likelihood_gradient_at_log_c_minus
 @pytest.mark.parametrize("name", ["nce", "blackout"])
 def test_nce_and_blackout_weigh_the_positive_by_its_own_log_q(name: str) -> None:
     ctx = SamplerContext(num_items=6, item_counts=COUNTS)
-    sampler = build_sampler(SamplerConfig(name="popularity", popularity_alpha=1.0), ctx)
+    sampler = build_sampler(validate_sampler({"name": "popularity", "alpha": 1.0}), ctx)
     torch.manual_seed(0)
     positives = torch.tensor([6, 1])
     draw = sampler.sample(torch.zeros(2, 3), positives, 4)
@@ -64,7 +64,7 @@ def test_nce_and_blackout_weigh_the_positive_by_its_own_log_q(name: str) -> None
 def test_bernoulli_loss_estimates_the_partition_function_without_bias() -> None:
     # eq. 22: Z~ = u_c + sum_{d in S, d != c} u_d / b_d has expectation sum_d u_d.
     ctx = SamplerContext(num_items=6, item_counts=COUNTS)
-    sampler = build_sampler(SamplerConfig(name="bernoulli"), ctx)
+    sampler = build_sampler(validate_sampler({"name": "bernoulli"}), ctx)
     scores = torch.tensor([0.0, 0.3, -0.5, 1.0, 0.2, -0.1, 0.7])  # by item_idx
     positive = torch.tensor([2])
     torch.manual_seed(0)

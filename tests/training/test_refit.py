@@ -57,7 +57,7 @@ def test_val_is_the_best_rounds_and_test_and_the_bundle_the_refit_models(tmp_pat
     assert refit.metrics["val"] == plain.metrics["val"]  # one seed, one fit: the same best round
     assert refit.metrics["test"] != plain.metrics["test"]
     assert (refit.refit_epochs, plain.refit_epochs) == (2, 0)
-    assert read_manifest(ws.models_dir / "refit")["refit_epochs"] == 2
+    assert read_manifest(ws.models_dir / "refit").refit_epochs == 2
     folder = ws.runs_dir / "refit" / "checkpoints"
     assert final_checkpoint(ws.runs_dir / "refit") == folder / REFIT_CHECKPOINT
     assert final_checkpoint(ws.runs_dir / "plain").name == BEST_CHECKPOINT
@@ -69,8 +69,9 @@ def test_val_is_the_best_rounds_and_test_and_the_bundle_the_refit_models(tmp_pat
     assert not torch.equal(best["state_dict"][key], refit_ckpt["state_dict"][key])  # it trained
     assert refit_ckpt["optimizer_states"]  # a retrain warm-starts from it, moments and all
     model = ModelBundle.load(ws.models_dir / "refit")
-    assert model.trained_on_val and not ModelBundle.load(ws.models_dir / "plain").trained_on_val
-    assert read_manifest(ws.models_dir / "refit")["metrics"]["val"] == refit.metrics["val"]
+    plain = ModelBundle.load(ws.models_dir / "plain").manifest
+    assert model.manifest.trained_on_val and not plain.trained_on_val
+    assert read_manifest(ws.models_dir / "refit").metrics["val"] == refit.metrics["val"]
     # the bundle is the refit model: it reproduces the refit's test metrics, and says that its
     # val metrics are not held out
     again = evaluate(ws, "refit", "test")

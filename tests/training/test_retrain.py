@@ -17,7 +17,14 @@ from data.errors import RecsysInputError
 from data.ingest import LogLayout
 from data.lock import HomeBusyError, training_lock
 from data.workspace import Workspace
-from model.bundle import ModelBundle, current_version, describe, read_manifest, rollback
+from model.bundle import (
+    ModelBundle,
+    RetrainOrigin,
+    current_version,
+    describe,
+    read_manifest,
+    rollback,
+)
 from tests.training.retraining import TINY, retrain_on, serve_v1, write_logs
 from training.config import RecsysConfig
 from training.config_loading import load_config
@@ -65,8 +72,8 @@ def test_retrain_adds_items_and_users_keeps_indices_and_publishes(
         .is_empty()
     )  # known items keep their index
     manifest = read_manifest(ws.models_dir / res.version)
-    assert manifest["warm_start"] and manifest["previous_version"] == "v1"
-    assert manifest["num_items"] == after.height and len(manifest["events"]) == 2
+    assert manifest.retrain == RetrainOrigin(previous_version="v1", warm_start=True)
+    assert manifest.num_items == after.height and len(manifest.events or []) == 2
     assert set(res.metrics) == {"candidate", "current"} and "ndcg@10" in res.metrics["current"]
     assert "not worse" in res.reason and not ws.retrain_journal_path.exists()
 
@@ -79,8 +86,8 @@ def test_zero_epochs_keeps_known_rows_and_the_tower(ws: Workspace, logs: tuple[P
         ModelBundle.load(ws.models_dir / "v1"),
         ModelBundle.load(ws.models_dir / res.version),
     )
-    n = served.num_items
-    assert cand.num_items == n + 15
+    n = served.manifest.num_items
+    assert cand.manifest.num_items == n + 15
     np.testing.assert_array_equal(cand.item_embeddings[: n + 1], served.item_embeddings)
     assert cand.item_ids[: n + 1] == served.item_ids
     for name, weight in served.query_tower.state_dict().items():
@@ -150,8 +157,9 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
     serve_v1(ws, old)  # refit on its own val events (TINY keeps the default refit)
     res = retrain_on(ws, new, "retrain.tolerance=1.0", "retrain.refit_epochs=2")
     candidate, served = (ModelBundle.load(ws.models_dir / v) for v in (res.version, "v1"))
-    assert res.published and candidate.trained_on_val and candidate.manifest["refit_epochs"] == 2
-    cfg = RecsysConfig.model_validate(candidate.manifest["config"])
+    assert res.published and candidate.manifest.trained_on_val
+    assert candidate.manifest.refit_epochs == 2
+    cfg = RecsysConfig.model_validate(candidate.manifest.run_config())
     splits = load_splits(ws, cfg)
     rows = gate_rows(splits.val, served, _users_unseen_by_served(ws, served, {}))
     assert 0 < rows.height < splits.val.height  # v1 trained on the val rows of unchanged users
@@ -160,7 +168,7 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
     assert res.metrics["candidate"] == pytest.approx(
         rows_metrics(kept.eval(), rows, splits.num_items, cfg)
     )
-    assert res.metrics["candidate"] == candidate.manifest["metrics"]["gate"]
+    assert res.metrics["candidate"] == candidate.manifest.metrics["gate"]
     published, _ = bundle_metrics(candidate, rows, cfg.eval)  # the refit trained on these rows
     assert published["full_ce"] < res.metrics["candidate"]["full_ce"]
 
@@ -174,8 +182,9 @@ def test_a_warm_retrain_refits_retrain_refit_epochs_and_a_full_one_train_refit_e
     sets = ("retrain.tolerance=1.0", "train.refit_epochs=2", "retrain.refit_epochs=1")
     res = retrain_on(ws, new, *sets, full=full, max_epochs=1)
     manifest = ModelBundle.load(ws.models_dir / res.version).manifest
-    assert manifest["warm_start"] is not full and manifest["refit_epochs"] == refit
-    config = manifest["config"]  # as given: the next retrain's base keeps both
+    assert manifest.retrain is not None and manifest.retrain.warm_start is not full
+    assert manifest.refit_epochs == refit
+    config = manifest.config  # as given: the next retrain's base keeps both
     assert (config["train"]["refit_epochs"], config["retrain"]["refit_epochs"]) == (2, 1)
 
 
@@ -192,7 +201,7 @@ def test_a_warm_fit_stops_at_retrain_max_epochs_unless_full_or_max_epochs_is_giv
     if "max_epochs" in flags:  # as `recsys retrain --max-epochs 2` sets it
         sets = (*sets, f"train.max_epochs={flags['max_epochs']}")
     res = retrain_on(ws, new, *sets, full=full, **flags)
-    assert ModelBundle.load(ws.models_dir / res.version).manifest["epochs"] == epochs
+    assert ModelBundle.load(ws.models_dir / res.version).manifest.epochs == epochs
 
 
 def test_a_candidate_without_its_kept_rounds_record_is_ranked_by_the_gate(
@@ -352,6 +361,6 @@ def test_evaluate_says_how_many_rows_it_leaves_out(ws: Workspace, logs: tuple[Pa
     ingest_files(ws, [new])  # new items, not yet in any model
     result = evaluate(ws, "v1", "test")
     test = load_splits(ws, load_config(overrides=TINY)).test
-    unknown = test.filter(pl.col("target") > read_manifest(ws.models_dir / "v1")["num_items"])
+    unknown = test.filter(pl.col("target") > read_manifest(ws.models_dir / "v1").num_items)
     assert result["left_out"] == unknown.height > 0
     assert result["examples"] + result["left_out"] == test.height

@@ -39,8 +39,9 @@ def test_since_trains_and_measures_the_events_at_or_after_it(
     assert f"ranking every item for the {recent.test.height} test rows" in caplog.text
     assert f"for the {everything.test.height} test rows" not in caplog.text
     manifest = read_manifest(ws.models_dir / res.version)
-    assert res.published and manifest["since"] == since  # what it trained on, recorded
-    assert manifest["events"] == list(everything.parts)
+    assert res.published and manifest.retrain is not None
+    assert manifest.retrain.since == since  # what it trained on, recorded
+    assert manifest.events == list(everything.parts)
 
 
 def test_a_retrain_killed_after_its_publish_is_finished_by_the_rerun(

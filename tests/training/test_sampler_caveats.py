@@ -1,10 +1,11 @@
-"""What a sampled run's settings are likely to get wrong: warned once, by rank 0."""
+"""What a sampled run's settings are likely to get wrong: warned once, by rank 0, or refused."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from data.errors import RecsysInputError
 from training.config_loading import load_config
 from training.loop.trainer import build_module
 
@@ -36,11 +37,6 @@ def test_the_ranks_a_launcher_starts_do_not_repeat_rank_zeros_warnings(
 
 
 @pytest.mark.parametrize("name", ["tapas", "bernoulli", "in-batch"])
-def test_per_query_with_a_sampler_that_only_shares_its_draw_is_a_warning(
-    name: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    cfg = load_config(overrides=[*TINY, f"sampler.name={name}", "sampler.per_query=true"])
-    with caplog.at_level("WARNING", logger="training.loop.trainer"):
-        module = build_module(cfg, N, COUNTS)
-    assert module.sampler is not None and not module.sampler.per_query
-    assert f"per_query=true is ignored: the {name} sampler" in caplog.text
+def test_per_query_with_a_sampler_that_only_shares_its_draw_is_refused(name: str) -> None:
+    with pytest.raises(RecsysInputError, match=f"sampler.per_query: not a key of the {name}"):
+        load_config(overrides=[*TINY, f"sampler.name={name}", "sampler.per_query=true"])

@@ -17,7 +17,8 @@ import torch.nn.functional as F  # noqa: N812
 
 from data.errors import RecsysInputError
 from tests.training.device import TEST_DEVICE as DEVICE
-from training.config import SamplerConfig
+from training.config_loading import load_config
+from training.sampler_settings import SETTINGS, validate_sampler
 from training.samplers import SAMPLERS, NegativeSampler, SamplerContext, build_sampler
 
 N_ITEMS, DIM, BATCH, NUM = 20, 6, 8, 12
@@ -28,10 +29,9 @@ COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.flo
 def _setup(name: str, per_query: bool, seed: int = 0):
     torch.manual_seed(seed)
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.5)
-    cfg = SamplerConfig(
-        name=name, per_query=per_query, leaf_size=4, rff_features=64, tapas_ratio=1.5,
-        num_negatives=NUM,
-    )  # fmt: skip
+    every = {"per_query": per_query, "leaf_size": 4, "features": 64, "ratio": 1.5}
+    own = {key: value for key, value in every.items() if key in SETTINGS[name].model_fields}
+    cfg = validate_sampler({"name": name, "num_negatives": NUM, **own})  # shared-only: no per_query
     sampler = SAMPLERS[name](cfg, ctx)
     table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
     table[0] = 0.0
@@ -147,7 +147,7 @@ def test_uniform_log_q_is_log_m_over_n() -> None:
 def test_popularity_log_q_hand_worked() -> None:
     counts = torch.tensor([0.0, 0.0, 3.0, 8.0])  # weights (c + 1)^0.5 = 1, 2, 3
     ctx = SamplerContext(num_items=3, item_counts=counts)
-    cfg = SamplerConfig(name="popularity", popularity_alpha=0.5, popularity_floor=1.0)
+    cfg = validate_sampler({"name": "popularity", "alpha": 0.5, "floor": 1.0})
     neg = build_sampler(cfg, ctx).sample(torch.zeros(2, 4), torch.tensor([1, 2]), 10)
     expected = torch.log(10 * torch.tensor([0.0, 1.0, 2.0, 3.0]) / 6.0)[neg.ids]
     torch.testing.assert_close(neg.log_q, expected.float())
@@ -156,7 +156,7 @@ def test_popularity_log_q_hand_worked() -> None:
 def test_in_batch_returns_positives_with_popularity_log_q() -> None:
     counts = torch.tensor([0.0, 1.0, 3.0])  # p = 1/4, 3/4
     ctx = SamplerContext(num_items=2, item_counts=counts)
-    sampler = build_sampler(SamplerConfig(name="in-batch"), ctx)
+    sampler = build_sampler(validate_sampler({"name": "in-batch"}), ctx)
     pos = torch.tensor([2, 1, 2, 2])
     neg = sampler.sample(torch.zeros(4, 3), pos, 999)
     assert torch.equal(neg.ids, pos)
@@ -166,12 +166,12 @@ def test_in_batch_returns_positives_with_popularity_log_q() -> None:
 def test_an_item_never_trained_on_is_never_an_in_batch_slot_of_mixed() -> None:
     counts = torch.tensor([0.0, 1.0, 3.0, 0.0])  # item 3: no training count, never a positive
     ctx = SamplerContext(num_items=3, item_counts=counts)
-    cfg = SamplerConfig(name="mixed", popularity_alpha=0.0, num_negatives=4)
+    cfg = validate_sampler({"name": "mixed", "alpha": 0.0, "num_negatives": 4})
     neg = build_sampler(cfg, ctx).sample(torch.zeros(8, 3), torch.tensor([2] * 8), 4)
     # expected count in the combined draw: 8 p_i + 4 q_i, q uniform over the three items
     want = torch.log(8 * torch.tensor([0.0, 0.25, 0.75, 0.0]) + 4 / 3)[neg.ids]
     torch.testing.assert_close(neg.log_q, want.float())
-    in_batch = build_sampler(SamplerConfig(name="in-batch"), ctx)
+    in_batch = build_sampler(validate_sampler({"name": "in-batch"}), ctx)
     proposal = in_batch.proposal_log_probs(torch.zeros(2, 3))
     torch.testing.assert_close(proposal.exp().sum(1), torch.ones(2))  # a distribution
 
@@ -191,8 +191,7 @@ def test_exact_sampler_nu_draws_from_the_tempered_softmax() -> None:
     table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
     queries = F.normalize(torch.randn(BATCH, DIM), dim=1)
     model, tempered = (
-        build_sampler(SamplerConfig(name="exact", per_query=True, exact_nu=nu), ctx)
-        for nu in (None, 7.0)
+        build_sampler(validate_sampler({"name": "exact", "nu": nu}), ctx) for nu in (None, 7.0)
     )
     for sampler in (model, tempered):
         sampler.refresh(table)
@@ -208,7 +207,7 @@ def test_exact_sampler_nu_draws_from_the_tempered_softmax() -> None:
 def test_exact_per_query_log_q_is_the_log_softmax_where_the_softmax_underflows() -> None:
     """Unnormalised logits spread over hundreds: about 40% of the softmax is 0 in float32."""
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=1.0)
-    sampler = build_sampler(SamplerConfig(name="exact", per_query=True), ctx)
+    sampler = build_sampler(validate_sampler({"name": "exact"}), ctx)
     gen = torch.Generator().manual_seed(5)
     table = 30 * torch.randn(N_ITEMS + 1, DIM, generator=gen)
     queries = torch.randn(BATCH, DIM, generator=gen)
@@ -222,10 +221,9 @@ def test_exact_per_query_log_q_is_the_log_softmax_where_the_softmax_underflows()
     assert torch.isfinite(neg.pos_log_q).all()
 
 
-def test_build_sampler_unknown_name_lists_known() -> None:
-    ctx = SamplerContext(num_items=3, item_counts=torch.ones(4))
-    with pytest.raises(RecsysInputError, match="uniform"):
-        build_sampler(SamplerConfig(name="nope"), ctx)
+def test_an_unknown_sampler_name_is_refused_listing_the_known_ones() -> None:
+    with pytest.raises(RecsysInputError, match="sampler.name: unknown sampler 'nope'.*uniform"):
+        load_config(overrides=["sampler.name=nope"])
 
 
 @pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per_query"])

@@ -39,7 +39,7 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> Splits:
     ("sampler", "loss", "extra"),
     [
         ("tapas", "sampled_softmax", []),
-        ("tapas", "sampled_softmax", ["sampler.tapas_shards=4", "sampler.tapas_correction=none"]),
+        ("tapas", "sampled_softmax", ["sampler.shards=4", "sampler.correction=none"]),
         ("bernoulli", "bernoulli", []),
     ],
     ids=["tapas", "tapas-sharded-uncorrected", "bernoulli"],

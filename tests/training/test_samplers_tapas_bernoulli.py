@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from training.annealing import annealed_temperature
-from training.config import SamplerConfig
+from training.sampler_settings import validate_sampler
 from training.samplers import SamplerContext, build_sampler
 from training.samplers.bernoulli import inclusion_probabilities
 from training.samplers.tapas import shard_top
@@ -20,8 +20,8 @@ COUNTS = torch.cat([torch.zeros(1), (torch.arange(N_ITEMS, 0, -1) ** 1.5).float(
 
 def _tapas(**cfg):
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.1)
-    constant = {"tapas_temperature": None, "tapas_temperature_final": None}  # the model's 0.1
-    sampler = build_sampler(SamplerConfig(name="tapas", **{**constant, **cfg}), ctx)
+    constant = {"temperature": None, "temperature_final": None}  # the model's 0.1
+    sampler = build_sampler(validate_sampler({"name": "tapas", **constant, **cfg}), ctx)
     torch.manual_seed(0)
     table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
     table[0] = 0.0
@@ -37,7 +37,7 @@ def _batch_score(table: torch.Tensor, queries: torch.Tensor, ids, tau: float) ->
 
 @pytest.mark.parametrize("correction", ["none", "presample"])
 def test_second_pass_is_exactly_the_top_m_of_the_presample(correction: str) -> None:
-    sampler, table, queries = _tapas(tapas_ratio=4, tapas_correction=correction)
+    sampler, table, queries = _tapas(ratio=4, correction=correction)
     neg = sampler.sample(queries, torch.tensor([1] * BATCH), 20)
     pre = neg.presample.ids
     assert pre.unique().numel() == pre.numel()  # the presample is a set
@@ -52,7 +52,7 @@ def test_second_pass_is_exactly_the_top_m_of_the_presample(correction: str) -> N
 
 
 def test_presample_of_r_m_at_least_n_is_the_whole_catalogue() -> None:
-    sampler, table, queries = _tapas(tapas_ratio=8)
+    sampler, table, queries = _tapas(ratio=8)
     neg = sampler.sample(queries, torch.tensor([1] * BATCH), 50)  # 400 >= 300 items
     assert neg.presample.ids.tolist() == list(range(1, N_ITEMS + 1))
     assert torch.all(neg.presample.log_q == 0.0)
@@ -75,7 +75,7 @@ def test_one_shard_is_algorithm_1_and_k_shards_keep_their_own_top() -> None:
 
 
 def test_sharded_sampler_keeps_top_m_over_k_per_shard() -> None:
-    sampler, table, queries = _tapas(tapas_ratio=4, tapas_shards=4)
+    sampler, table, queries = _tapas(ratio=4, shards=4)
     neg = sampler.sample(queries, torch.tensor([1] * BATCH), 20)
     pre = neg.presample.ids
     scores = _batch_score(table, queries, pre, 0.1)
@@ -92,7 +92,7 @@ def test_temperature_schedule() -> None:
     assert annealed_temperature(1.0, 0.01, "exponential", 1.0) == pytest.approx(0.01)
     assert annealed_temperature(1.0, 0.2, "linear", 0.5) == pytest.approx(0.6)
     assert annealed_temperature(1.0, 0.2, "linear", 3.0) == pytest.approx(0.2)  # clamped
-    sampler, table, queries = _tapas(tapas_temperature=1.0, tapas_temperature_final=0.01)
+    sampler, table, queries = _tapas(temperature=1.0, temperature_final=0.01)
     assert sampler.temperature == 1.0
     sampler.set_progress(0.5)
     assert sampler.temperature == pytest.approx(0.1)
@@ -106,8 +106,8 @@ def test_temperature_schedule() -> None:
 def test_temperature_none_is_the_models_and_the_default_anneals_to_0_05() -> None:
     sampler, _, _ = _tapas()
     assert sampler.temperature == 0.1
-    default = SamplerConfig(name="tapas")
-    assert (default.tapas_temperature, default.tapas_temperature_final) == (1.0, 0.05)
+    default = validate_sampler({"name": "tapas"})
+    assert (default.temperature, default.temperature_final) == (1.0, 0.05)
 
 
 def test_bernoulli_water_filling_by_hand() -> None:
@@ -121,7 +121,7 @@ def test_bernoulli_water_filling_by_hand() -> None:
 @pytest.mark.parametrize("num", [1, 16, 64])
 def test_bernoulli_expected_count_is_m(num: int) -> None:
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone())
-    sampler = build_sampler(SamplerConfig(name="bernoulli", popularity_alpha=1.0), ctx)
+    sampler = build_sampler(validate_sampler({"name": "bernoulli", "alpha": 1.0}), ctx)
     b = sampler.table(num).b
     assert float(b.sum()) == pytest.approx(num, rel=1e-9)
     torch.manual_seed(num)

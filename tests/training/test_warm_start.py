@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import polars as pl
@@ -11,6 +12,7 @@ import pytest
 import torch
 from torch.nn.functional import cosine_similarity, normalize
 
+from model.bundle import Manifest
 from training.config_loading import load_config
 from training.loop.trainer import build_module
 from training.workflows.warm_start import QUERY_TABLE, WarmStart, new_item_contexts
@@ -96,10 +98,13 @@ def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
         overrides=["model.dim=8", "model.max_len=4", "model.learn_temperature=true"]
     )
     old = build_module(learned, OLD, torch.ones(OLD + 1))
-    served = SimpleNamespace(
-        query_tower=old.model.query_tower, num_items=OLD, item_embeddings=None,
-        manifest={"model": learned.model.model_dump(), "temperature": 0.3},
+    manifest = Manifest(
+        version="v1", created_at=datetime.now(UTC), dataset="toy", num_items=OLD,
+        model=learned.model, temperature=0.3,
     )  # fmt: skip
+    served = SimpleNamespace(
+        query_tower=old.model.query_tower, item_embeddings=None, manifest=manifest
+    )
     retrain = learned.retrain.model_copy(update={"new_item_init": "random"})
     start = from_served(served, None, retrain, _contexts())
     module = build_module(learned, NEW, torch.ones(NEW + 1))

@@ -29,6 +29,7 @@ from training.loop.optim import make_optimizers, schedule_lr
 from training.loop.validation_round import ValidationRound
 from training.losses import SampledLoss
 from training.precision import matmul_precision, precision_line, undo_autocast
+from training.sampler_settings import SampledSettings, TracksTheTable
 from training.samplers import NegativeSampler
 
 log = logging.getLogger("recsys.train")
@@ -105,8 +106,10 @@ class RetrievalModule(pl.LightningModule):
                 items = self.model.item_tower.all_embeddings()  # [n + 1, d]
                 loss = self.full_loss(queries, items, positives, tau, user_items)  # type: ignore[misc]
                 return weight * loss, None
+        settings = self.cfg.sampler
+        assert isinstance(settings, SampledSettings)  # a module with a sampler: sampled ones
         with record_function(PHASES["sampler"]):
-            neg = self.sampler.sample(queries.detach(), positives, self.cfg.sampler.num_negatives)
+            neg = self.sampler.sample(queries.detach(), positives, settings.num_negatives)
         with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
             ids = neg.ids.to(queries.device)
             pos_scores = (queries * self.model.item_tower(positives)).sum(-1)  # [N]
@@ -204,8 +207,9 @@ class RetrievalModule(pl.LightningModule):
         self.clock.steps += 1
         if self.sampler is None or touched is None:
             return
-        every = self.cfg.sampler.refresh_every
-        if not self.cfg.train.sparse_embeddings and self.clock.steps % every == 0:
+        cfg, steps = self.cfg.sampler, self.clock.steps  # stateless samplers never rebuild
+        due = isinstance(cfg, TracksTheTable) and steps % cfg.refresh_every == 0
+        if due and not self.cfg.train.sparse_embeddings:
             self.sampler.refresh(self.model.item_tower.all_embeddings())
         else:  # every rank applies every rank's rows: the samplers' trees stay identical
             touched = distributed.gather_union(touched)

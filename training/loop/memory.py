@@ -20,6 +20,7 @@ import torch
 
 from training.config import RecsysConfig
 from training.full_softmax import logit_bytes
+from training.sampler_settings import FullSoftmax
 
 log = logging.getLogger(__name__)
 MIB = 2**20
@@ -58,7 +59,7 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     trained = [p for p in module.parameters() if p.requires_grad]
     table = module.model.item_embedding_weight  # its size only: no normalised copy
     targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
-    if module.sampler is None:  # one piece, or one chunk above loss.full_chunk items
+    if isinstance(cfg.sampler, FullSoftmax):  # one piece, or one chunk above loss.full_chunk items
         rows, chunk = table.shape[0], cfg.loss.full_chunk
         logits = logit_bytes(targets, rows, chunk, module.device, cfg.train.precision)
     else:

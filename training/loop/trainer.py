@@ -26,9 +26,9 @@ from data.split import Splits, build_splits
 from data.workspace import Workspace
 from model.towers import build_model
 from training import distributed
-from training.combinations import FULL, refuse_clashes
+from training.combinations import refuse_clashes
 from training.config import RecsysConfig
-from training.config_loading import load_config
+from training.config_loading import load_stored_config
 from training.full_softmax import full_softmax_loss
 from training.loop import finished_fit, memory
 from training.loop.checkpoints import (
@@ -49,13 +49,14 @@ from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
 from training.loop.stopping import SmoothedStopping
 from training.loop.weight_average import WeightAverage
 from training.losses import binary_loss_caveat, get_loss
+from training.sampler_settings import FullSoftmax, SampledSettings
 from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
 
 
 def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalModule:
-    """Model, sampler (None for `sampler.name == "full"`) and loss, wired into the module.
+    """Model, sampler (None for the full softmax) and loss, wired into the module.
 
     Args:
         cfg: The run's configuration.
@@ -65,33 +66,30 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
     """
     refuse_clashes(cfg)
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
-    if cfg.sampler.name == FULL:
+    settings = cfg.sampler
+    if isinstance(settings, FullSoftmax):
         full_loss = functools.partial(full_softmax_loss, chunk=cfg.loss.full_chunk)
         return RetrievalModule(model, cfg, None, full_loss=full_loss)
     ctx = SamplerContext(n, counts, cfg.model.temperature, cfg.train.seed)
-    sampler = build_sampler(cfg.sampler, ctx)
+    sampler = build_sampler(settings, ctx)
     if not distributed.launched_as_secondary():  # every rank builds the module: warn once
-        for caveat in _sampler_caveats(cfg, sampler.per_query, n):
+        for caveat in _sampler_caveats(cfg.loss.name, settings, sampler.per_query, n):
             log.warning(caveat)
     return RetrievalModule(model, cfg, sampler, sampled_loss=get_loss(cfg.loss.name))
 
 
-def _sampler_caveats(cfg: RecsysConfig, per_query: bool, n: int) -> list[str]:
+def _sampler_caveats(loss: str, settings: SampledSettings, per_query: bool, n: int) -> list[str]:
     """What is likely wrong with a sampled run's settings (no error: it still trains)."""
     caveats = []
-    if cfg.sampler.per_query and not per_query:
-        caveats.append(
-            f"sampler.per_query=true is ignored: the {cfg.sampler.name} sampler draws one set "
-            "shared by the batch"
-        )
-    binary = binary_loss_caveat(cfg.loss.name, per_query, cfg.sampler.num_negatives)
+    m = settings.num_negatives
+    binary = binary_loss_caveat(loss, per_query, m)
     if binary is not None:
         caveats.append(binary)
-    if cfg.sampler.num_negatives >= n and cfg.sampler.name != "in-batch":  # in-batch: unused
+    if m >= n and settings.uses_num_negatives:
         caveats.append(
-            f"sampler.num_negatives={cfg.sampler.num_negatives} is not below the catalogue's "
-            f"{n} items: the full softmax (sampler.name=full; train --sampler full) scores "
-            "every item once, at no more cost than that many negatives"
+            f"sampler.num_negatives={m} is not below the catalogue's {n} items: the full "
+            "softmax (sampler.name=full; train --sampler full) scores every item once, at no "
+            "more cost than that many negatives"
         )
     return caveats
 
@@ -169,7 +167,7 @@ def load_run(
     config defines them; the module (eval mode, CPU) holds `checkpoint`, by default the model
     the run measured on test (`checkpoints.final_checkpoint`: the refit one, or the best round).
     """
-    cfg = load_config([run_dir / "hparams.yaml"], [])
+    cfg = load_stored_config(run_dir / "hparams.yaml")
     ws = Workspace(run_dir.parent.parent)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     module = build_module(cfg, splits.num_items, item_counts(splits))

@@ -1,7 +1,10 @@
-"""Negative samplers: one small module each, all registered in `SAMPLERS`."""
+"""Negative samplers: one small module each, with its settings class, registered in one call.
 
-from data.errors import RecsysInputError
-from training.config import SamplerConfig
+`@register_sampler(ItsSettings)` on the sampler class adds it to `SAMPLERS` and its settings
+class to `training.sampler_settings.SETTINGS`; importing the module does it.
+"""
+
+from training.sampler_settings import SampledSettings
 
 # Importing a sampler module registers it.
 from training.samplers import (  # noqa: E402, F401
@@ -24,16 +27,8 @@ from training.samplers.base import (
 )
 
 
-def build_sampler(cfg: SamplerConfig, ctx: SamplerContext) -> NegativeSampler:
-    """Build the sampler named by `cfg.name`.
-
-    Raises:
-        RecsysInputError: the name is not registered (the message lists the known names).
-
-    """
-    if cfg.name not in SAMPLERS:
-        known = ", ".join(sorted(SAMPLERS))
-        raise RecsysInputError(f"unknown sampler {cfg.name!r}; known samplers: {known}")
+def build_sampler(cfg: SampledSettings, ctx: SamplerContext) -> NegativeSampler:
+    """Build the sampler `cfg` configures (its name was checked when the config was read)."""
     return SAMPLERS[cfg.name](cfg, ctx)
 
 

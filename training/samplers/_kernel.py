@@ -1,19 +1,30 @@
-"""Shared machinery of the kernel-tree samplers (`quadratic`, `rff`): tree sync and draws."""
+"""Shared machinery of the kernel-tree samplers (`quadratic`, `rff`): settings, tree sync, draws."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from training.config import SamplerConfig
 from training.feature_maps import FeatureMap
 from training.kernel_tree import KernelTree
+from training.sampler_settings import PerQueryDraws, TracksTheTable
 from training.samplers.base import Negatives, SamplerContext
 
 _PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_probs
+
+
+class KernelTreeSettings(TracksTheTable, PerQueryDraws):
+    """Settings every kernel-tree sampler shares; per query by default (as in the papers)."""
+
+    per_query: bool = True
+    leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
+    score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
+    unit_kernel: ClassVar[bool] = True
 
 
 def leaf_size(configured: int, features: int, dim: int) -> int:
@@ -31,7 +42,7 @@ class KernelTreeSampler:
 
     def __init__(
         self,
-        cfg: SamplerConfig,
+        cfg: KernelTreeSettings,
         ctx: SamplerContext,
         make_map: Callable[[int], FeatureMap],
     ) -> None:
@@ -40,7 +51,6 @@ class KernelTreeSampler:
         self.num_items = ctx.num_items
         self.temperature = ctx.temperature
         self.per_query = cfg.per_query
-        self.refresh_every = cfg.refresh_every
         self._make_map = make_map
         self.tree: KernelTree | None = None
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from torch import Tensor
 
-from training.config import SamplerConfig
+from training.sampler_settings import SampledSettings, register_settings
 
 
 @dataclass
@@ -23,8 +23,8 @@ class Negatives:
             random draw it is the log of the expected number of times the id appears in the
             draw under the procedure actually run (`log(m q_i)` for m draws with replacement,
             `log(b_i)` for Bernoulli inclusion). `tapas` keeps a deterministic top m of a
-            random presample: with `tapas_correction: presample` this is the presample's
-            expected count of each kept id; None (`tapas_correction: none`, the paper's
+            random presample: with tapas's `correction: presample` this is the presample's
+            expected count of each kept id; None (`correction: none`, the paper's
             choice) when no correction is applied: then the loss subtracts nothing.
         pos_log_q: float32 `[N]`: the same quantity for each query's positive, i.e. what the
             sampler's own proposal gives it (`nce` and `blackout` weigh the positive by it);
@@ -79,7 +79,7 @@ class NegativeSampler(Protocol):
     Attributes:
         per_query: True when `sample` returns `[N, m]` (each query its own draw), False for
             one shared `[m]` draw. Samplers that only draw shared negatives (`in-batch`,
-            `bernoulli`, `tapas`) set False whatever `cfg.per_query` says.
+            `bernoulli`, `tapas`) set False; their settings have no `per_query` key.
 
     """
 
@@ -116,17 +116,23 @@ class NegativeSampler(Protocol):
         ...
 
 
-SamplerFactory = Callable[[SamplerConfig, SamplerContext], NegativeSampler]
+# each factory takes its own settings class: `Any` here, checked by `register_sampler`'s caller
+SamplerFactory = Callable[[Any, SamplerContext], NegativeSampler]
 SAMPLERS: dict[str, SamplerFactory] = {}
+_Factory = TypeVar("_Factory", bound=SamplerFactory)
 
 
-def register_sampler(name: str) -> Callable[[SamplerFactory], SamplerFactory]:
-    """Class or function decorator adding a sampler factory to `SAMPLERS` under `name`."""
+def register_sampler(settings: type[SampledSettings]) -> Callable[[_Factory], _Factory]:
+    """Class or function decorator registering a sampler with its settings class.
 
-    def add(factory: SamplerFactory) -> SamplerFactory:
-        if name in SAMPLERS:
-            raise ValueError(f"sampler {name!r} registered twice")
-        SAMPLERS[name] = factory
+    The sampler is registered in `SAMPLERS` and its settings in
+    `training.sampler_settings.SETTINGS`, both under the name the settings class answers to
+    (its `name` field's default); the factory is called with an instance of `settings`.
+    Adding a sampler is this call in its own module, and importing that module.
+    """
+
+    def add(factory: _Factory) -> _Factory:
+        SAMPLERS[register_settings(settings)] = factory
         return factory
 
     return add

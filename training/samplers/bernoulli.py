@@ -3,11 +3,12 @@
 Item c is included with probability `b_c = min(1, s w_c)`, `w_c = (count_c + floor)^alpha`
 (the popularity sampler's weights), and s is solved exactly by water-filling so that
 `sum_c b_c = m` (or every item, when m >= n). A sample is a set: no repeats, and
-`log_q = log b_c`, the expected count of c. Pair it with the `bernoulli` loss.
+`log_q = log b_c`, the expected count of c. `--sampler bernoulli` pairs it with the
+`bernoulli` loss.
 
 The number of negatives varies from draw to draw around its mean m (standard deviation
 `sqrt(sum b (1 - b)) <= sqrt(m)`): the shared ids tensor is simply as long as the draw.
-The draw is shared by the batch; `per_query` is always False.
+The draw is shared by the batch: its settings have no `per_query`.
 
 Drawing n coins would cost O(n) per batch. The draw here costs O(m log n) and is exact:
 items with b = 1 are always in; for the rest, K ~ Poisson(Lambda) ids are drawn with
@@ -18,12 +19,13 @@ Poisson(lambda_c), so c is in the set independently with probability `1 - e^-lam
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Literal
+
 import torch
 from torch import Tensor
 
-from training.config import SamplerConfig
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
-from training.samplers.popularity import CategoricalTable, popularity_weights
+from training.samplers.popularity import CategoricalTable, PopularityWeights, popularity_weights
 
 
 def inclusion_probabilities(weights: Tensor, num: int) -> Tensor:
@@ -81,13 +83,21 @@ class BernoulliTable:
         return torch.log(self.b.to(ids.device)[ids]).to(torch.float32)
 
 
-@register_sampler("bernoulli")
+class BernoulliSettings(PopularityWeights):
+    """`sampler: {name: bernoulli}`: a set of mean size m, log q = log b."""
+
+    name: Literal["bernoulli"] = "bernoulli"
+    inclusion_probability: ClassVar[bool] = True
+    pairs_with: ClassVar[dict[str, dict[str, Any]]] = {"loss": {"name": "bernoulli"}}
+
+
+@register_sampler(BernoulliSettings)
 class BernoulliSampler(Stateless):
     """Shared Bernoulli sample of mean size m; `log_q = log b` (see the module docstring)."""
 
     per_query = False  # one shared set per batch
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+    def __init__(self, cfg: BernoulliSettings, ctx: SamplerContext) -> None:
         self.weights = popularity_weights(cfg, ctx)
         self.num_negatives = cfg.num_negatives
         self.tables: dict[int, BernoulliTable] = {}

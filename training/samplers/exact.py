@@ -1,6 +1,6 @@
 """The exact sampler: draws from the current model's softmax exp(h.c / tau) over items 1..n.
 
-O(n d) per batch: the reference the kernel samplers approximate. `cfg.exact_nu` draws from
+O(n d) per batch: the reference the kernel samplers approximate. `cfg.nu` draws from
 softmax(nu h . c) instead: on L2-normalised vectors that is the exact Gaussian kernel
 exp(-nu ||h - c||^2 / 2) that `rff` estimates, i.e. rff with no RFF noise (its D -> infinity,
 one-bucket limit), so it measures what a kernel of that sharpness can reach.
@@ -13,10 +13,13 @@ probability.
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from training.config import SamplerConfig
+from training.sampler_settings import PerQueryDraws, TracksTheTable
 from training.samplers.base import Negatives, SamplerContext, register_sampler
 
 _MAX_CHUNK_CELLS = 1 << 24  # query rows x items scored at once (bounds memory)
@@ -33,14 +36,29 @@ def _softmax_and_lse(logits: Tensor) -> tuple[Tensor, Tensor]:
     return probs, top - probs.gather(1, at).log()
 
 
-@register_sampler("exact")
+class ExactSettings(TracksTheTable, PerQueryDraws):
+    """`sampler: {name: exact}`: per query by default."""
+
+    name: Literal["exact"] = "exact"
+    per_query: bool = True
+    nu: float | None = Field(
+        None, gt=0.0, description="Draw from softmax(nu h.c); None = 1 / the model's temperature."
+    )
+    own_temperature: ClassVar[str | None] = "nu"
+
+    def fixes_the_temperature(self) -> bool:
+        """Without its own `nu`, nu = 1 / tau at the start."""
+        return self.nu is None
+
+
+@register_sampler(ExactSettings)
 class ExactSampler:
     """Samples from the model's true softmax; see the module docstring."""
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+    def __init__(self, cfg: ExactSettings, ctx: SamplerContext) -> None:
         self.per_query = cfg.per_query
         self.num_items = ctx.num_items
-        self.nu = cfg.exact_nu if cfg.exact_nu is not None else 1.0 / ctx.temperature
+        self.nu = cfg.nu if cfg.nu is not None else 1.0 / ctx.temperature
         self.items: Tensor | None = None  # [n + 1, d]
 
     def refresh(self, item_emb: Tensor) -> None:

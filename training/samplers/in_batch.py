@@ -2,7 +2,7 @@
 
 The positives of a batch are N draws from the training data's item distribution
 `p_i = count_i / sum(count)`, so the expected count of item i among them is `N p_i`, and
-`log_q = log(N p_i)`. `num` and `per_query` are ignored: the result is always `[N]` shared.
+`log_q = log(N p_i)`. `num` is ignored: the result is always `[N]` shared.
 p comes from the training split's interaction counts (`SamplerContext.item_counts`), which
 also count each sequence's first item, never a target: an approximation of the targets'
 distribution that overrates items which often open a sequence (about one count in L, the
@@ -16,11 +16,13 @@ negative's row and DDP averages them like any other.
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 import torch
 from torch import Tensor
 
 from training import distributed
-from training.config import SamplerConfig
+from training.sampler_settings import SampledSettings
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
@@ -39,13 +41,21 @@ def data_probs(ctx: SamplerContext, floor: float = 0.0) -> Tensor:
     return counts / total
 
 
-@register_sampler("in-batch")
+class InBatchSettings(SampledSettings):
+    """`sampler: {name: in-batch}`: the batch's positives; `num_negatives` is not used."""
+
+    name: Literal["in-batch"] = "in-batch"
+    positives_as_negatives: ClassVar[bool] = True
+    uses_num_negatives: ClassVar[bool] = False
+
+
+@register_sampler(InBatchSettings)
 class InBatchSampler(Stateless):
     """Negatives = the batch's positives `[N]`; `log_q = log(N p_i)` (see module doc)."""
 
     per_query = False  # always one shared draw, the batch's positives
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+    def __init__(self, cfg: InBatchSettings, ctx: SamplerContext) -> None:
         self.log_p = torch.log(data_probs(ctx))  # -inf where an item is never a positive
         self.floored_log_p = torch.log(data_probs(ctx, floor=1.0))
 

@@ -1,7 +1,7 @@
 """Mixed negative sampling (Yang et al. 2020): in-batch positives plus m sampled items.
 
-The sampled part comes from the popularity table `(count + floor)^alpha`; set
-`popularity_alpha = 0` for the uniform mixture of the paper. The combined draw holds the N
+The sampled part comes from the popularity table `(count + floor)^alpha`; set `alpha: 0` for
+the uniform mixture of the paper. The combined draw holds the N
 positives (expected count of i: `N p_i`, p the data distribution) and m draws from q
 (`m q_i`), so every slot reports `log_q = log(N p_i + m q_i)`, the expected count of its id
 in the whole combined draw. Shared: ids `[N + m]`; per query: `[N, N + m]` (the positives
@@ -10,20 +10,29 @@ repeated on every row, then that row's own m draws).
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 import torch
 from torch import Tensor
 
-from training.config import SamplerConfig
+from training.sampler_settings import PerQueryDraws
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 from training.samplers.in_batch import data_probs
-from training.samplers.popularity import CategoricalTable, popularity_weights
+from training.samplers.popularity import CategoricalTable, PopularityWeights, popularity_weights
 
 
-@register_sampler("mixed")
+class MixedSettings(PopularityWeights, PerQueryDraws):
+    """`sampler: {name: mixed}`: the batch's positives plus m popularity draws."""
+
+    name: Literal["mixed"] = "mixed"
+    positives_as_negatives: ClassVar[bool] = True
+
+
+@register_sampler(MixedSettings)
 class MixedSampler(Stateless):
     """In-batch positives + `num` popularity/uniform draws; see the module docstring."""
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+    def __init__(self, cfg: MixedSettings, ctx: SamplerContext) -> None:
         self.per_query = cfg.per_query
         self.num_negatives = cfg.num_negatives
         self.table = CategoricalTable(popularity_weights(cfg, ctx))

@@ -6,11 +6,13 @@ Also owns `CategoricalTable`, the O(log n)-per-draw inverse-CDF sampler that `mi
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from training.config import SamplerConfig
+from training.sampler_settings import PerQueryDraws, SampledSettings
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
@@ -43,22 +45,35 @@ class CategoricalTable:
         return self.probs.to(ids.device)[ids]
 
 
-def popularity_weights(cfg: SamplerConfig, ctx: SamplerContext) -> Tensor:
+class PopularityWeights(SampledSettings):
+    """Settings of a sampler whose proposal is q ~ (count + floor)^alpha (popularity, mixed)."""
+
+    alpha: float = Field(0.75, ge=0.0, description="q ~ (count + floor)^alpha.")
+    floor: float = Field(1.0, ge=0.0, description="Added to counts so unseen items are drawn.")
+
+
+class PopularitySettings(PopularityWeights, PerQueryDraws):
+    """`sampler: {name: popularity}`."""
+
+    name: Literal["popularity"] = "popularity"
+
+
+def popularity_weights(cfg: PopularityWeights, ctx: SamplerContext) -> Tensor:
     """`[n + 1]` weights `(count + floor)^alpha` (index 0 set to 0)."""
     counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
-    w = (counts + cfg.popularity_floor).pow(cfg.popularity_alpha)
+    w = (counts + cfg.floor).pow(cfg.alpha)
     w[0] = 0.0
     return w
 
 
-@register_sampler("popularity")
+@register_sampler(PopularitySettings)
 class PopularitySampler(Stateless):
     """Draws item_idx with q_i proportional to `(count_i + floor)^alpha`; `log_q = log(m q_i)`.
 
     Shared `[m]` negatives by default, `[N, m]` with `cfg.per_query`. Stateless.
     """
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+    def __init__(self, cfg: PopularitySettings, ctx: SamplerContext) -> None:
         self.per_query = cfg.per_query
         self.table = CategoricalTable(popularity_weights(cfg, ctx))
 

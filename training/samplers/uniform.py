@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import Tensor
 
-from training.config import SamplerConfig
+from training.sampler_settings import PerQueryDraws
 from training.samplers.base import Negatives, SamplerContext, Stateless, register_sampler
 
 
-@register_sampler("uniform")
+class UniformSettings(PerQueryDraws):
+    """`sampler: {name: uniform}`: the default sampler (m = 256, shared)."""
+
+    name: Literal["uniform"] = "uniform"
+
+
+@register_sampler(UniformSettings)
 class UniformSampler(Stateless):
     """Draws item_idx uniformly from 1..n; `log_q = log(m / n)` for every draw.
 
     Shared `[m]` negatives by default, `[N, m]` with `cfg.per_query`. Stateless.
     """
 
-    def __init__(self, cfg: SamplerConfig, ctx: SamplerContext) -> None:
+    def __init__(self, cfg: UniformSettings, ctx: SamplerContext) -> None:
         self.num_items = ctx.num_items
         self.per_query = cfg.per_query
 

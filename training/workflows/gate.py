@@ -104,7 +104,7 @@ def gate_rows(
     are left out, unless no row would be left. `fresh`: the user_idx of the users with
     events the served model did not see.
     """
-    if served is None or not served.trained_on_val:
+    if served is None or not served.manifest.trained_on_val:
         return val
     unseen = val.filter(pl.col("user_idx").is_in(fresh.implode()))
     return unseen if unseen.height else val
@@ -118,7 +118,7 @@ def _candidate_metrics(
     A candidate written without that record (by a retrain from before refits, never refit) is
     ranked here.
     """
-    recorded = (candidate.manifest.get("metrics") or {}).get("gate")
+    recorded = candidate.manifest.metrics.get("gate")
     return dict(recorded) if recorded is not None else _val_metrics(candidate, rows, gate)
 
 

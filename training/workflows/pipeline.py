@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ from training import distributed
 from training.config import RecsysConfig
 from training.loop.datamodule import item_counts
 from training.loop.lit_module import RetrievalModule
-from training.loop.trainer import FULL, Fitted, fit
+from training.loop.trainer import Fitted, fit
 from training.precision import resolve_precision
+from training.sampler_settings import FullSoftmax
 from training.workflows.refit import refit
 from training.workflows.scoring import VAL_TEST, measure, rows_metrics
 
@@ -111,7 +113,7 @@ def train(
 
     Args:
         ws: The home (events, runs, models).
-        cfg: The run config; `sampler.name == "full"` trains with the full softmax.
+        cfg: The run config (`sampler.name: full` trains with the full softmax).
         dataset: See `data.datasets.prepare_dataset`.
         layout: The dataset's logs' format and column names.
         version: Bundle name (default: a new sortable name); also the run id.
@@ -151,7 +153,7 @@ def train_on(
     resumable: bool = False,
     patience: int | None = None,
     refit_epochs: int | None = None,
-    manifest: dict[str, Any] | None = None,
+    retrain: bundle.RetrainOrigin | None = None,
     measured: tuple[str, ...] = VAL_TEST,
     gate_rows: pl.DataFrame | None = None,
     **trainer_overrides: Any,
@@ -171,7 +173,7 @@ def train_on(
         resumable: Keep `last.ckpt` and resume from it (see `fit`).
         patience: Early-stopping patience (default: `cfg.train.patience`).
         refit_epochs: The refit's epochs (default: `cfg.train.refit_epochs`).
-        manifest: Extra manifest fields.
+        retrain: Where a retrain's candidate came from (its manifest's `retrain`).
         measured: The splits measured at the end (a study on validation leaves test out).
         gate_rows: Val rows the best round is also ranked on, before a refit trains on them
             (the retrain gate's): `metrics["gate"]`.
@@ -204,7 +206,7 @@ def train_on(
     metrics = {**val, **rest}
     result = _result(cfg, fitted, version, label, metrics, run_dir)
     if export:
-        path = export_bundle(ws, cfg, fitted.module, splits, result, manifest or {})
+        path = export_bundle(ws, cfg, fitted.module, splits, result, retrain)
         result.bundle = str(path)
     owner.finish(ws.run_owner_path(version))
     return result
@@ -236,12 +238,12 @@ def _result(
     metrics: dict[str, dict[str, float]],
     run_dir: Path,
 ) -> TrainResult:
-    epochs = len(fitted.epoch_seconds)
+    epochs, sampler = len(fitted.epoch_seconds), cfg.sampler
     return TrainResult(
         version=version,
         dataset=label,
-        sampler=cfg.sampler.name,
-        num_negatives=cfg.sampler.num_negatives if cfg.sampler.name != FULL else None,
+        sampler=sampler.name,
+        num_negatives=None if isinstance(sampler, FullSoftmax) else sampler.num_negatives,
         metrics=metrics,
         train_seconds=round(fitted.seconds, 3),
         epochs=epochs,
@@ -260,29 +262,25 @@ def export_bundle(
     module: RetrievalModule,
     splits: Splits,
     res: TrainResult,
-    extra: dict[str, Any],
+    retrain: bundle.RetrainOrigin | None,
 ) -> Path:
     """Write the module as bundle `res.version`; the manifest names the event parts it saw."""
     log.info("writing model bundle %s", res.version)
     model = module.model.cpu().eval()
     emb = model.item_tower.all_embeddings().detach().numpy()
-    manifest = {
-        "dataset": res.dataset,
-        "events": list(splits.parts),
-        "temperature": module.current_temperature(),
-        "score": bundle.ABS_DOT if cfg.ranks_by_magnitude else bundle.DOT,
-        "sampler": {"name": res.sampler, "num_negatives": res.num_negatives},
-        "config": cfg.model_dump(),
-        "metrics": res.metrics,
-        "train_seconds": res.train_seconds,
-        "epochs": res.epochs,
-        "refit_epochs": res.refit_epochs,
-        **extra,
-    }
+    manifest = bundle.Manifest(
+        version=res.version, created_at=datetime.now(UTC).replace(microsecond=0),
+        dataset=res.dataset,
+        events=list(splits.parts), num_items=splits.num_items, model=cfg.model.model_copy(),
+        temperature=module.current_temperature(),
+        score=bundle.ABS_DOT if cfg.ranks_by_magnitude else bundle.DOT,
+        config=cfg.model_dump(exclude={"model"}), metrics=res.metrics,
+        train_seconds=res.train_seconds, epochs=res.epochs, refit_epochs=res.refit_epochs,
+        retrain=retrain,
+    )  # fmt: skip
     return bundle.write_bundle(
-        ws.models_dir, res.version, query_tower=model.query_tower,
-        model_cfg=cfg.model.model_dump(), num_items=splits.num_items, item_embeddings=emb,
-        items=_items_frame(ws, splits), manifest=manifest,
+        ws.models_dir, manifest, query_tower=model.query_tower, item_embeddings=emb,
+        items=_items_frame(ws, splits),
     )  # fmt: skip
 
 

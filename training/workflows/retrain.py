@@ -44,6 +44,7 @@ from data.workspace import Workspace
 from model import bundle
 from training import distributed
 from training.config import RecsysConfig
+from training.config_loading import stored_config
 from training.loop.checkpoints import final_checkpoint
 from training.workflows import journal as journal_file
 from training.workflows import warm_start
@@ -78,7 +79,7 @@ def served_config(models_dir: Path) -> dict[str, Any] | None:
     version = bundle.current_version(models_dir)
     if version is None:
         return None
-    config = dict(bundle.read_manifest(models_dir / version).get("config") or {})
+    config = stored_config(bundle.read_manifest(models_dir / version).run_config())
     if isinstance(config.get("train"), dict):
         config["train"] = {k: v for k, v in config["train"].items() if k not in HARDWARE}
     return config
@@ -154,7 +155,7 @@ def _resume_or_ingest(
             return journal
     key = _journal_key(prints, previous, cfg, req)
     report = ingest_once(ws, files, layout=req.layout)
-    served = bundle.read_manifest(ws.models_dir / previous) if previous else {}
+    served = bundle.read_manifest(ws.models_dir / previous) if previous else None
     # what this attempt trains on, so that a resumed one reads the same events and items: the
     # parts first, then the items (a part committed in between only adds unused item rows)
     parts = [p.stem.removeprefix("part-") for p in store.part_paths(ws)]
@@ -165,12 +166,12 @@ def _resume_or_ingest(
         "previous_version": previous,
         "parts": parts,
         "num_items": items,
-        "new_items": items - (served["num_items"] if served else 0),
+        "new_items": items - (served.num_items if served else 0),
         **_unseen_by_served(ws, served, parts, report),
         "rejected": report.rejected if report else 0,
     }
     # nothing new by the served model's own list of the parts it saw (older bundles have none)
-    saw_all = served.get("events") is not None and journal["new_events"] == 0
+    saw_all = served is not None and served.events is not None and journal["new_events"] == 0
     if saw_all and not (req.force or req.full):
         return {**journal, "nothing_new": True}  # no attempt: no journal to resume
     journal_file.write(ws, journal)
@@ -178,16 +179,16 @@ def _resume_or_ingest(
 
 
 def _unseen_by_served(
-    ws: Workspace, served: dict[str, Any], parts: list[str], report: IngestReport | None
+    ws: Workspace, served: bundle.Manifest | None, parts: list[str], report: IngestReport | None
 ) -> dict[str, int]:
     """`new_events` and `new_users`: in the event parts the served model was not trained on.
 
     Counted against the served bundle's parts, not this attempt's ingest, so that a retrain run
     again with other settings (say `--full` after a refused warm start) reports the same. A
     bundle from before manifests listed their parts: the parts other than this ingest's.
-    `served` is the served bundle's manifest ({} when nothing is served).
+    `served` is the served bundle's manifest (None when nothing is served).
     """
-    seen = served.get("events") if served else []
+    seen = served.events if served else []
     if seen is None:
         seen = [name for name in parts if report is None or name != report.ingest_id]
     paths, trained_on = {name: store.part_path(ws, name) for name in parts}, frozenset(seen)
@@ -204,7 +205,7 @@ def _users_unseen_by_served(
     ws: Workspace, served: bundle.ModelBundle | None, journal: dict[str, Any]
 ) -> pl.Series:
     """user_idx of the users with events in the attempt's parts the served model did not see."""
-    seen = set((served.manifest.get("events") or []) if served else [])
+    seen = set((served.manifest.events or []) if served else [])
     parts = journal.get("parts") or [p.stem.removeprefix("part-") for p in store.part_paths(ws)]
     fresh = store.read_events(ws, [store.part_path(ws, n) for n in parts if n not in seen])
     users = vocab.load_user_vocab(ws).lazy().select("user_id", "user_idx")
@@ -247,15 +248,13 @@ def _train_candidate(
     patience = cfg.retrain.patience if warm else None
     refit_epochs = cfg.retrain.refit_epochs if warm else None
     overrides = {**overrides, **_fit_epochs(cfg, req, warm)}
-    label = str(served.manifest.get("dataset", "workspace")) if served else "workspace"
-    extra = {
-        "previous_version": journal["previous_version"],
-        "warm_start": warm,
-        "since": req.since,
-    }
+    label = served.manifest.dataset if served else "workspace"
+    origin = bundle.RetrainOrigin(
+        previous_version=journal["previous_version"], warm_start=warm, since=req.since
+    )
     train_on(
         ws, cfg, splits, journal["version"], label, start=start, resumable=True,
-        patience=patience, refit_epochs=refit_epochs, manifest=extra, gate_rows=rows,
+        patience=patience, refit_epochs=refit_epochs, retrain=origin, gate_rows=rows,
         **overrides,
     )  # fmt: skip
 
@@ -277,9 +276,10 @@ def served_warm_start(
     ws: Workspace, cfg: RecsysConfig, splits: Splits, served: bundle.ModelBundle
 ) -> WarmStart:
     """A warm start from the served bundle's run (its final checkpoint, if kept) on `splits`."""
-    ckpt_path = final_checkpoint(ws.runs_dir / served.trained_as)  # the served weights
+    ckpt_path = final_checkpoint(ws.runs_dir / served.manifest.version)  # the served weights
     checkpoint = None
     if ckpt_path.is_file():
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    contexts = warm_start.new_item_contexts(splits.train, served.num_items, cfg.model.max_len)
+    old_items = served.manifest.num_items
+    contexts = warm_start.new_item_contexts(splits.train, old_items, cfg.model.max_len)
     return warm_start.from_served(served, checkpoint, cfg.retrain, contexts)

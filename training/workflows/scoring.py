@@ -21,6 +21,7 @@ from data.split import TRAIN_SCHEMA, Splits, build_splits
 from data.workspace import Workspace
 from model import bundle
 from training.config import EvalConfig, RecsysConfig
+from training.config_loading import stored_config
 from training.evaluation.metrics import all_missed
 from training.evaluation.ranking import evaluate_loader
 from training.loop.datamodule import SequenceDataModule, SplitsLike, eval_batches
@@ -107,7 +108,7 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
     if split not in VAL_TEST:
         raise RecsysInputError(f"--split must be val or test, got {split!r}")
     model = bundle.ModelBundle.load(bundle.resolve_bundle(ws.models_dir, version))
-    cfg = RecsysConfig.model_validate(model.manifest["config"])
+    cfg = RecsysConfig.model_validate(stored_config(model.manifest.run_config()))
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     rows = splits.val if split == "val" else splits.test
     metrics, examples = bundle_metrics(model, rows)
@@ -121,10 +122,10 @@ def evaluate(ws: Workspace, version: str | None = None, split: str = "test") -> 
         "version": model.version, "split": split, "examples": examples, "left_out": left_out,
         "metrics": metrics,
     }  # fmt: skip
-    if split == "val" and model.trained_on_val:
+    if split == "val" and model.manifest.trained_on_val:
         result["note"] = (
             f"{model.version} was refit on these validation events "
-            f"({model.manifest['refit_epochs']} epochs): its val metrics here are not held "
+            f"({model.manifest.refit_epochs} epochs): its val metrics here are not held "
             "out; its manifest's metrics.val are its best round's"
         )
     return result
@@ -146,17 +147,17 @@ def bundle_metrics(
         (`metrics.all_missed`) and 0.
 
     """
-    cfg = RecsysConfig.model_validate(model.manifest["config"])
+    cfg = RecsysConfig.model_validate(stored_config(model.manifest.run_config()))
     if evaluation is not None:
         cfg = cfg.model_copy(update={"eval": evaluation})
-    known = _within_catalogue(frame, model.num_items)
+    known = _within_catalogue(frame, model.manifest.num_items)
     if not known.height:
         return all_missed(cfg.eval.ks), 0
     log.info("ranking every item for %d rows with model %s", known.height, model.version)
     metrics = evaluate_loader(
         model.query_tower, torch.from_numpy(model.item_embeddings),
-        _rows_loader(known, model.num_items, cfg), float(model.manifest["temperature"]), cfg,
-        absolute=model.ranks_by_magnitude,
+        _rows_loader(known, model.manifest.num_items, cfg), model.manifest.temperature, cfg,
+        absolute=model.manifest.ranks_by_magnitude,
     )  # fmt: skip
     return metrics, known.height
 

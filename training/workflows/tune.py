@@ -7,8 +7,8 @@ round to Optuna and stops a trial that the median pruner judges hopeless. The st
 `OUT/study.db`, so the same command resumes (`training/tune_study.py`: killed trials, the
 budget spent, a sitting with other settings refused). Each trial's config and score go to
 `OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
-A sampler built on the model's starting temperature (`training/combinations.py`) leaves
-`model.learn_temperature` out of the search.
+A sampler built on the model's starting temperature (its settings'
+`fixes_the_temperature`) leaves `model.learn_temperature` out of the search.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
 from training import distributed
-from training.combinations import sampler_fixes_the_temperature
 from training.config import RecsysConfig
 from training.loop.checkpoints import MONITOR
 from training.loop.divergence import TrainingDivergedError
+from training.sampler_settings import validate_sampler
 from training.workflows.tune_study import minutes_spent, record_minutes_run, trial_minutes
 from training.workflows.tune_study import open_study as open_study_at
 
@@ -67,7 +67,7 @@ class TuneRequest:
     def space(self) -> dict[str, Callable[[optuna.Trial, str], Any]]:
         """The search space less the fixed keys (and a learned temperature the sampler refuses)."""
         left_out = set(self.fixed)
-        if sampler_fixes_the_temperature(self.base.sampler):
+        if self.base.sampler.fixes_the_temperature():
             left_out.add("model.learn_temperature")
         return {key: how for key, how in SEARCH_SPACE.items() if key not in left_out}
 
@@ -233,9 +233,15 @@ def trial_record(trial: optuna.trial.FrozenTrial, base: RecsysConfig) -> dict[st
 
 
 def best_settings(best: optuna.trial.FrozenTrial, base: RecsysConfig) -> dict[str, Any]:
-    """The best trial's config where it differs from the defaults, without the trial's cap."""
+    """The best trial's config where it differs from the defaults, without the trial's cap.
+
+    The sampler's settings are compared with its own class's defaults, its name with the
+    default sampler's.
+    """
     chosen = trial_config(base, best.params, 1.0).model_dump(mode="json")
     defaults = RecsysConfig().model_dump(mode="json")
+    own = validate_sampler({"name": base.sampler.name}).model_dump(mode="json")  # its defaults
+    defaults["sampler"] = {**own, "name": defaults["sampler"]["name"]}
     diff: dict[str, Any] = {}
     for section, values in chosen.items():
         changed = {k: v for k, v in values.items() if v != defaults[section][k]}

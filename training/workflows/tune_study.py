@@ -18,7 +18,6 @@ from typing import Any
 import optuna
 
 from data.errors import RecsysInputError
-from training.config import FORMER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +53,19 @@ def open_study(out: Path, seed: int, settings: dict[str, Any]) -> optuna.Study:
 def check_same_search(study: optuna.Study, settings: dict[str, Any], out: Path) -> None:
     """Keep `settings` on a study without trials; refuse a study whose trials had others.
 
-    `settings`: `{"base": {section.key: value}, "fixed": [section.key, ...]}`. A key one side
-    lacks (a config key added or removed by an upgrade in between) is not a difference, but for
-    a key whose default differs from what the study's trials ran with (`FORMER_DEFAULTS`).
+    `settings`: `{"base": {section.key: value}, "fixed": [section.key, ...]}`, resolved. A key
+    the study's record lacks was added since its trials ran, whose value then is unknown: it
+    counts as a difference. A key only the record has (removed since) is none.
     """
     stored = study.user_attrs.get(SEARCH)
     if stored is None or not study.get_trials(deepcopy=False):
         study.set_user_attr(SEARCH, settings)
         return
-    new = settings["base"]
-    former = {
-        f"{section}.{key}": value
-        for section, keys in FORMER_DEFAULTS.items() for key, value in keys.items()
-    }  # fmt: skip
-    old = {**{key: v for key, v in former.items() if key in new}, **stored["base"]}
+    old, new = stored["base"], settings["base"]
     changed = [
         f"{key}: {old[key]!r} in the study, {new[key]!r} now"
-        for key in sorted(old.keys() & new.keys()) if old[key] != new[key]
+        if key in old else f"{key}: not in the study (older than the key), {new[key]!r} now"
+        for key in sorted(new) if key not in old or old[key] != new[key]
     ]  # fmt: skip
     if stored["fixed"] != settings["fixed"]:
         changed.insert(0, f"--set keys {stored['fixed']} in the study, {settings['fixed']} now")

@@ -269,14 +269,14 @@ def from_served(
     init, shrink = cfg.new_item_init, (cfg.shrink, cfg.perturb)
     if checkpoint is not None:
         return WarmStart(
-            checkpoint["state_dict"], checkpoint.get("optimizer_states"), served.num_items,
+            checkpoint["state_dict"], checkpoint.get("optimizer_states"), served.manifest.num_items,
             init, contexts, *shrink,
         )  # fmt: skip
     state = {f"model.query_tower.{k}": v for k, v in served.query_tower.state_dict().items()}
-    if served.manifest["model"].get("learn_temperature", False):  # the learned tau goes on
-        state[LEARNED_TEMPERATURE] = torch.tensor(math.log(served.manifest["temperature"]))
-    if served.manifest["model"].get("share_embeddings", True) and QUERY_TABLE in state:
+    if served.manifest.model.learn_temperature:  # the learned tau goes on
+        state[LEARNED_TEMPERATURE] = torch.tensor(math.log(served.manifest.temperature))
+    if served.manifest.model.share_embeddings and QUERY_TABLE in state:
         state[ITEM_TABLE] = state[QUERY_TABLE]  # one table for both towers
     else:  # the item tower's raw table is not exported: its normalised rows stand in
         state[ITEM_TABLE] = torch.from_numpy(served.item_embeddings.copy())
-    return WarmStart(state, None, served.num_items, init, contexts, *shrink)
+    return WarmStart(state, None, served.manifest.num_items, init, contexts, *shrink)

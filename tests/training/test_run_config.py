@@ -1,0 +1,118 @@
+"""`build_run_config`: the layers' precedence, `--sampler`'s own defaults, strict sampler keys,
+and configs written before each sampler had its own settings class (`stored_config`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from data.errors import RecsysInputError
+from model.bundle.layout import MANIFEST
+from tests.serving.bundles import make_bundle
+from training.config import RecsysConfig
+from training.config_loading import build_run_config, load_stored_config, stored_config
+from training.sampler_settings import SETTINGS, FullSoftmax
+from training.samplers import SAMPLERS
+from training.workflows.retrain import served_config
+
+# A config's sampler section as recsys wrote it before (every sampler's keys, most prefixed):
+# what `--sampler rff --set sampler.rff_nu=4 --set sampler.leaf_size=64` resolved to.
+FLAT_RFF = {
+    "name": "rff", "num_negatives": 64, "per_query": True, "popularity_alpha": 0.75,
+    "popularity_floor": 1.0, "kernel_alpha": 100.0, "rff_features": 1024, "rff_nu": 4.0,
+    "rff_orthogonal": True, "exact_nu": None, "leaf_size": 64, "refresh_every": 100,
+    "score_floor": 0.001, "tapas_ratio": 8.0, "tapas_alpha": 0.75, "tapas_beta": 1.0,
+    "tapas_temperature": 1.0, "tapas_temperature_final": 0.05, "tapas_anneal": "exponential",
+    "tapas_correction": "presample", "tapas_shards": 1,
+}  # fmt: skip
+
+
+def test_defaults_are_the_uniform_sampler_with_256_shared_negatives() -> None:
+    cfg = build_run_config()
+    assert cfg == RecsysConfig() and set(SETTINGS) == {*SAMPLERS, FullSoftmax().name}
+    assert cfg.sampler.model_dump() == {"name": "uniform", "num_negatives": 256, "per_query": False}
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_the_sampler_flag_is_its_own_defaults_and_the_loss_it_pairs_with(name: str) -> None:
+    cfg = build_run_config(sampler=name)
+    assert cfg.sampler == SETTINGS[name]()
+    assert cfg.loss.name == SETTINGS[name].pairs_with.get("loss", {}).get("name", "sampled_softmax")
+
+
+def test_precedence_defaults_base_sampler_files_sets_flags(tmp_path: Path) -> None:
+    """--sampler: its defaults under the file and --set, its name over them (a flag)."""
+    base = {"sampler": {"name": "tapas", "ratio": 2.0}, "train": {"lr": 0.1, "seed": 5}}
+    path = tmp_path / "c.yaml"
+    path.write_text("sampler: {name: exact, leaf_size: 64, score_floor: 0.01}\ntrain: {lr: 0.2}\n")
+    cfg = build_run_config(
+        [path],
+        ["sampler.score_floor=0.02", "train.max_epochs=7"],
+        sampler="rff",
+        num_negatives=8,
+        max_epochs=3,
+        base=base,
+    )
+    assert cfg.sampler.model_dump() == {
+        **SETTINGS["rff"]().model_dump(), "num_negatives": 8, "leaf_size": 64, "score_floor": 0.02,
+    }  # fmt: skip
+    assert (cfg.train.lr, cfg.train.seed, cfg.train.max_epochs) == (0.2, 5, 3)
+
+
+def test_a_base_of_another_sampler_keeps_only_the_keys_the_new_one_has() -> None:
+    base = {"sampler": {"name": "tapas", "num_negatives": 32, "ratio": 2.0}}
+    cfg = build_run_config(overrides=["sampler.name=uniform"], base=base)
+    assert cfg.sampler.model_dump() == {"name": "uniform", "num_negatives": 32, "per_query": False}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["sampler.ratio=4"], "config sampler.ratio: not a key of the uniform sampler; its keys: "
+         "name, num_negatives, per_query"),
+        (["sampler.name=tapas", "sampler.tapas_ratio=4"], "config sampler.tapas_ratio: not a key "
+         "of the tapas sampler"),
+        (["sampler.name=full", "sampler.num_negatives=4"], "not a key of the full sampler"),
+        (["sampler.name=nope"], "config sampler.name: unknown sampler 'nope'; known: bernoulli"),
+        (["sampler=3"], "config sampler: expected a mapping"),
+        (["loss.name=nope"], "config loss.name: unknown loss 'nope'"),
+        (["loss.name=nce", "sampler.name=in-batch"], "negatives are the batch's positives"),
+    ],
+)  # fmt: skip
+def test_what_cannot_train_is_refused_once_with_one_line(
+    overrides: list[str], message: str
+) -> None:
+    with pytest.raises(RecsysInputError, match=message) as refused:
+        build_run_config(overrides=overrides)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_former_flat_sampler_section_reads_as_the_samplers_own_keys() -> None:
+    config = stored_config({"sampler": FLAT_RFF, "train": {"lr": 0.01}})
+    assert config["train"] == {"lr": 0.01}
+    assert config["sampler"] == {
+        "name": "rff", "num_negatives": 64, "per_query": True, "features": 1024, "nu": 4.0,
+        "orthogonal": True, "leaf_size": 64, "refresh_every": 100, "score_floor": 0.001,
+    }  # fmt: skip
+    flat_tapas = {**FLAT_RFF, "name": "tapas", "tapas_ratio": 2.0, "tapas_correction": "none"}
+    tapas = RecsysConfig.model_validate(stored_config({"sampler": flat_tapas})).sampler
+    assert tapas == SETTINGS["tapas"](num_negatives=64, ratio=2.0, correction="none")
+    full = RecsysConfig.model_validate(stored_config({"sampler": {**FLAT_RFF, "name": "full"}}))
+    assert full.sampler == FullSoftmax()
+    today = RecsysConfig().model_dump()
+    assert stored_config(today) == today  # today's format passes as it is
+
+
+def test_a_model_published_before_keeps_retraining_with_its_settings(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    path = make_bundle(models, "v1")
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["config"] = {"sampler": FLAT_RFF, "loss": {"name": "sampled_softmax"}}
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    cfg = build_run_config(overrides=["train.lr=0.01"], base=served_config(models))
+    assert cfg.sampler == SETTINGS["rff"](num_negatives=64, nu=4.0, leaf_size=64)
+    hparams = tmp_path / "hparams.yaml"  # a run's saved config, as Lightning wrote it
+    hparams.write_text(json.dumps({"sampler": FLAT_RFF}))  # JSON is YAML
+    assert load_stored_config(hparams).sampler == cfg.sampler

@@ -1,0 +1,147 @@
+"""The `sampler:` section: one typed settings class per sampler, chosen by its `name`.
+
+Each sampler's module defines its settings class (a subclass of `SampledSettings`) with its own
+defaults and capability flags, and registers it with the sampler in one call
+(`training.samplers.register_sampler`), which adds it to `SETTINGS`. A config's `sampler:`
+mapping is validated by `validate_sampler` against the class its `name` picks, so a sampler
+registered later (a plugin) is as valid as the built-in ones (`training.config` registers those
+first). `FullSoftmax` is the one kind that draws nothing. Torch-free: the CLI reads this at
+start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_core import InitErrorDetails
+
+from model.config import Section
+
+DEFAULT_SAMPLER = "uniform"  # the sampler of a `sampler:` section that names none
+
+
+class SamplerSettings(Section):
+    """What every sampler's settings say about it: its name and its capability flags.
+
+    Class attributes (not config keys):
+        positives_as_negatives: Its negatives include the batch's positives (noise that is
+            not independent of them).
+        unit_kernel: Its kernel follows the softmax on L2-normalised towers only.
+        inclusion_probability: `log_q` is log b, the probability that an id is in the draw
+            (a set), not the log of an expected count of draws with repeats.
+        pairs_with: What `--sampler NAME` sets in other sections (`{"loss": {"name": ...}}`),
+            before the config files and `--set` overrides.
+        own_temperature: The key giving the sampler a temperature of its own, when
+            `fixes_the_temperature` can be true (None: there is no such key).
+
+    """
+
+    name: str
+    positives_as_negatives: ClassVar[bool] = False
+    unit_kernel: ClassVar[bool] = False
+    inclusion_probability: ClassVar[bool] = False
+    pairs_with: ClassVar[dict[str, dict[str, Any]]] = {}
+    own_temperature: ClassVar[str | None] = None
+
+    def fixes_the_temperature(self) -> bool:
+        """Whether the sampler is built on the model's starting temperature (and keeps it)."""
+        return False
+
+    def reports_log_q(self) -> bool:
+        """Whether the negatives carry a `log_q` (tapas with `correction: none` does not)."""
+        return True
+
+
+class FullSoftmax(SamplerSettings):
+    """The full softmax over every item: no sampler, no negatives drawn."""
+
+    name: Literal["full"] = "full"
+
+
+class SampledSettings(SamplerSettings):
+    """Settings of a sampler that draws negatives.
+
+    Class attribute `uses_num_negatives`: False when the draw's size is not `num_negatives`
+    (in-batch: the batch's positives).
+    """
+
+    num_negatives: int = Field(256, ge=1, description="m negatives per batch, or per query.")
+    uses_num_negatives: ClassVar[bool] = True
+
+
+class PerQueryDraws(SampledSettings):
+    """A sampler that can draw each query's own negatives."""
+
+    per_query: bool = Field(False, description="Per-query negatives [N, m] instead of [m].")
+
+
+class TracksTheTable(SampledSettings):
+    """A sampler that keeps a copy of the item table, patched each step, rebuilt periodically."""
+
+    refresh_every: int = Field(
+        100, ge=1, description="Full rebuild every N steps (dense optimiser only)."
+    )
+
+
+AnySampler = FullSoftmax | SampledSettings  # what `RecsysConfig.sampler` holds
+
+
+def settings_name(settings: type[SamplerSettings]) -> str:
+    """The `name` a settings class answers to (its `name` field's default)."""
+    name = settings.model_fields["name"].default
+    if not isinstance(name, str):
+        raise TypeError(f"{settings.__name__}.name needs a default: the sampler's name")
+    return name
+
+
+SETTINGS: dict[str, type[FullSoftmax] | type[SampledSettings]] = {
+    settings_name(FullSoftmax): FullSoftmax
+}
+
+
+def register_settings(settings: type[SampledSettings]) -> str:
+    """Add `settings` to `SETTINGS` under its name; returns the name."""
+    name = settings_name(settings)
+    if name in SETTINGS:
+        raise ValueError(f"sampler {name!r} registered twice")
+    SETTINGS[name] = settings
+    return name
+
+
+def settings_class(name: Any) -> type[FullSoftmax] | type[SampledSettings] | None:
+    """The settings class registered under `name` (None: no such sampler)."""
+    return SETTINGS.get(name) if isinstance(name, str) else None
+
+
+def validate_sampler(value: Any) -> AnySampler:
+    """The settings class `value["name"]` picks, validated; unknown names and keys refused.
+
+    Raises:
+        ValidationError: at `name` for an unknown sampler (the message lists the known ones),
+            at a key the chosen sampler does not have (the message lists its keys).
+
+    """
+    if isinstance(value, FullSoftmax | SampledSettings):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError("expected a mapping: name and the sampler's settings")
+    name = value.get("name", DEFAULT_SAMPLER)
+    settings = settings_class(name)
+    if settings is None:
+        known = ", ".join(sorted(SETTINGS))
+        raise _error("name", name, f"unknown sampler {name!r}; known: {known}")
+    unknown = [key for key in value if key not in settings.model_fields]
+    if unknown:
+        keys = ", ".join(settings.model_fields)
+        message = f"not a key of the {name} sampler; its keys: {keys}"
+        raise _error(unknown[0], value[unknown[0]], message)
+    return settings.model_validate(value)
+
+
+def _error(key: str, value: Any, message: str) -> ValidationError:
+    """A validation error at `sampler.<key>`, as pydantic reports a field's."""
+    detail = InitErrorDetails(
+        type="value_error", loc=(key,), input=value, ctx={"error": ValueError(message)}
+    )
+    return ValidationError.from_exception_data("sampler", [detail])
