@@ -115,10 +115,10 @@ def folder_titles(path: Path) -> pl.DataFrame | None:
     return vocab.read_item_titles(items, "csv", "item_id", "title").titles
 
 
-def datasets_root() -> Path:
-    """Where dataset names are looked up: `$RECSYS_DATASETS`, else `../shared/datasets`."""
-    default = Path(__file__).resolve().parents[2] / "shared" / "datasets"  # beside the repo
-    return Path(os.environ.get(DATASETS_ENV_VAR) or default)
+def datasets_root() -> Path | None:
+    """Where dataset names are looked up: `$RECSYS_DATASETS` (None when it is not set)."""
+    root = os.environ.get(DATASETS_ENV_VAR)
+    return Path(root) if root else None
 
 
 def _dataset_path(dataset: str) -> Path:
@@ -126,11 +126,16 @@ def _dataset_path(dataset: str) -> Path:
     path = Path(dataset).expanduser()
     if path.exists():
         return path
-    named = datasets_root() / dataset
-    if "/" not in dataset and named.exists():
-        return named
+    root = datasets_root()
+    if root is None:
+        raise RecsysInputError(
+            f"--dataset {dataset}: no such file or folder; give a path, or set "
+            f"{DATASETS_ENV_VAR} to the folder of the named datasets"
+        )
+    if "/" not in dataset and (root / dataset).exists():
+        return root / dataset
     raise RecsysInputError(
-        f"--dataset {dataset}: no such file or folder (nor a dataset name in {datasets_root()})"
+        f"--dataset {dataset}: no such file or folder (nor a dataset name in {root})"
     )
 
 

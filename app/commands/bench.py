@@ -1,31 +1,36 @@
-"""`recsys bench ...`: reproducible benchmarks; each lives in its own module under app/bench/."""
+"""`recsys bench ...`: the repository's benchmarks (`python -m benchmarks`), from a checkout.
+
+The benchmark package is not part of the installed product: it is imported only when the
+command runs, and a product installed without the checkout says so.
+"""
 
 from __future__ import annotations
 
 import typer
 
-from app.bench import (
-    data_pipeline,
-    ddp,
-    events,
-    indexes,
-    profile,
-    quality,
-    samplers,
-    serving,
-    train_step,
-)
+from data.errors import RecsysInputError
 
-bench_app = typer.Typer(
-    help="Reproducible benchmarks; results go to benchmarks/results/ (see docs/benchmarks.md).",
-    no_args_is_help=True,
-)
 
-BENCHMARKS = (data_pipeline, ddp, events, indexes, profile, quality, samplers, serving, train_step)
+def bench(ctx: typer.Context) -> None:
+    """Reproducible benchmarks (`recsys bench --help`); the checkout's `python -m benchmarks`."""
+    try:
+        from benchmarks.cli import bench_app
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] != "benchmarks":
+            raise
+        raise RecsysInputError(
+            "recsys bench: the benchmarks are not installed with recsys; run it from the "
+            "repository checkout (python -m benchmarks)"
+        ) from None
+    command = typer.main.get_command(bench_app)
+    with command.make_context("recsys bench", list(ctx.args)) as sub:
+        command.invoke(sub)
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `recsys bench` and its subcommands."""
-    for module in BENCHMARKS:
-        module.register(bench_app)
-    app.add_typer(bench_app, name="bench")
+    """Attach `recsys bench`, which hands its arguments to the benchmarks' own command line."""
+    app.command(
+        "bench",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )(bench)

@@ -280,15 +280,6 @@ def test_ml100k_titles(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Non
     assert load_item_titles(ws)["1"] == "Toy Story"
 
 
-def test_bench_data_pipeline_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result = tmp_path / "bench.json"
-    out = run_inproc(capsys, "bench", "data-pipeline", "--events", "3000", "--json", str(result))
-    assert out.returncode == 0, out.stderr
-    payload = json.loads(result.read_text())
-    assert payload["accepted"] == 3000 and payload["reingest_rejected"] == 3000
-    assert set(payload["seconds"]) >= {"synth", "ingest", "reingest", "split_loo", "split_time"}
-
-
 def unwritable_folder(tmp_path: Path) -> Path:
     """A folder where no file can be made (read-only for a user; /sys or /proc for root)."""
     for folder in (tmp_path / "read-only", Path("/sys"), Path("/proc")):
@@ -304,24 +295,8 @@ def unwritable_folder(tmp_path: Path) -> Path:
 
 
 def test_unwritable_outputs_are_refused_before_the_work(
-    tmp_path: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = unwritable_folder(tmp_path)
     out = run_inproc(capsys, "synth", "--events", "100", "--out", str(folder / "x.csv"))
     assert out.returncode == 2 and "--out" in out.stderr and "cannot write" in out.stderr
-    args = ["bench", "data-pipeline", "--events", "3000", "--json", str(blocker / "x.json")]
-    out = run_inproc(capsys, *args)
-    assert out.returncode == 2 and "--json" in out.stderr and "synth:" not in out.stderr
-
-
-def test_a_device_or_a_symlink_is_written_in_place_not_replaced(tmp_path: Path) -> None:
-    from app.bench.options import json_result
-    from app.cli_common import require_writable
-
-    require_writable({"--json": Path("/dev/null")})  # a device that takes writes: accepted
-    json_result({"a": 1}, Path("/dev/null"))
-    assert Path("/dev/null").is_char_device()  # still the device, not a file renamed over it
-    target, link = tmp_path / "results.json", tmp_path / "link.json"
-    link.symlink_to(target)
-    json_result({"a": 2}, link)
-    assert link.is_symlink() and json.loads(target.read_text()) == {"a": 2}
