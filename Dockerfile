@@ -37,7 +37,6 @@ COPY model ./model
 COPY training ./training
 COPY serving ./serving
 COPY configs ./configs
-# Editable, so the YAML override sets under /app/configs are found next to the code.
 RUN pip install --index-url "${PIP_INDEX}" ${FIND_LINKS:+--find-links "${FIND_LINKS}"} \
         --no-deps -e . \
     && mkdir -p /data/workspace \
