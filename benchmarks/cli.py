@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from app.cli_common import setup_logging
+from benchmarks.docs_pages.pages import docs_pages
 from benchmarks.speed import (
     data_pipeline,
     ddp,
@@ -28,7 +29,7 @@ from data.errors import RecsysInputError
 
 bench_app = typer.Typer(
     help="Reproducible benchmarks; each run writes a record under benchmarks/results/<study>/ "
-    "(see docs/benchmarks.md). The studies run as `python -m benchmarks.studies.<name>`.",
+    "(docs/benchmarks/). The studies run as `python -m benchmarks.studies.<name>`.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -36,6 +37,7 @@ bench_app = typer.Typer(
 COMMANDS: dict[str, Callable[..., Any]] = {
     "data-pipeline": data_pipeline.data_pipeline,
     "ddp": ddp.ddp,
+    "docs-pages": docs_pages,
     "events": events.bench_events,
     "index": indexes.index,
     "profile": profile.profile_command,

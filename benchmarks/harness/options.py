@@ -36,7 +36,7 @@ def ints(text: str, option: str, minimum: int = 1) -> list[int]:
 def write_output(path: Path, write: Callable[[Path], Any]) -> None:
     """`write(file)` into `path`, atomically where `path` is (to be) a regular file.
 
-    A device, a pipe or a symlink's target (`--json /dev/null`) is written straight, since a
+    A device, a pipe or a symlink's target (`--out /dev/null`) is written straight, since a
     rename would replace it.
     """
     if path.is_symlink() or (path.exists() and not path.is_file()):

@@ -6,7 +6,7 @@ Steps, each timed on its own in a fresh temporary workspace:
 3. `reingest`: ingest the same CSV again, so every row is a duplicate of a stored event
    (the anti-join against the whole store at full size);
 4. `split_loo` and `split_time`: leave-one-out and a time cut at the median timestamp.
-The result (seconds per step, events per second, peak RSS) is a record (`--json`).
+The result (seconds per step, events per second, peak RSS) is a record (`--out`).
 """
 
 from __future__ import annotations
@@ -87,11 +87,11 @@ def data_pipeline(
         int, typer.Option("--seed", min=0, max=2**32 - 1, help="Random seed of the synthetic log.")
     ] = 0,
     json_path: Annotated[
-        Path, typer.Option("--json", help="Where to write the result record.")
+        Path, typer.Option("--out", help="Where to write the result record.")
     ] = RESULTS / "data_pipeline/data_pipeline.json",
 ) -> None:
     """Time synth, ingest (+ duplicate re-ingest) and splits on a synthetic log."""
-    require_writable({"--json": json_path})
+    require_writable({"--out": json_path})
     started = records.start()
     result = run_benchmark(events, seed)
     records.save(json_path, {"events": events, "seed": seed}, result, started)

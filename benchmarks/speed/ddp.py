@@ -6,9 +6,10 @@ item the log missed: the catalogue is all `--items`); then
 `recsys train` runs once per process count P, one epoch each, with the machine's cores split
 between the processes (cores / P threads each: never oversubscribed), sampled softmax over
 sparse item tables (at 1,000,000 items the full softmax's logits do not fit, see
-docs/operations.md). Examples per second = the epoch's training windows / the epoch's seconds;
-the epoch's seconds include one validation round over `train.val_users` = 200 users, a small
-share. Run it alone on the machine: the result records the load average before and after.
+docs/guides/gpus-and-data-parallel.md). Examples per second = the epoch's training windows /
+the epoch's seconds; the epoch's seconds include one validation round over `train.val_users`
+= 200 users, a small share. Run it alone on the machine: the result records the load average
+before and after.
 """
 
 from __future__ import annotations

@@ -115,11 +115,11 @@ def bench_events(
     repeats: Annotated[int, typer.Option(min=1, help="Timed rounds per store size.")] = 50,
     batch: Annotated[int, typer.Option(min=1, help="Events per POST.")] = 10,
     json_path: Annotated[
-        Path, typer.Option("--json", help="The result record (/dev/null: none).")
+        Path, typer.Option("--out", help="The result record (/dev/null: none).")
     ] = RESULTS / "events/events.json",
 ) -> None:
     """Time POST /events and the next /recommend of that user against the stored-log size."""
-    require_writable({"--json": json_path})
+    require_writable({"--out": json_path})
     sizes = options.ints(stored, "stored", minimum=0)
     setup = {
         "stored": sizes, "items": items, "repeats": repeats, "events_per_post": batch,

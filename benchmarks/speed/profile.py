@@ -30,6 +30,10 @@ def profile_command(
         int,
         typer.Option("--steps", min=0, help="Training steps, warm-up included (0: a whole epoch)."),
     ] = 0,
+    num_negatives: Annotated[
+        int | None,
+        typer.Option("--num-negatives", min=1, help="m of the samplers (default: each one's own)."),
+    ] = None,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch CPU threads.")] = 1,
     set_: Annotated[
         list[str] | None,
@@ -39,7 +43,7 @@ def profile_command(
         Path | None,
         typer.Option(help="Scratch home for the dataset (default: a temporary folder)."),
     ] = None,
-    json_path: Annotated[Path, typer.Option("--json", help="Result record.")] = RESULTS
+    json_path: Annotated[Path, typer.Option("--out", help="Result record.")] = RESULTS
     / "profile/profile.json",
     plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
     / "profile/profile.png",
@@ -52,9 +56,10 @@ def profile_command(
             f"--steps {steps}: the first {warmup} steps warm up and are not profiled; "
             f"give more than {warmup}, or 0 for a whole epoch"
         )
-    require_writable({"--json": json_path, "--plot": plot_path})
+    require_writable({"--out": json_path, "--plot": plot_path})
     config = {"dataset": dataset, "samplers": options.names(samplers, "samplers"),
-              "steps": steps, "threads": threads, "overrides": list(set_ or [])}  # fmt: skip
+              "steps": steps, "num_negatives": num_negatives, "threads": threads,
+              "overrides": list(set_ or [])}  # fmt: skip
     started = records.start()
     with tempfile.TemporaryDirectory(prefix="recsys-profile-") as tmp:
         metrics = step_profile.run_profiles(home or Path(tmp), dataset_source(dataset), config)

@@ -1,10 +1,11 @@
 """Sampler timing behind `bench samplers`: ms per batch of shared negatives, per update.
 
 For each catalogue size n: a random L2-normalised item table `[n + 1, d]` and B queries near
-random items; every sampler is built from the registry, refreshed, then timed drawing m shared
-negatives (median and minimum over the repeats, after one warm-up draw), and timed on
-`update` of 10,000 changed rows. The kernel samplers run with D = each of `--features`
-(rff: D frequencies, 2D features; quadratic: d^2 + 1 features, D not applicable).
+random items; every sampler is built from the registry with its settings class's defaults (but
+`per_query` off), refreshed, then timed drawing m shared negatives (median and minimum over the
+repeats, after one warm-up draw), and timed on `update` of 10,000 changed rows. The kernel
+samplers run with D = each of `--features` (rff: D frequencies, 2D features; quadratic: d^2 + 1
+features, D not applicable).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 import torch
 
 from benchmarks.harness import options
-from training.config import SamplerConfig
-from training.samplers import SAMPLERS, SamplerContext
+from benchmarks.harness.sampler_keys import own_keys
+from training.sampler_settings import SampledSettings, validate_sampler
+from training.samplers import SAMPLERS, SamplerContext, build_sampler
+from training.samplers.rff import RFFSettings
 
 BASELINES = ("uniform", "popularity", "exact", "quadratic")
 
@@ -51,28 +54,35 @@ def _times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     return out
 
 
-def _configs(features: list[int], leaf_sizes: list[int], dim: int) -> list[SamplerConfig]:
+def _shared(name: str, **values: Any) -> SampledSettings:
+    """`name`'s settings drawing shared negatives, with those of `values` that it has."""
+    cfg = validate_sampler({"name": name, **own_keys(name, {"per_query": False, **values})})
+    assert isinstance(cfg, SampledSettings), name  # every name timed here draws negatives
+    return cfg
+
+
+def _configs(features: list[int], leaf_sizes: list[int], dim: int) -> list[SampledSettings]:
     """The baselines once (quadratic's b is ceil((d^2 + 1) / d) anyway), rff per D and b.
 
     Leaf sizes that the tree raises to the same b (its floor ceil(2D / d): F = 2D features over
     d dimensions, the kernel tree's rule) run once.
     """
-    configs = [SamplerConfig(name=name, leaf_size=min(leaf_sizes)) for name in BASELINES]
+    configs = [_shared(name, leaf_size=min(leaf_sizes)) for name in BASELINES if name in SAMPLERS]
     for f in features:
         sizes = dict.fromkeys(max(b, math.ceil(2 * f / dim)) for b in leaf_sizes)
-        configs += [SamplerConfig(name="rff", rff_features=f, leaf_size=b) for b in sizes]
-    return [cfg for cfg in configs if cfg.name in SAMPLERS]
+        configs += [_shared("rff", features=f, leaf_size=b) for b in sizes]
+    return configs
 
 
 def bench_one(
-    cfg: SamplerConfig, emb: torch.Tensor, queries: torch.Tensor, args: dict[str, int]
+    cfg: SampledSettings, emb: torch.Tensor, queries: torch.Tensor, args: dict[str, int]
 ) -> dict[str, Any]:
     """Time one sampler on one table: draws of `args['num']` shared negatives, then update."""
     n, d = emb.shape[0] - 1, emb.shape[1]
     gen = torch.Generator().manual_seed(1)
     counts = torch.cat([torch.zeros(1), torch.rand(n, generator=gen) ** -1.2])
     ctx = SamplerContext(num_items=n, item_counts=counts, temperature=0.05)
-    sampler = SAMPLERS[cfg.name](cfg, ctx)
+    sampler = build_sampler(cfg, ctx)
     started = time.perf_counter()
     sampler.refresh(emb)
     build_s = time.perf_counter() - started
@@ -89,7 +99,7 @@ def bench_one(
         "batch": queries.shape[0],
         "num_negatives": args["num"],
         "dim": d,
-        "features": cfg.rff_features if cfg.name == "rff" else None,
+        "features": cfg.features if isinstance(cfg, RFFSettings) else None,
         "ms_per_batch": round(statistics.median(draws), 3),
         "ms_per_batch_min": round(min(draws), 3),
         "ms_update": round(statistics.median(updates), 3),

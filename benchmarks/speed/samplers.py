@@ -37,7 +37,7 @@ def samplers(
         ),
     ] = "8",
     threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads of torch.")] = 2,
-    json_path: Annotated[Path, typer.Option("--json", help="Result record.")] = RESULTS
+    json_path: Annotated[Path, typer.Option("--out", help="Result record.")] = RESULTS
     / "samplers/samplers.json",
     plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
     / "samplers/samplers.png",
@@ -45,7 +45,7 @@ def samplers(
     """Time drawing 1024 shared negatives for 256 queries, and updating 10,000 rows."""
     from benchmarks.speed.sampler_timing import plot, run_benchmark  # torch: only when run
 
-    require_writable({"--json": json_path, "--plot": plot_path})
+    require_writable({"--out": json_path, "--plot": plot_path})
     config = {
         "items": options.ints(items, "items"), "features": options.ints(features, "features"),
         "repeats": repeats, "leaf_sizes": options.ints(leaf_sizes, "leaf-size"),

@@ -244,7 +244,7 @@ def bench_serving(
     work_dir: Annotated[
         Path | None, typer.Option(help="Where bundles go (default: a temp dir).")
     ] = None,
-    json_path: Annotated[Path, typer.Option("--json", help="The result record.")] = RESULTS
+    json_path: Annotated[Path, typer.Option("--out", help="The result record.")] = RESULTS
     / "serving/serving.json",
     plot_path: Annotated[
         Path, typer.Option("--plot", help="Latency and throughput plot (PNG).")
@@ -255,7 +255,7 @@ def bench_serving(
     for name, value in (("--rate", rate), ("--duration", duration)):
         if not (math.isfinite(value) and value > 0):
             raise RecsysInputError(f"{name} must be a finite number > 0, got {value}")
-    require_writable({"--json": json_path, "--plot": plot_path})
+    require_writable({"--out": json_path, "--plot": plot_path})
     setup = {
         "items": sizes, "duration_s": duration, "concurrency": concurrency,
         "open_loop_rate": rate, "index": index,

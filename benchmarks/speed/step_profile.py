@@ -162,7 +162,8 @@ def _summary(
 def run_profiles(home: Path, dataset: str, setting: dict[str, Any]) -> dict[str, Any]:
     """Every sampler's profile on `dataset` (a path or `synthetic`): the metrics.
 
-    `setting`: `bench profile`'s options (samplers, steps, threads, overrides).
+    `setting`: `bench profile`'s options (samplers, steps, num_negatives, threads, overrides);
+    `num_negatives` is the m of every sampler but the full softmax, which draws none.
 
     Raises:
         RecsysInputError: a sampler's config is bad (an unknown name): before anything runs.
@@ -170,7 +171,11 @@ def run_profiles(home: Path, dataset: str, setting: dict[str, Any]) -> dict[str,
     """
     # fp32 (`--set train.precision=...` overrides it): the arithmetic limit is fp32's matmul rate
     sets = ["train.precision=fp32", *setting["overrides"]]
-    configs = [build_run_config(overrides=sets, sampler=s) for s in setting["samplers"]]
+    m = setting["num_negatives"]
+    configs = [
+        build_run_config(overrides=sets, sampler=s, num_negatives=None if s == "full" else m)
+        for s in setting["samplers"]
+    ]
     ws = Workspace(home)
     rows = [profile_sampler(ws, dataset, cfg, setting) for cfg in configs]
     return {"results": rows, "torch": torch.__version__, "platform": platform.platform()}

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from benchmarks.harness import options
+from benchmarks.harness.sampler_keys import own_keys
 from data.errors import RecsysInputError
 from training.config import RecsysConfig
 from training.config_loading import load_config
@@ -49,13 +50,18 @@ def random_batch(
 def step_config(
     sampler: str, tower: str, args: dict[str, Any], tapas_ratio: int | None = None
 ) -> RecsysConfig:
-    """The config of one timed cell: a sampler (tapas at one r) and a tower, fp32."""
-    ratio = [] if tapas_ratio is None else [f"sampler.tapas_ratio={tapas_ratio}"]
+    """The config of one timed cell: a sampler (tapas at one r) and a tower, fp32.
+
+    The sampler has its settings class's defaults, but m shared negatives (`per_query` off
+    where it has the key); the full softmax draws none.
+    """
+    ratio = {} if tapas_ratio is None else {"ratio": tapas_ratio}
+    wanted = {"num_negatives": args["num_negatives"], "per_query": False, **ratio}
+    drawn = own_keys(sampler, wanted)
     return load_config(
         overrides=[
-            *ratio,
             f"sampler.name={sampler}",
-            f"sampler.num_negatives={args['num_negatives']}",
+            *(f"sampler.{key}={json.dumps(value)}" for key, value in drawn.items()),
             f"model.dim={args['dim']}",
             f"model.tower={tower}",
             f"model.max_len={args['length']}",

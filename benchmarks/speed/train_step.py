@@ -38,12 +38,12 @@ def train_step(
         str,
         typer.Option(
             "--tapas-ratios",
-            help="tapas presample factors r, comma-separated: one row per r (`tapas_ratio`).",
+            help="tapas presample factors r, comma-separated: one row per r (its `tapas_ratio`).",
         ),
     ] = "8",
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed steps per cell.")] = 5,
     threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads of torch.")] = 2,
-    json_path: Annotated[Path, typer.Option("--json", help="Result record.")] = RESULTS
+    json_path: Annotated[Path, typer.Option("--out", help="Result record.")] = RESULTS
     / "train_step/train_step.json",
     plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
     / "train_step/train_step.png",
@@ -52,7 +52,7 @@ def train_step(
     from benchmarks.speed.step_timing import plot, run_benchmark  # torch: only when run
     from training.samplers import SAMPLERS
 
-    require_writable({"--json": json_path, "--plot": plot_path})
+    require_writable({"--out": json_path, "--plot": plot_path})
     names = options.names(samplers, "samplers")
     unknown = [s for s in names if s != "full" and s not in SAMPLERS]
     if unknown:

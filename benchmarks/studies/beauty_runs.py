@@ -1,6 +1,6 @@
 """Gather full-softmax tuning runs into one record and a plot of their validation curves.
 
-Usage: python -m benchmarks.studies.beauty_runs --json FILE --plot FILE LABEL=HOME [LABEL=HOME ...]
+Usage: python -m benchmarks.studies.beauty_runs --out FILE --plot FILE LABEL=HOME [LABEL=HOME ...]
 
 Each HOME is a `recsys train --home HOME ...` workspace; its newest published bundle gives the
 configuration, test/val metrics, epochs and training time (`models/<v>/manifest.json`) and its
@@ -80,7 +80,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
 
 def main(
     runs: Annotated[list[str], typer.Argument(help="LABEL=HOME pairs.")],
-    json_path: Annotated[Path, typer.Option("--json")],
+    json_path: Annotated[Path, typer.Option("--out")],
     plot_path: Annotated[Path, typer.Option("--plot")],
     note: Annotated[str, typer.Option(help="How the runs were made (machine, threads).")] = "",
 ) -> None:

@@ -1,6 +1,6 @@
 """Where a trained model puts popular and rare items: why a loss ranks at chance or not.
 
-Usage: python -m benchmarks.studies.loss_popularity RUN_DIR [RUN_DIR ...] --json OUT [--users U]
+Usage: python -m benchmarks.studies.loss_popularity RUN_DIR [RUN_DIR ...] --out OUT [--users U]
 
 Each RUN_DIR is a finished run (`HOME/runs/NAME`, e.g. the sweep's scratch homes, `--scratch`
 of `bench quality --grid`). For its best checkpoint, over a fixed sample of U validation users:
@@ -65,7 +65,7 @@ def measure(run_dir: Path, users: int) -> dict[str, Any]:
 
 def main(
     runs: Annotated[list[Path], typer.Argument(help="Finished run folders (HOME/runs/NAME).")],
-    json_out: Annotated[Path, typer.Option("--json", help="Result JSON.")],
+    json_out: Annotated[Path, typer.Option("--out", help="Result JSON.")],
     users: Annotated[int, typer.Option(help="Validation users sampled (fixed seed).")] = 2000,
 ) -> None:
     """Write each run's popularity figures as one record (`results`: one row a run)."""

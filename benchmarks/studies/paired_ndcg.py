@@ -1,7 +1,7 @@
 """Is a sampler's test NDCG@10 gap to the reference model real? A paired bootstrap over users.
 
 Usage: python -m benchmarks.studies.paired_ndcg --reference RUN --run RUN [--run RUN ...]
-    --json FILE [--resamples N] [--seed S]
+    --out FILE [--resamples N] [--seed S]
 
 RUN is a training run directory (`HOME/runs/NAME`, as `recsys train` or `bench quality
 --home HOME` leave them) holding `hparams.yaml` and `checkpoints/best.ckpt`. Every run is
@@ -27,7 +27,7 @@ from benchmarks.harness.paired import paired_report, per_user_ndcg
 def main(
     reference: Annotated[Path, typer.Option(help="Run directory of the reference model.")],
     run: Annotated[list[Path], typer.Option(help="Run directory to compare (repeatable).")],
-    json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
+    json_path: Annotated[Path, typer.Option("--out", help="Write the results here.")],
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:

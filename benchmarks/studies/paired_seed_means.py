@@ -1,7 +1,7 @@
 """Paired interval of one setting against another, each averaged over its seeds.
 
 Usage: python -m benchmarks.studies.paired_seed_means --reference A.npz --reference B.npz
-    --other C.npz --other D.npz [--json FILE]
+    --other C.npz --other D.npz [--out FILE]
 
 Each .npz is a run's per-user test NDCG@10 (`harness/paired.py`'s `save_per_user`, kept by
 `studies/retrain_warm.py` as `<variant>_test_ndcg.npz`); every file must rank the same
@@ -41,10 +41,10 @@ def main(
     reference: Annotated[list[Path], typer.Option(help="The reference's seeds (.npz).")],
     other: Annotated[list[Path], typer.Option(help="The compared setting's seeds (.npz).")],
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Keep the report here (a record).")
+        Path | None, typer.Option("--out", help="Keep the report here (a record).")
     ] = None,
 ) -> None:
-    """Print (and with --json keep) the seed means' interval and every seed pair's."""
+    """Print (and with --out keep) the seed means' interval and every seed pair's."""
     started = records.start()
     _same_rows([*reference, *other])
     report = paired_report(_side(reference), [_side(other)])

@@ -1,7 +1,7 @@
 """What `train.precision: bf16` buys on this CPU: matmuls, the SASRec tower, the full softmax.
 
 Usage: python -m benchmarks.studies.precision_speed
-    [--json benchmarks/results/precision_speed/precision_speed.json]
+    [--out benchmarks/results/precision_speed/precision_speed.json]
 
 Run it alone (a timing benchmark). With 1 and 2 threads, the median of repeated runs of:
 - a [560 x 256] x [256 x 12,102] product (amazon-beauty's targets a step against its table),
@@ -107,17 +107,17 @@ def cpu_flags() -> list[str]:
 
 
 def main() -> None:
-    """Time both thread counts; print the result, and keep it as a record with --json."""
+    """Time both thread counts; print the result, and keep it as a record with --out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     started = records.start()
     rows = [measure(threads) for threads in (1, 2)]
     payload = {"rows": rows, "cpu_bf16_flags": cpu_flags(), "torch": torch.__version__}
     print(json.dumps(payload, indent=1))
-    if args.json:
+    if args.out:
         config = {"threads": [1, 2], "targets": TARGETS, "dim": DIM, "items": ITEMS}
-        records.save(args.json, config, payload, started)
+        records.save(args.out, config, payload, started)
 
 
 if __name__ == "__main__":

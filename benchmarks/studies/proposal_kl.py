@@ -1,13 +1,13 @@
 """How far each sampler's proposal is from a trained model's softmax: KL(p || q) per sampler.
 
-Usage: python -m benchmarks.studies.proposal_kl --home HOME --json FILE [--run NAME]
+Usage: python -m benchmarks.studies.proposal_kl --home HOME --out FILE [--run NAME]
     [--queries N] [--rff-features D,D] [--rff-nu NU,NU] [--score-floors F,F] [--leaf-sizes B,B]
 
 HOME is a workspace with a training run (`recsys train`, or `bench quality --home HOME`);
 that run (the newest unless --run names one) gives the config (`hparams.yaml`) and the trained
 towers (`best.ckpt`). The queries are the query tower's vectors for the first `--queries`
 validation examples, as the training loop's `val/proposal_kl` uses them. Every sampler is
-built as training builds it (its `configs/samplers/<name>.yaml` preset), refreshed on the
+built as training builds it (its settings class's defaults), refreshed on the
 checkpoint's item table, and measured with `training.diagnostics.proposal_kl`: shared (one
 proposal for the batch, the one the shared draws use: the kernel samplers' summed kernel
 sum_b K(h_b, c), the exact sampler's equal-weight mixture of the queries' softmaxes) and, for
@@ -27,11 +27,11 @@ import typer
 
 from benchmarks import records
 from training.config import RecsysConfig
-from training.config_loading import build_run_config
 from training.diagnostics import proposal_kl
 from training.evaluation.ranking import rank_batch
 from training.loop.datamodule import SequenceDataModule, item_counts
 from training.loop.trainer import load_run
+from training.sampler_settings import SampledSettings, validate_sampler
 from training.samplers import SamplerContext, build_sampler
 
 
@@ -78,7 +78,7 @@ def measure(
     variants: list[tuple[str, dict[str, Any]]] = [("uniform", {}), ("popularity", {}),
                                                   ("exact", {}), ("quadratic", {})]  # fmt: skip
     variants += [
-        ("rff", {"rff_features": d, "rff_nu": nu, "score_floor": floor, "leaf_size": b})
+        ("rff", {"features": d, "nu": nu, "score_floor": floor, "leaf_size": b})
         for d in rff_features
         for nu in rff_nu
         for floor in score_floors
@@ -87,8 +87,8 @@ def measure(
     rows = []
     for name, extra in variants:
         for per_query in (False, True) if name in ("quadratic", "rff") else (False,):
-            preset = build_run_config(sampler=name)
-            sampler_cfg = preset.sampler.model_copy(update={**extra, "per_query": per_query})
+            sampler_cfg = validate_sampler({"name": name, **extra, "per_query": per_query})
+            assert isinstance(sampler_cfg, SampledSettings)  # each of `variants` draws
             sampler = build_sampler(sampler_cfg, ctx)
             if hasattr(sampler, "refresh"):
                 sampler.refresh(item_emb)
@@ -105,7 +105,7 @@ def measure(
 
 def main(
     home: Annotated[Path, typer.Option(help="Workspace with a training run.")],
-    json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
+    json_path: Annotated[Path, typer.Option("--out", help="Write the results here.")],
     queries: Annotated[int, typer.Option(help="Validation queries measured.")] = 256,
     rff_features: Annotated[str, typer.Option(help="Comma-separated RFF D values.")] = "128,512",
     rff_nu: Annotated[str, typer.Option(help="Comma-separated RFF kernel nu values.")] = "4",

@@ -1,7 +1,7 @@
 """Quality against bias: test NDCG@10 of trained runs against their proposal's KL to the model.
 
 Usage: python -m benchmarks.studies.quality_vs_kl --results FILE [--results FILE ...]
-    --negatives M --json OUT --plot OUT.png
+    --negatives M --out OUT --plot OUT.png
 
 Each FILE is the record of a `bench quality` run. Every run with m = M negatives becomes one
 point: x = `val/proposal_kl` at its best validation epoch (KL(model softmax || proposal), the
@@ -25,7 +25,7 @@ _PROTOCOL_KEYS = ("sampler.per_query",)  # set in every file, so it names no run
 
 
 def label(sampler: str, overrides: list[str]) -> str:
-    """`rff` + its file's naming overrides, e.g. `rff rff_features=1024 rff_nu=5 seed=43`."""
+    """`rff` + its file's naming overrides, e.g. `rff features=1024 nu=5 seed=43`."""
     keys = [o for o in overrides if o.startswith(_NAMING_KEYS) and not o.startswith(_PROTOCOL_KEYS)]
     return " ".join([sampler, *(k.split(".", 1)[1] for k in keys)])
 
@@ -80,7 +80,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 def main(
     results: Annotated[list[Path], typer.Option(help="A bench quality record (repeatable).")],
     negatives: Annotated[int, typer.Option(help="The m of the runs compared.")],
-    json_path: Annotated[Path, typer.Option("--json", help="Write the summary here.")],
+    json_path: Annotated[Path, typer.Option("--out", help="Write the summary here.")],
     plot_path: Annotated[Path, typer.Option("--plot", help="Write the PNG here.")],
 ) -> None:
     """Summarise the runs as a record and plot them."""

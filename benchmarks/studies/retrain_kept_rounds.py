@@ -1,7 +1,7 @@
 """Where a refit retrain's test NDCG@10 comes from: its kept round, and what the refit adds.
 
 Usage: python -m benchmarks.studies.retrain_kept_rounds --run HOME/runs/VERSION [--run ...]
-    --json FILE
+    --out FILE
 
 For each finished run of `studies/retrain_warm.py` (or any refit run) the kept round
 (`checkpoints/best.ckpt`) and the refit model (`checkpoints/refit.ckpt`) are ranked on the
@@ -42,7 +42,7 @@ def _checkpoint_figures(run: Path, checkpoint: str) -> dict[str, Any]:
 
 def main(
     run: Annotated[list[Path], typer.Option(help="A run directory (repeatable).")],
-    json_path: Annotated[Path, typer.Option("--json", help="Write the results here.")],
+    json_path: Annotated[Path, typer.Option("--out", help="Write the results here.")],
 ) -> None:
     """Rank each run's kept round and refit model; write a record with one row per run."""
     started = records.start()

@@ -81,7 +81,7 @@ VARIANTS = {
     "warm_refit_p1_e14_seed43": [*E14, *NO_CAP, "--set", "train.seed=43"],
     # ... and the warm fit capped at 8 rounds (`retrain.max_epochs`: the rounds the first-
     # plateau stop took one event back in fp32), each seed; not made the default (it cost 1.4-
-    # 1.7% of test NDCG@10 against the uncapped fit, docs/benchmarks.md)
+    # 1.7% of test NDCG@10 against the uncapped fit, docs/benchmarks/archive/benchmarks.md)
     "warm_refit_p1_e14_r8": [*E14, *R8],
     "warm_refit_p1_e14_r8_seed43": [*E14, *R8, "--set", "train.seed=43"],
     # ... and at 4 rounds with 20 refit epochs, each seed

@@ -2,7 +2,7 @@
 
 Usage:
     python -m benchmarks.studies.stopping_rules \
-        --json benchmarks/results/stopping_rules/stopping_rules.json
+        --out benchmarks/results/stopping_rules/stopping_rules.json
 
 Every committed run of the sampler comparison, the recipe study and the final grid (the
 final grid's earlier versions too, from git history, written before the record schema)
@@ -106,7 +106,7 @@ def summarise(curves: list[dict[str, Any]]) -> dict[str, Any]:
     return table
 
 
-def main(json_out: Annotated[Path, typer.Option("--json")]) -> None:
+def main(json_out: Annotated[Path, typer.Option("--out")]) -> None:
     """Replay every rule on every committed curve; write the summary and the per-curve stops."""
     started = records.start()
     curves = committed_curves()

@@ -1,14 +1,15 @@
 """How many of tapas's kept negatives are another position's target in the same batch.
 
-Usage: python -m benchmarks.studies.tapas_false_negatives RUN_DIR --json OUT [--batches B]
+Usage: python -m benchmarks.studies.tapas_false_negatives RUN_DIR --out OUT [--batches B]
        [--ratios 1,8] [--temperatures 1.0,0.7,0.05] [--num-negatives 64]
 
-The diagnostic docs/sampler_comparison.md asks for ("Why tapas r = 8 is not better than r = 1
+The diagnostic docs/benchmarks/archive/sampler_comparison.md asks for ("Why tapas r = 8 is not
+better than r = 1
 here"). RUN_DIR is a finished run (`HOME/runs/NAME`); its best checkpoint stands in for the
 model in the middle of a training. For B training batches in the training order of a seed (the
 run's batch size and windows, every position a query), the query tower encodes every position
 (eval mode); then, for each ratio r and second-pass temperature tau, a tapas sampler with the
-run's tapas settings (`configs/samplers/tapas.yaml` for a run of another sampler) draws
+run's tapas settings (tapas's defaults for a run of another sampler) draws
 the batch's m shared negatives (the comparison sweep's m = 64 by default) from the model's
 item table. Per (r, tau), over the B batches:
 
@@ -35,15 +36,12 @@ import torch
 import typer
 
 from benchmarks import records
-from benchmarks.paths import REPO
-from training.config_loading import load_config
+from training.config_loading import load_stored_config
 from training.corrections import query_windows
 from training.loop.datamodule import SequenceDataModule, item_counts
 from training.loop.trainer import load_run
-from training.samplers import build_sampler
 from training.samplers.base import SamplerContext
-
-TAPAS_PRESET = REPO / "configs" / "samplers" / "tapas.yaml"
+from training.samplers.tapas import TapasSampler, TapasSettings
 
 
 def encoded_batches(run_dir: Path, batches: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
@@ -72,16 +70,13 @@ def encoded_batches(run_dir: Path, batches: int) -> tuple[list[tuple[Any, ...]],
 
 def tapas_sampler(
     run_dir: Path, ratio: float, tau: float, m: int, num_items: int, counts: Any
-) -> Any:
-    """A tapas sampler with the run's tapas settings (the preset's if it ran another sampler)."""
-    files = [run_dir / "hparams.yaml"]
-    run = load_config(files, [])
-    if run.sampler.name != "tapas":
-        files.append(TAPAS_PRESET)
-    sets = ["sampler.name=tapas", f"sampler.tapas_ratio={ratio}", f"sampler.num_negatives={m}"]
-    cfg = load_config(files, sets).sampler
+) -> TapasSampler:
+    """A tapas sampler with the run's tapas settings (the defaults if it ran another sampler)."""
+    run = load_stored_config(run_dir / "hparams.yaml")
+    own = run.sampler if isinstance(run.sampler, TapasSettings) else TapasSettings()
+    cfg = TapasSettings.model_validate({**own.model_dump(), "ratio": ratio, "num_negatives": m})
     ctx = SamplerContext(num_items, counts.to(torch.float32), run.model.temperature)
-    sampler = build_sampler(cfg, ctx)
+    sampler = TapasSampler(cfg, ctx)
     sampler.temperature = tau  # held at tau, not annealed
     return sampler
 
@@ -131,7 +126,7 @@ def measure(
 
 def main(
     run: Annotated[Path, typer.Argument(help="A finished run folder (HOME/runs/NAME).")],
-    json_out: Annotated[Path, typer.Option("--json", help="Result JSON.")],
+    json_out: Annotated[Path, typer.Option("--out", help="Result JSON.")],
     batches: Annotated[int, typer.Option(help="Training batches encoded.")] = 50,
     ratios: Annotated[str, typer.Option(help="Comma-separated presample ratios r.")] = "1,8",
     temperatures: Annotated[

@@ -1,6 +1,6 @@
 """Which tapas settings train best: correction and temperature schedule, on synthetic data.
 
-Usage: python -m benchmarks.studies.tapas_settings [--json FILE]
+Usage: python -m benchmarks.studies.tapas_settings [--out FILE]
 
 The data and model of tests/training/test_samplers_learn.py (a synthetic log of 500 users,
 600 items, 12,000 events with planted sequential structure; d = 32, L = 20, B = 64), m = 16
@@ -29,23 +29,24 @@ from training.evaluation.ranking import evaluate_loader
 from training.loop.datamodule import SequenceDataModule, item_counts
 from training.loop.lit_module import RetrievalModule
 from training.losses import get_loss
+from training.sampler_settings import SampledSettings
 from training.samplers import SamplerContext, build_sampler
 
 # the model temperature of the committed results (the default then; 0.1 since the recipe study)
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64",
         "model.temperature=0.05"]  # fmt: skip
 TAU = {
-    "tau 0.05": ["sampler.tapas_temperature_final=null", "sampler.tapas_temperature=0.05"],
-    "tau 1 -> 0.05": ["sampler.tapas_temperature=1.0", "sampler.tapas_temperature_final=0.05"],
-    "tau 0.2": ["sampler.tapas_temperature_final=null", "sampler.tapas_temperature=0.2"],
+    "tau 0.05": ["sampler.temperature_final=null", "sampler.temperature=0.05"],
+    "tau 1 -> 0.05": ["sampler.temperature=1.0", "sampler.temperature_final=0.05"],
+    "tau 0.2": ["sampler.temperature_final=null", "sampler.temperature=0.2"],
 }
 GRID = {
     "uniform": ["sampler.name=uniform"],
     "popularity": ["sampler.name=popularity"],
-    "tapas r1 none": ["sampler.name=tapas", "sampler.tapas_ratio=1",
-                      "sampler.tapas_correction=none", *TAU["tau 0.05"]],
+    "tapas r1 none": ["sampler.name=tapas", "sampler.ratio=1",
+                      "sampler.correction=none", *TAU["tau 0.05"]],
     **{
-        f"tapas r8 {corr} {tau}": ["sampler.name=tapas", f"sampler.tapas_correction={corr}", *sets]
+        f"tapas r8 {corr} {tau}": ["sampler.name=tapas", f"sampler.correction={corr}", *sets]
         for tau, sets in TAU.items()
         for corr in ("none", "presample")
     },
@@ -68,6 +69,7 @@ def run(splits: Splits, extra: list[str], seed: int) -> dict[str, float]:
     counts = item_counts(splits)
     model = build_model(cfg.model, splits.num_items, sparse=False)
     ctx = SamplerContext(splits.num_items, counts, cfg.model.temperature)
+    assert isinstance(cfg.sampler, SampledSettings)  # every setting of the grid draws negatives
     module = RetrievalModule(model, cfg, build_sampler(cfg.sampler, ctx), get_loss(cfg.loss.name))
     pl.seed_everything(seed, verbose=False)
     dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
@@ -85,7 +87,7 @@ def run(splits: Splits, extra: list[str], seed: int) -> dict[str, float]:
 def main() -> None:
     """Train every setting of the grid with both seeds; keep their mean metrics as a record."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, default=RESULTS / "tapas_settings/tapas_settings.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "tapas_settings/tapas_settings.json")
     args = parser.parse_args()
     started = records.start()
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
@@ -98,7 +100,7 @@ def main() -> None:
         out[name] = {k: round(sum(r[k] for r in runs) / len(runs), 4) for k in keys}
         print(name, out[name], flush=True)
     config = {"grid": GRID, "tiny": TINY, "seeds": [0, 1], "epochs": 8}
-    records.save(args.json, config, out, started, threads=1)
+    records.save(args.out, config, out, started, threads=1)
 
 
 if __name__ == "__main__":

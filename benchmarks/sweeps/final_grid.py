@@ -7,7 +7,8 @@ several workers share the grid's runs, each claiming one, with fewer epochs each
 per dataset: the full softmax; uniform sampling at m = 256, the default sampler; and the
 comparison report's best sampler with at most 256 negatives, chosen there on validation
 (`exact` at m = 64: the best val NDCG@10 of every sampled run on both datasets,
-docs/sampler_comparison.md), which the issue's at-most-256-negatives target names. These runs
+docs/benchmarks/archive/sampler_comparison.md), which the issue's at-most-256-negatives target
+names. These runs
 rank the test split.
 
 The report (`bench quality-report --grid final`): test Recall@10 and NDCG@10 with a 95%

@@ -3,7 +3,7 @@
 `comparison`: every sampler on amazon-beauty and amazon-toys (below); `catalogue`: the
 samplers against the full softmax on a synthetic log over 1,000,000 items (at the end).
 
-A run is a `RunSpec`: a dataset, a sampler with its preset (`configs/samplers/<name>.yaml`),
+A run is a `RunSpec`: a dataset, a sampler with its preset (its settings class's defaults),
 m, optionally another loss and extra `--set` overrides. The grid is ordered so that the most
 informative runs come first, and it is planned again before every run, because one of its
 stages depends on results: the m = 16 and m = 256 runs on amazon-beauty are for the three
@@ -57,7 +57,7 @@ class RunSpec:
 
 
 def _tapas(dataset: str, ratio: int, m: int = M) -> RunSpec:
-    sets = (f"sampler.tapas_ratio={ratio}",)
+    sets = (f"sampler.ratio={ratio}",)
     return RunSpec(dataset, f"tapas-r{ratio}", "tapas", m, sets=sets)
 
 
@@ -131,7 +131,8 @@ def preset_check() -> list[RunSpec]:
     return [RunSpec(TOYS, "rff", "rff", 16)]
 
 
-# the defaults since the recipe study (docs/recipe_study.md), over the protocol's 0.05 and 50
+# the defaults since the recipe study (docs/benchmarks/archive/recipe_study.md), over the
+# protocol's 0.05 and 50
 TODAYS_MODEL = ("model.temperature=0.1", "model.max_len=20")
 
 
@@ -184,9 +185,7 @@ def catalogue(out: Path) -> tuple[list[RunSpec], int]:
         RunSpec(CATALOGUE, "uniform", "uniform", CATALOGUE_M, sets=SPARSE),
         RunSpec(CATALOGUE, "popularity", "popularity", CATALOGUE_M, sets=SPARSE),
         RunSpec(CATALOGUE, "rff", "rff", CATALOGUE_M, sets=(*SPARSE, "sampler.leaf_size=32")),
-        RunSpec(
-            CATALOGUE, "tapas-r8", "tapas", CATALOGUE_M, sets=(*SPARSE, "sampler.tapas_ratio=8")
-        ),
+        RunSpec(CATALOGUE, "tapas-r8", "tapas", CATALOGUE_M, sets=(*SPARSE, "sampler.ratio=8")),
         RunSpec(CATALOGUE, "in-batch", "in-batch", None, sets=SPARSE),
         RunSpec(CATALOGUE, "mixed", "mixed", CATALOGUE_M, sets=SPARSE),
     ]

@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.in_process import run_main
 
 
 def run_bench(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m benchmarks ARGS` in this process: its exit code and streams."""
     from benchmarks.cli import main
 
-    capsys.readouterr()
-    saved = sys.argv
-    sys.argv = ["benchmarks", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    finally:
-        sys.argv = saved
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, out.out, out.err)
+    return run_main(main, "benchmarks", capsys, *args)
 
 
 def write_record(

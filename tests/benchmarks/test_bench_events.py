@@ -14,7 +14,7 @@ def test_bench_events_times_post_then_recommend_on_an_empty_and_a_filled_store(
     out_json = tmp_path / "events.json"
     result = run_bench(
         capsys, "events", "--stored", "0,2000", "--items", "300", "--repeats", "3",
-        "--json", str(out_json),
+        "--out", str(out_json),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads(out_json.read_text())
@@ -39,6 +39,6 @@ def test_bench_events_refuses_an_unwritable_result_file_before_the_work(
 ) -> None:
     result = run_bench(
         capsys, "events", "--stored", "0", "--items", "300", "--repeats", "1",
-        "--json", str(blocker / "events.json"),
+        "--out", str(blocker / "events.json"),
     )  # fmt: skip
-    assert result.returncode == 2 and "--json" in result.stderr and "is a file" in result.stderr
+    assert result.returncode == 2 and "--out" in result.stderr and "is a file" in result.stderr

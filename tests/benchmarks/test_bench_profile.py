@@ -10,7 +10,7 @@ from tests.benchmarks.helpers import run_bench
 from training.loop.lit_module import PHASES
 
 TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "train.batch_size=16"]
-TINY += ["--set", "sampler.num_negatives=16"]
+TINY += ["--num-negatives", "16"]  # the full softmax draws none
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def test_profile_accounts_for_the_step_and_writes_files(
     out, png = tmp_path / "profile.json", tmp_path / "profile.png"
     args = ["profile", "--dataset", str(log), "--samplers", "full,uniform"]
     # the fewest steps: one profiled after the warm-up, and the gap before it
-    done = run_bench(capsys, *args, "--steps", "6", *TINY, "--json", str(out), "--plot", str(png))
+    done = run_bench(capsys, *args, "--steps", "6", *TINY, "--out", str(out), "--plot", str(png))
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
     assert record["config"]["samplers"] == ["full", "uniform"] and record["config"]["steps"] == 6
@@ -52,7 +52,7 @@ def test_too_few_steps_to_profile_is_an_error_about_the_option(
 ) -> None:
     out = tmp_path / "profile.json"
     args = ["profile", "--dataset", str(log), "--samplers", "full", "--steps", steps]
-    done = run_bench(capsys, *args, *TINY, "--json", str(out))
+    done = run_bench(capsys, *args, *TINY, "--out", str(out))
     assert done.returncode == 2 and f"--steps {steps}" in done.stderr
     assert str(log) not in done.stderr and not out.exists()
 
@@ -61,7 +61,7 @@ def test_an_unwritable_result_file_is_refused_before_the_work(
     log: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["profile", "--dataset", str(log), "--samplers", "full", "--steps", "6"]
-    for option in ("--json", "--plot"):
+    for option in ("--out", "--plot"):
         done = run_bench(capsys, *args, *TINY, option, str(blocker / "profile.out"))
         assert done.returncode == 2 and option in done.stderr
 
@@ -71,7 +71,7 @@ def test_a_bad_sampler_is_refused_before_any_is_profiled(
 ) -> None:
     home = tmp_path / "home"
     args = ["profile", "--dataset", str(log), "--samplers", "full,unifrom"]
-    args += ["--steps", "6", "--home", str(home), "--json", str(tmp_path / "profile.json")]
+    args += ["--steps", "6", "--home", str(home), "--out", str(tmp_path / "profile.json")]
     done = run_bench(capsys, *args, *TINY)
     assert done.returncode == 2 and "unknown sampler 'unifrom'" in done.stderr
     assert not home.exists()  # `full`'s dataset was not even ingested

@@ -161,15 +161,17 @@ def test_cross_table_puts_runs_of_both_datasets_side_by_side() -> None:
     assert cross_table({"amazon-beauty": beauty}) == []
 
 
-def test_every_run_of_the_catalogue_grid_trains(tmp_path: Path) -> None:
+def test_every_run_of_the_catalogue_grid_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The 1e6-item grid's settings, on a tiny log of the same name (m lowered to fit it)."""
     folder = tmp_path / "data" / sweep_grid.CATALOGUE
     folder.mkdir(parents=True)
     generate_events(120, 90, 1500, seed=6).write_csv(folder / "interactions.csv")
+    monkeypatch.setattr(sweep_grid, "CATALOGUE_M", 8)  # the full softmax has no m to set
     settings = sweep.Sweep(
         tmp_path / "out", tmp_path / "data", tmp_path / "scratch",
-        [*TINY, "train.max_epochs=1", "sampler.num_negatives=8", "train.val_users=30"],
-        {"enable_progress_bar": False},
+        [*TINY, "train.max_epochs=1", "train.val_users=30"], {"enable_progress_bar": False},
     )  # fmt: skip
     specs, planned = sweep_grid.catalogue(settings.out)
     assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 7

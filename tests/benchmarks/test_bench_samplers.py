@@ -15,7 +15,7 @@ def test_cli_times_every_sampler_and_each_rff_leaf_size(
     result = run_bench(
         capsys, "samplers", "--items", "300,600", "--features", "16,256",
         "--repeats", "1", "--leaf-size", "1,4", "--threads", "1",
-        "--json", str(out_json), "--plot", str(out_png),
+        "--out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads(out_json.read_text())
@@ -32,14 +32,14 @@ def test_cli_times_every_sampler_and_each_rff_leaf_size(
 
 
 def test_cli_rejects_a_bad_leaf_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result = run_bench(capsys, "samplers", "--leaf-size", "8,x", "--json", str(tmp_path / "x"))
+    result = run_bench(capsys, "samplers", "--leaf-size", "8,x", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "leaf-size" in result.stderr
 
 
 def test_cli_refuses_an_unwritable_result_file_before_the_work(
     blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for option in ("--json", "--plot"):
+    for option in ("--out", "--plot"):
         result = run_bench(
             capsys, "samplers", "--items", "300", "--features", "16", "--repeats", "1",
             "--threads", "1", option, str(blocker / "samplers.out"),

@@ -15,7 +15,7 @@ def test_bench_serving_loads_a_real_server_and_plots(
     result = run_bench(
         capsys, "serving", "--items", "2000", "--duration", "1", "--concurrency", "4",
         "--rate", "50", "--index", "flat", "--work-dir", str(tmp_path / "work"),
-        "--json", str(out_json), "--plot", str(out_png),
+        "--out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads(out_json.read_text())
@@ -50,7 +50,7 @@ def test_an_unwritable_result_file_is_refused_before_any_server(
     tmp_path: Path, blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     work = tmp_path / "work"
-    for option in ("--json", "--plot"):
+    for option in ("--out", "--plot"):
         result = run_bench(
             capsys, "serving", "--items", "2000", "--duration", "1",
             "--work-dir", str(work), option, str(blocker / "serving.out"),

@@ -16,7 +16,7 @@ def test_tapas_rows_carry_their_ratio_and_the_cost_ratio(
         capsys, "train-step", "--items", "400", "--samplers", "uniform,tapas",
         "--tapas-ratios", "1,8", "--towers", "mean", "--repeats", "1", "--batch", "16",
         "--num-negatives", "16", "--history", "5", "--threads", "1",
-        "--json", str(out_json), "--plot", str(out_png),
+        "--out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     payload = json.loads(out_json.read_text())["metrics"]

@@ -47,7 +47,7 @@ def test_cli_writes_results_plot_and_speedups(
     result = run_bench(
         capsys, "train-step", "--items", "300,600", "--samplers", "full,uniform,rff",
         "--towers", "mean", "--repeats", "1", "--batch", "16", "--num-negatives", "32",
-        "--history", "5", "--threads", "1", "--json", str(out_json), "--plot", str(out_png),
+        "--history", "5", "--threads", "1", "--out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads(out_json.read_text())
@@ -68,7 +68,7 @@ def test_cli_writes_results_plot_and_speedups(
 
 def test_cli_rejects_unknown_sampler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = run_bench(
-        capsys, "train-step", "--samplers", "full,nope", "--json", str(tmp_path / "x")
+        capsys, "train-step", "--samplers", "full,nope", "--out", str(tmp_path / "x")
     )
     assert result.returncode == 2
     assert "nope" in result.stderr and "uniform" in result.stderr
@@ -81,7 +81,7 @@ def test_cli_refuses_a_bad_tower_before_timing_any_cell(
     result = run_bench(
         capsys, "train-step", "--items", "300", "--samplers", "full",
         "--towers", "mean,sasrc", "--repeats", "1", "--batch", "8", "--history", "5",
-        "--threads", "1", "--json", str(out_json), "--plot", str(tmp_path / "steps.png"),
+        "--threads", "1", "--out", str(out_json), "--plot", str(tmp_path / "steps.png"),
     )  # fmt: skip
     assert result.returncode == 2 and "tower 'sasrc'" in result.stderr
     assert "ms_per_step" not in result.stderr  # no `mean` cell was timed first
@@ -91,7 +91,7 @@ def test_cli_refuses_a_bad_tower_before_timing_any_cell(
 def test_cli_refuses_an_unwritable_result_file_before_the_work(
     blocker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for option in ("--json", "--plot"):
+    for option in ("--out", "--plot"):
         result = run_bench(
             capsys, "train-step", "--items", "300", "--samplers", "full",
             "--towers", "mean", "--repeats", "1", "--threads", "1",

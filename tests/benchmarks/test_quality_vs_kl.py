@@ -24,7 +24,7 @@ def _row(
 
 def test_points_use_the_best_epoch_kl_and_name_each_setting(tmp_path: Path) -> None:
     base = {"overrides": ["train.patience=5", "sampler.per_query=true"]}
-    tuned = {"overrides": ["sampler.per_query=true", "sampler.rff_nu=5", "train.seed=43"]}
+    tuned = {"overrides": ["sampler.per_query=true", "sampler.nu=5", "train.seed=43"]}
     runs = {
         "full": (base, _row("full", None, 0.05, [(0.06, 0.0)])),
         "uniform_m64": (base, _row("uniform", 64, 0.044, [(0.05, 9.0), (0.055, 8.0)])),
@@ -39,7 +39,7 @@ def test_points_use_the_best_epoch_kl_and_name_each_setting(tmp_path: Path) -> N
     quality_vs_kl.main(paths, 64, out, png)
     summary = json.loads(out.read_text())["metrics"]
     assert summary["reference"]["ndcg@10"] == 0.05
-    assert [r["label"] for r in summary["results"]] == ["rff rff_nu=5 seed=43", "uniform"]
+    assert [r["label"] for r in summary["results"]] == ["rff nu=5 seed=43", "uniform"]
     rff, uniform = summary["results"]
     assert rff["proposal_kl"] == 6.0  # the best val epoch's KL, not the last one's
     assert uniform["proposal_kl"] == 8.0
