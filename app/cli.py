@@ -12,6 +12,7 @@ import os
 import select
 import signal
 import sys
+from importlib.metadata import version
 from typing import Annotated
 
 import typer
@@ -33,9 +34,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    """`--version`: print `recsys X.Y.Z` (the installed package's version) and exit 0."""
+    if asked:
+        typer.echo(f"recsys {version('recsys')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     setup_logging(verbose)
 

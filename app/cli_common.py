@@ -1,4 +1,4 @@
-"""Pieces every `recsys` command shares: common options, JSON output, output files, logging."""
+"""Pieces every `recsys` command shares: options, how --help shows them, JSON, files, logs."""
 
 from __future__ import annotations
 
@@ -9,22 +9,89 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
+from typer._click import Context
+from typer.core import TyperArgument, TyperOption
 
 from app.log_format import SafeFormatter
 from data.errors import RecsysInputError
 from data.workspace import HOME_ENV_VAR, Workspace
+
+
+class RegistryChoice:
+    """`parser=` of an option whose choices are a registry's names, read when it is used.
+
+    A plugin registered before the command runs is a choice too, and `--help` lists it; the
+    registry is read only then, so a registry that imports torch costs nothing to start.
+    """
+
+    def __init__(self, what: str, names: Callable[[], Iterable[str]]) -> None:
+        self.what = what
+        self.names = names
+
+    def __call__(self, text: str) -> str:
+        """`text` if it is a registered name.
+
+        Raises:
+            typer.BadParameter: another name (a usage error, exit 2, listing the known ones).
+
+        """
+        known = list(self.names())
+        if text not in known:
+            raise typer.BadParameter(f"unknown {self.what} {text!r}; known: {', '.join(known)}")
+        return text
+
+    def label(self) -> str:
+        """The choices as `--help` shows them: `<a|b|c>`."""
+        return f"<{'|'.join(self.names())}>"
+
+
+def _value_label(param: TyperOption | TyperArgument, ctx: Context) -> str | None:
+    """What `--help` shows a parameter takes: nothing for a flag, else its choices or metavar.
+
+    Typer's rich help prints every option's type, a flag's too (`--json <bool>`, as if it took
+    a value; its plain help leaves flags bare), and a repeated option's Python type
+    (`<list[Path]>`): this replaces that method of both parameter classes, in one place.
+    """
+    if isinstance(param, TyperOption) and (param.is_flag or param.count):
+        return None
+    descriptor = param.type_descriptor
+    if isinstance(descriptor.parameter_info.parser, RegistryChoice):
+        return descriptor.parameter_info.parser.label()
+    if isinstance(param, TyperOption) and param.metavar is not None:
+        return param.metavar  # an argument's metavar is its name, in the column before
+    if descriptor.is_list:  # several values: the type of one, then `...`
+        (element,) = get_args(descriptor.annotation)
+        return f"<{param._bare_type(element).lower()}>..."
+    label = param.display_type(ctx)
+    return "<text>" if label == "<str>" else label  # `str` is Python's word for it
+
+
+TyperOption.display_type_rich = _value_label  # type: ignore[method-assign,assignment]
+TyperArgument.display_type_rich = _value_label  # type: ignore[method-assign,assignment]
+
+
+def _sampler_names() -> list[str]:
+    """Every registered sampler's name (`full` included), built-in or a plugin's."""
+    from training.config import register_samplers
+    from training.sampler_settings import SETTINGS
+
+    register_samplers()
+    return sorted(SETTINGS)
+
 
 HomeOption = Annotated[
     Path | None,
     typer.Option(
         "--home",
         envvar=HOME_ENV_VAR,
-        help="Workspace directory (events, vocab, runs, models). Default: ./workspace.",
-        show_default=False,
+        metavar="<dir>",
+        help="Workspace directory (events, vocab, runs, models).",
+        show_default="./workspace",
     ),
 ]
 JsonOption = Annotated[
@@ -33,15 +100,50 @@ JsonOption = Annotated[
 ConfigOption = Annotated[
     list[Path] | None,
     typer.Option(
-        "--config", help="YAML config file (repeatable), keys as in configs/default.yaml."
+        "--config",
+        metavar="<file>",
+        help="YAML config file (repeatable), keys as in configs/default.yaml.",
     ),
 ]
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
+        metavar="<key=value>",
         help="Override section.key=value (repeatable); every key, with its default and "
         "meaning, is in configs/default.yaml.",
+    ),
+]
+
+
+def _minutes(text: str) -> float:
+    """`--max-minutes`: a number of minutes above 0 (BadParameter otherwise: exit 2)."""
+    try:
+        minutes = float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number") from None
+    if not minutes > 0:
+        raise typer.BadParameter("must be > 0")
+    return minutes
+
+
+MaxMinutesOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-minutes",
+        parser=_minutes,
+        metavar="<float>",
+        help="Wall-clock cap on training, in minutes (the best round is kept).",
+        show_default="train.max_minutes",
+    ),
+]
+SamplerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sampler",
+        parser=RegistryChoice("sampler", _sampler_names),
+        help="Negative sampler; full: the full softmax, which draws none.",
+        show_default="sampler.name",
     ),
 ]
 

@@ -12,7 +12,10 @@ from data.errors import RecsysInputError
 
 
 def bench(ctx: typer.Context) -> None:
-    """Reproducible benchmarks (`recsys bench --help`); the checkout's `python -m benchmarks`."""
+    """Run the repository's benchmarks, from a checkout (`recsys bench --help` lists them).
+
+    The same command line as `python -m benchmarks`.
+    """
     try:
         from benchmarks.cli import bench_app
     except ModuleNotFoundError as err:

@@ -12,7 +12,7 @@ from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 def clean(
     home: HomeOption = None,
     yes: Annotated[
-        bool, typer.Option("--yes", help="Remove what is listed (default: only list it).")
+        bool, typer.Option("--yes", help="Remove what is listed; without it, clean only lists.")
     ] = False,
     as_json: JsonOption = False,
 ) -> None:

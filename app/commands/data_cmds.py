@@ -6,28 +6,40 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
 from app.cli_common import HomeOption, JsonOption, emit_json, require_writable, workspace
 from data.datasets import ingest_paths
 from data.errors import RecsysInputError
-from data.formats import FORMATS, check_file, detect_format
+from data.formats import check_file, detect_format
 from data.ingest import LogLayout
 from data.synth import DEFAULT_SYNTHETIC, generate_events, write_events
 from data.vocab import read_item_titles, save_item_titles
 
 log = logging.getLogger("recsys.data")
 
+LogFormat = Literal["csv", "parquet", "ndjson"]  # data.formats.FORMATS (a test holds them equal)
 FormatOption = Annotated[
-    str | None,
-    typer.Option("--format", help=f"{'|'.join(FORMATS)}; default: from each file's extension."),
+    LogFormat | None,
+    typer.Option(
+        "--format", help="Format of every file.", show_default="from each file's extension"
+    ),
 ]
-UserColOption = Annotated[str, typer.Option("--user-col", help="User id column of the logs.")]
-ItemColOption = Annotated[str, typer.Option("--item-col", help="Item id column of the logs.")]
+UserColOption = Annotated[
+    str, typer.Option("--user-col", metavar="<column>", help="User id column of the logs.")
+]
+ItemColOption = Annotated[
+    str, typer.Option("--item-col", metavar="<column>", help="Item id column of the logs.")
+]
 TimeColOption = Annotated[
-    str, typer.Option("--time-col", help="Timestamp column of the logs: Unix seconds or ISO-8601.")
+    str,
+    typer.Option(
+        "--time-col",
+        metavar="<column>",
+        help="Timestamp column of the logs: Unix seconds or ISO-8601.",
+    ),
 ]
 
 
@@ -68,8 +80,12 @@ def ingest_items(
     path: Annotated[Path, typer.Argument(help="Item metadata file (csv, parquet, ndjson).")],
     home: HomeOption = None,
     fmt: FormatOption = None,
-    id_col: Annotated[str, typer.Option("--id-col", help="Item id column.")] = "item_id",
-    title_col: Annotated[str, typer.Option("--title-col", help="Title column.")] = "title",
+    id_col: Annotated[
+        str, typer.Option("--id-col", metavar="<column>", help="Item id column.")
+    ] = "item_id",
+    title_col: Annotated[
+        str, typer.Option("--title-col", metavar="<column>", help="Title column.")
+    ] = "title",
     as_json: JsonOption = False,
 ) -> None:
     """Store item titles (vocab/item_meta.parquet) for display in recommendations."""
@@ -92,22 +108,29 @@ def ingest_items(
 
 
 def synth(
-    out: Annotated[Path, typer.Option("--out", help="Output file: .csv or .parquet.")],
+    out: Annotated[
+        Path, typer.Option("--out", metavar="<file>", help="Output file: .csv or .parquet.")
+    ],
     users: Annotated[
-        int, typer.Option("--users", min=1, help="Number of users.")
+        int, typer.Option("--users", min=1, metavar="<int>", help="Number of users.")
     ] = DEFAULT_SYNTHETIC["users"],
     items: Annotated[
-        int, typer.Option("--items", min=1, help="Catalogue size (number of items).")
+        int,
+        typer.Option("--items", min=1, metavar="<int>", help="Catalogue size (number of items)."),
     ] = DEFAULT_SYNTHETIC["items"],
     events: Annotated[
-        int, typer.Option("--events", min=0, help="Number of events (rows) to write.")
+        int,
+        typer.Option("--events", min=0, metavar="<int>", help="Number of events (rows) to write."),
     ] = DEFAULT_SYNTHETIC["events"],
     seed: Annotated[
-        int, typer.Option("--seed", min=0, help="Random seed: the same seed writes the same log.")
+        int,
+        typer.Option(
+            "--seed", min=0, metavar="<int>", help="Random seed: the same seed writes the same log."
+        ),
     ] = 0,
     as_json: JsonOption = False,
 ) -> None:
-    """Write a synthetic log with planted sequential structure (see docs/data.md)."""
+    """Write a synthetic log with planted sequential structure (docs/reference/data-formats.md)."""
     if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise RecsysInputError(f"{out}: --out must end in .csv or .parquet")
     if out.parent and not out.parent.is_dir():

@@ -15,6 +15,7 @@ from app.cli_common import (
     ConfigOption,
     HomeOption,
     JsonOption,
+    MaxMinutesOption,
     SetOption,
     emit_json,
     workspace,
@@ -45,6 +46,7 @@ def retrain_command(
         list[Path],
         typer.Option(
             "--logs",
+            metavar="<path>",
             help="New log file or folder (repeat --logs for several); ingested once, by "
             "content: a file ingested before is not read again.",
         ),
@@ -57,14 +59,12 @@ def retrain_command(
     max_epochs: Annotated[
         int | None,
         typer.Option(
-            help="Upper bound on the fit's epochs (default: retrain.max_epochs, 2, for a "
-            "warm fit; train.max_epochs with --full or when that is null); 0: the warm start "
-            "itself is the candidate."
+            help="Upper bound on the fit's epochs; 0: the warm start itself is the candidate.",
+            show_default="retrain.max_epochs for a warm fit; train.max_epochs with --full or "
+            "when that is null",
         ),
     ] = None,
-    max_minutes: Annotated[
-        float | None, typer.Option(help="Wall-clock cap on training, in minutes.")
-    ] = None,
+    max_minutes: MaxMinutesOption = None,
     full: Annotated[
         bool, typer.Option("--full", help="Train from scratch instead of warm-starting.")
     ] = False,
@@ -73,7 +73,10 @@ def retrain_command(
     ] = False,
     since: Annotated[
         str | None,
-        typer.Option(help="Train only on events at or after this time (Unix s or ISO-8601)."),
+        typer.Option(
+            metavar="<time>",
+            help="Train only on events at or after this time (Unix seconds or ISO-8601).",
+        ),
     ] = None,
     config: ConfigOption = None,
     set_: SetOption = None,
@@ -96,8 +99,6 @@ def retrain_command(
     ws = workspace(home)
     if max_epochs is not None and max_epochs < 0:
         raise RecsysInputError("--max-epochs must be >= 0")
-    if max_minutes is not None and max_minutes <= 0:
-        raise RecsysInputError("--max-minutes must be > 0")
     cfg = build_run_config(
         config or [],
         set_ or [],

@@ -12,7 +12,7 @@ import json
 import logging
 import socket
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -20,7 +20,8 @@ from app.cli_common import HomeOption, JsonOption, emit_json, workspace
 from data.errors import RecsysInputError
 
 log = logging.getLogger("recsys.serve")
-models_app = typer.Typer(help="Model versions: list, show, roll back.")
+IndexKind = Literal["auto", "flat", "hnsw", "ivf", "ivfpq"]  # serving.index.INDEX_KINDS (tested)
+models_app = typer.Typer(help="List, show and roll back the published model versions.")
 VersionArgument = Annotated[
     str,
     typer.Argument(help="A published version: a folder name under models/ (see `models list`)."),
@@ -29,17 +30,31 @@ VersionArgument = Annotated[
 
 def serve(
     home: HomeOption = None,
-    host: Annotated[str | None, typer.Option(help="Bind address (env RECSYS_HOST).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (env RECSYS_PORT, default 8000).")] = None,
-    index: Annotated[
+    host: Annotated[
         str | None,
         typer.Option(
-            help="auto|flat|hnsw|ivf|ivfpq (env RECSYS_INDEX; parameters from RECSYS_HNSW_M, "
-            "RECSYS_IVF_NLIST, RECSYS_IVF_NPROBE, RECSYS_PQ_M, RECSYS_PQ_BITS...: docs/api.md)."
+            metavar="<address>", help="Bind address.", show_default="$RECSYS_HOST, else 127.0.0.1"
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(help="Port; 0: one the system picks.", show_default="$RECSYS_PORT, else 8000"),
+    ] = None,
+    index: Annotated[
+        IndexKind | None,
+        typer.Option(
+            help="Nearest-neighbour index; its parameters come from RECSYS_HNSW_M, "
+            "RECSYS_IVF_NLIST, RECSYS_IVF_NPROBE, RECSYS_PQ_M, RECSYS_PQ_BITS and the others "
+            "in docs/guides/serving.md.",
+            show_default="$RECSYS_INDEX, else auto",
         ),
     ] = None,
     reload_interval: Annotated[
-        float | None, typer.Option(help="Seconds between models/CURRENT polls; 0 = off.")
+        float | None,
+        typer.Option(
+            help="Seconds between models/CURRENT polls; 0: off.",
+            show_default="$RECSYS_RELOAD_INTERVAL, else 5",
+        ),
     ] = None,
 ) -> None:
     """Serve the published model over HTTP (one log line per request, with its latency)."""

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -19,6 +19,8 @@ from app.cli_common import (
     ConfigOption,
     HomeOption,
     JsonOption,
+    MaxMinutesOption,
+    SamplerOption,
     SetOption,
     emit_json,
     workspace,
@@ -33,6 +35,7 @@ from training.config_loading import build_run_config
 log = logging.getLogger("recsys.train")
 
 RETRAIN_ENV = "RECSYS_RETRAIN"
+Strategy = Literal["auto", "ddp"]  # train.strategy's values (a test holds them equal)
 
 
 def train_command(
@@ -40,40 +43,56 @@ def train_command(
     dataset: Annotated[
         str | None,
         typer.Option(
+            metavar="<path|name>",
             help="Log file or folder, or a dataset name, to ingest first (once per home), or "
-            "'synthetic' for a generated demo log in a home of its own. Default: the home's "
-            "events (none is an error).",
+            "'synthetic' for a generated demo log in a home of its own.",
+            show_default="the home's events; none is an error",
         ),
     ] = None,
     fmt: FormatOption = None,
     user_col: UserColOption = "user_id",
     item_col: ItemColOption = "item_id",
     time_col: TimeColOption = "timestamp",
-    sampler: Annotated[
-        str | None, typer.Option(help="Negative sampler name, or 'full' for full softmax.")
-    ] = None,
+    sampler: SamplerOption = None,
     num_negatives: Annotated[
         int | None,
-        typer.Option(help="m negatives: shared by the batch, or per query with sampler.per_query."),
+        typer.Option(
+            help="m negatives: shared by the batch, or per query with sampler.per_query.",
+            show_default="sampler.num_negatives",
+        ),
     ] = None,
-    max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
+    max_epochs: Annotated[
+        int | None,
+        typer.Option(help="Upper bound on epochs.", show_default="train.max_epochs"),
+    ] = None,
+    max_minutes: MaxMinutesOption = None,
     config: ConfigOption = None,
     set_: SetOption = None,
     version: Annotated[
-        str | None, typer.Option(help="Name of the published model version (default: a timestamp).")
+        str | None,
+        typer.Option(
+            metavar="<name>",
+            help="Name of the published model version.",
+            show_default="a timestamp",
+        ),
     ] = None,
     devices: Annotated[
         int | None,
         typer.Option(
-            help="Processes on this machine (train.devices): above 1, Lightning starts one "
-            "per device and trains data-parallel (gloo on CPU, nccl on GPU).",
+            help="Processes on this machine: above 1, Lightning starts one per device and "
+            "trains data-parallel (gloo on CPU, nccl on GPU).",
+            show_default="train.devices",
         ),
     ] = None,
     num_nodes: Annotated[
-        int | None, typer.Option(help="Machines, each running --devices processes.")
+        int | None,
+        typer.Option(
+            help="Machines, each running --devices processes.", show_default="train.num_nodes"
+        ),
     ] = None,
     strategy: Annotated[
-        str | None, typer.Option(help="Lightning strategy (train.strategy): auto or ddp.")
+        Strategy | None,
+        typer.Option(help="Lightning's strategy.", show_default="train.strategy"),
     ] = None,
     reuse_published: Annotated[
         bool,
@@ -86,14 +105,15 @@ def train_command(
     json_out: JsonOption = False,
 ) -> None:
     """Train a model, evaluate it on val and test, export and publish the bundle."""
-    hardware = {"devices": devices, "num_nodes": num_nodes, "strategy": strategy}
+    train_keys: dict[str, object] = {"devices": devices, "num_nodes": num_nodes}
+    train_keys |= {"strategy": strategy, "max_minutes": max_minutes}
     cfg = build_run_config(
         config or [],
         set_ or [],
         sampler=sampler,
         num_negatives=num_negatives,
         max_epochs=max_epochs,
-        options={"train": {key: value for key, value in hardware.items() if value is not None}},
+        options={"train": {key: value for key, value in train_keys.items() if value is not None}},
     )
     ws = workspace(home)
     if reuse_published and _reusable(ws, json_out):
@@ -147,9 +167,12 @@ def _reusable(ws: Workspace, json_out: bool) -> bool:
 def evaluate_command(
     home: HomeOption = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="Bundle version (default: CURRENT).")
+        str | None,
+        typer.Option(
+            "--model", metavar="<version>", help="Bundle version.", show_default="models/CURRENT"
+        ),
     ] = None,
-    split: Annotated[str, typer.Option(help="val or test.")] = "test",
+    split: Annotated[Literal["val", "test"], typer.Option(help="The split scored.")] = "test",
     json_out: JsonOption = False,
 ) -> None:
     """Recompute full-ranking metrics of a bundle on the home's split."""

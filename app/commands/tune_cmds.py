@@ -10,7 +10,15 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli_common import ConfigOption, HomeOption, JsonOption, SetOption, emit_json, workspace
+from app.cli_common import (
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    SamplerOption,
+    SetOption,
+    emit_json,
+    workspace,
+)
 from data.errors import RecsysInputError
 from training.config_loading import build_run_config
 
@@ -26,20 +34,27 @@ def tune_command(
     home: HomeOption = None,
     dataset: Annotated[
         str | None,
-        typer.Option(help="Log file or folder, or a dataset name, to ingest first (as train)."),
+        typer.Option(
+            metavar="<path|name>",
+            help="Log file or folder, or a dataset name, to ingest first (as train).",
+            show_default="the home's events; none is an error",
+        ),
     ] = None,
     trials: Annotated[int, typer.Option(help="Trials in all, counting earlier sittings.")] = 8,
-    sampler: Annotated[
-        str | None, typer.Option(help="Negative sampler of every trial, or 'full'.")
-    ] = None,
+    sampler: SamplerOption = None,
     config: ConfigOption = None,
     set_: SetOption = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Study, trials.json and best.yaml (default: <home>/tune)."),
+        typer.Option(
+            metavar="<dir>",
+            help="Folder of the study, trials.json and best.yaml.",
+            show_default="<home>/tune",
+        ),
     ] = None,
     seed: Annotated[
-        int, typer.Option(min=0, max=2**32 - 1, help="Seed of the search's sampler.")
+        int,
+        typer.Option(min=0, max=2**32 - 1, metavar="<int>", help="Seed of the search's sampler."),
     ] = 0,
     json_out: JsonOption = False,
 ) -> None:

@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,28 @@ def test_json_output_writes_non_finite_floats_as_null(capsys: pytest.CaptureFixt
     assert json.loads(capsys.readouterr().out) == {
         "metrics": {"ndcg@10": 0.5, "full_ce": None}, "runs": [None, 1],
     }  # fmt: skip
+
+
+class _BuiltError(Exception):
+    """Raised once the run config is built: the test stops the command there."""
+
+
+def test_train_max_minutes_reaches_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import app
+    from app.commands import train_cmds
+
+    built, real = [], train_cmds.build_run_config
+
+    def build(*args: Any, **kwargs: Any) -> None:
+        built.append(real(*args, **kwargs))
+        raise _BuiltError
+
+    monkeypatch.setattr(train_cmds, "build_run_config", build)
+    result = CliRunner().invoke(app, ["train", "--max-minutes", "2.5"])
+    assert isinstance(result.exception, _BuiltError)
+    assert built[0].train.max_minutes == 2.5
+    for bad in ("0", "-1", "nan", "soon"):
+        refused = CliRunner().invoke(app, ["train", "--max-minutes", bad])
+        assert refused.exit_code == 2 and "--max-minutes" in refused.output, bad

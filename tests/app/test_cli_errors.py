@@ -120,7 +120,7 @@ def test_a_reader_that_closed_the_pipe_ends_the_command_quietly_with_141(
     ("args", "made"),
     [
         (["tune", "--budget-minutes", "1", "--home", "{tmp}/home"], "home"),
-        (["bench", "data-pipeline", "--events", "10", "--json", "{tmp}/out.json"], "out.json"),
+        (["bench", "data-pipeline", "--events", "10", "--out", "{tmp}/out.json"], "out.json"),
     ],
 )
 def test_a_seed_outside_numpys_range_is_refused_before_any_work(

@@ -17,6 +17,7 @@ from data.store import read_events
 from data.vocab import load_item_titles
 from data.workspace import Workspace
 from tests.conftest import SHARED_DATASETS, shared_dataset
+from tests.in_process import run_main
 
 GOOD = "user_id,item_id,timestamp\nu1,a,1\nu1,b,2\nu2,a,3\n"
 
@@ -33,18 +34,7 @@ def run_inproc(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.Com
     Used where a subprocess adds nothing but start-up time; the unreadable-file cases keep
     the subprocess.
     """
-    capsys.readouterr()
-    saved = sys.argv
-    sys.argv = ["recsys", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    finally:
-        sys.argv = saved
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, out.out, out.err)
+    return run_main(main, "recsys", capsys, *args)
 
 
 def store_snapshot(ws: Workspace) -> dict[str, bytes]:

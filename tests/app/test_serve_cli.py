@@ -79,6 +79,9 @@ def test_rollback_refuses_unknown_or_broken_versions(ws: Workspace) -> None:
 def test_models_list_empty_and_serve_bad_option(ws: Workspace) -> None:
     assert "no models" in recsys_inproc("models", "list", "--home", str(ws.root))
     bad = recsys("serve", "--home", str(ws.root), "--index", "annoy", "--port", "0")
+    assert bad.returncode == 2 and "Invalid value for '--index'" in bad.stderr  # the parser's
+    env = {"RECSYS_INDEX": "annoy"}
+    bad = recsys("serve", "--home", str(ws.root), "--port", "0", env=env)
     assert bad.returncode == 2 and bad.stderr.startswith("error: setting index")
     cors = {"RECSYS_CORS_ORIGINS": "http://a.example"}  # not the JSON list the setting takes
     plain = recsys("serve", "--home", str(ws.root), "--port", "0", env=cors)

@@ -76,7 +76,6 @@ def test_train_json_then_evaluate(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--sampler", "nope"], "unknown sampler"),
         (["--num-negatives", "0"], "num-negatives"),
         (["--set", "model.dim=-3"], "model.dim"),
         (["--set", "model.dim=33"], "model.dim 33 is not divisible by model.num_heads 2"),
@@ -100,6 +99,15 @@ def test_bad_options_exit_2(
     code, out, err = _main(monkeypatch, capsys, "train", *args)
     assert code == 2 and out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_an_unknown_sampler_is_a_usage_error_naming_the_known_ones(
+    ws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    code, out, err = _main(monkeypatch, capsys, "train", "--sampler", "nope")
+    assert code == 2 and out == ""
+    assert "Invalid value for '--sampler': unknown sampler 'nope'; known: " in err
+    assert "tapas" in err and "full" in err
 
 
 def test_default_yaml_documents_the_defaults() -> None:
