@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.api.schemas import Item, RecommendResponse
+from app.api.schemas import ErrorResponse, Item, RecommendResponse
 from serving.batcher import RequestBatcher
 from serving.recommender import Recommender, Result, ScoredItem
 from serving.service import ModelService, ServiceStatus
@@ -31,6 +32,12 @@ async def batcher(request: Request) -> RequestBatcher:
     return found
 
 
+# The answer of `recommender` below, documented on every route that reads the model.
+NOT_READY: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorResponse, "description": "No model loaded yet, or none loadable."},
+}
+
+
 async def recommender(request: Request) -> Recommender:
     """The Recommender serving now, read once so a request never straddles a reload."""
     svc = service(request)
@@ -49,20 +56,36 @@ def _not_ready_detail(state: ServiceStatus) -> str:
     return "no model loaded yet; train one with `recsys train`"
 
 
-def check_token(request: Request, authorization: str | None, what: str) -> None:
+# The admin token as the schema's security scheme (so clients and fuzzers know the routes need
+# it); auto_error off: check_token answers, 404 when no token is set, before any 401.
+BEARER = HTTPBearer(
+    auto_error=False,
+    description="$RECSYS_ADMIN_TOKEN; a route it guards answers 404 while none is set.",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
+# The answers of check_token, documented on each route it guards.
+TOKEN_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "No bearer token, or a wrong one."},
+    404: {"model": ErrorResponse, "description": "No RECSYS_ADMIN_TOKEN set: the route is off."},
+}
+
+
+def check_token(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, what: str
+) -> None:
     """Refuse a request without `Bearer $RECSYS_ADMIN_TOKEN`.
 
     404 when no token is set (`what`, e.g. "admin routes are", names what is then off), 401
-    when the header is missing or the token wrong.
+    when the header is missing, of another scheme, or the token wrong.
     """
     token = request.app.state.settings.admin_token
     if not token:
         raise HTTPException(404, f"{what} disabled (no RECSYS_ADMIN_TOKEN set)")
-    scheme, _, given = (authorization or "").partition(" ")
     # Bytes, not str: compare_digest refuses non-ASCII str. The server decodes header bytes as
     # latin-1, so encoding back to latin-1 gives the bytes sent: a UTF-8 token's bytes.
-    matches = hmac.compare_digest(given.strip().encode("latin-1"), token.encode())
-    if scheme.lower() != "bearer" or not matches:
+    if credentials is None or not hmac.compare_digest(
+        credentials.credentials.encode("latin-1"), token.encode()
+    ):
         raise HTTPException(
             401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
         )

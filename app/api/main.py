@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import metadata
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -56,7 +57,7 @@ def create_app(settings: Settings | None = None, svc: ModelService | None = None
     app = FastAPI(
         title="recsys",
         summary="Two-tower next-item recommendations served from a faiss index.",
-        version="0.1.0",
+        version=metadata.version("recsys"),  # the schema's info.version and /health's
         lifespan=lifespan,
         responses=EVERY_ROUTE_ERRORS,
         strict_content_type=False,  # `curl -d '{...}'` without a JSON content type still works

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -28,8 +29,24 @@ MAX_ID_LENGTH = 256
 MAX_EVENTS = 10_000  # rows per POST /events (RECSYS_MAX_BODY_BYTES bounds the bytes)
 MAX_BATCH_ITEMS = 100_000  # the sum of k over a /recommend/batch body: answers built in one go
 
+
+def _whole_number(value: object) -> object:
+    """`value`, a float with no fractional part as its int: JSON Schema's integer has 10.0 too.
+
+    Strict mode refuses every float for an int field, while the published schema (type integer)
+    admits 10.0; text and booleans stay refused.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 ItemId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
-K = Annotated[int, Field(ge=1, le=MAX_K, description=f"Number of items, 1..{MAX_K}.")]
+K = Annotated[
+    int,
+    Field(ge=1, le=MAX_K, description=f"Number of items, 1..{MAX_K}."),
+    BeforeValidator(_whole_number),  # after the bounds, or the schema loses them
+]
 
 
 class _Body(BaseModel):
@@ -106,8 +123,15 @@ class ItemResponse(BaseModel):
     model_version: str
 
 
+class Health(BaseModel):
+    """Liveness answer: the process is up, and which release of recsys it runs."""
+
+    status: Literal["ok"]
+    version: str = Field(description="The installed recsys package's version.")
+
+
 class Status(BaseModel):
-    """Liveness / readiness answer; /ready adds the reload state (fields absent when unknown)."""
+    """Readiness answer: what is served, published and failed (fields absent when unknown)."""
 
     status: str
     model_version: str | None = Field(None, description="The version answering requests.")
@@ -135,7 +159,7 @@ class ReloadResponse(BaseModel):
 def _one_timestamp_error(value: object, handler: ValidatorFunctionWrapHandler) -> object:
     """One error for the field, not one per member of the union (`timestamp.int`, `.str`)."""
     try:
-        return _unicode(handler(value))
+        return _unicode(handler(_whole_number(value)))
     except ValidationError:
         raise PydanticCustomError(
             "timestamp_type", "Input should be an integer (Unix seconds), a string or null"

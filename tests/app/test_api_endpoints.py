@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 
 import httpx
@@ -46,7 +47,7 @@ def ids(body: dict) -> list[str]:
 
 
 def test_health_and_ready(api: httpx.Client) -> None:
-    assert api.get("/health").json() == {"status": "ok"}
+    assert api.get("/health").json() == {"status": "ok", "version": version("recsys")}
     ready = api.get("/ready")
     assert ready.status_code == 200
     assert ready.json()["model_version"] == "v1"

@@ -221,8 +221,11 @@ def test_a_413_by_content_length_carries_the_cors_headers(tmp_path: Path) -> Non
     assert resp.headers["access-control-allow-origin"] == origin
 
 
-def test_integral_float_for_an_integer_field_is_refused(api: httpx.Client) -> None:
-    check_422(api.post("/recommend", json={"items": ["i1"], "k": 96.0}), "k")  # strict bodies
+def test_a_whole_float_is_an_integer_and_nothing_else_is(api: httpx.Client) -> None:
+    """JSON Schema's integer admits 96.0; a fraction, text or a boolean stays refused (strict)."""
+    assert api.post("/recommend", json={"items": ["i1"], "k": 96.0}).status_code == 200
+    for k in (96.5, "96", True):
+        check_422(api.post("/recommend", json={"items": ["i1"], "k": k}), "k")
 
 
 def _raw(api: httpx.Client, request: bytes) -> bytes:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import check_token, service
+from app.api.deps import TOKEN_ERRORS, Credentials, check_token, service
 from app.api.schemas import ErrorResponse, ReloadResponse
 from data.errors import RecsysInputError
 
@@ -17,13 +15,14 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 @router.post(
     "/reload",
     response_model=ReloadResponse,
-    responses={401: {"model": ErrorResponse}, 404: {}, 409: {"model": ErrorResponse}},
+    responses={
+        **TOKEN_ERRORS,
+        409: {"model": ErrorResponse, "description": "The published model could not be loaded."},
+    },
 )
-async def reload(
-    request: Request, authorization: Annotated[str | None, Header()] = None
-) -> ReloadResponse:
+async def reload(request: Request, credentials: Credentials) -> ReloadResponse:
     """Load the version in models/CURRENT; the old model serves until the new one is built."""
-    check_token(request, authorization, "admin routes are")
+    check_token(request, credentials, "admin routes are")
     svc = service(request)
     try:
         # built on a worker thread: the event loop keeps answering on the old model

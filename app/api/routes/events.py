@@ -7,12 +7,10 @@ so a known user's next /recommend here already encodes them (other replicas: at 
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import check_token, service
+from app.api.deps import TOKEN_ERRORS, Credentials, check_token, service
 from app.api.schemas import ErrorResponse, EventsRequest, EventsResponse, RejectedEvent
 from data.errors import RecsysInputError
 from data.ingest import HTTP_SOURCE
@@ -20,20 +18,17 @@ from data.ingest import HTTP_SOURCE
 router = APIRouter(tags=["events"])
 
 
-async def _authorised(
-    request: Request, authorization: Annotated[str | None, Header()] = None
-) -> None:
+async def _authorised(request: Request, credentials: Credentials) -> None:
     """The token, checked as a dependency: before the body's fields are validated."""
-    check_token(request, authorization, "POST /events is")
+    check_token(request, credentials, "POST /events is")
 
 
 @router.post(
     "/events",
     response_model=EventsResponse,
     responses={
-        401: {"model": ErrorResponse},
-        404: {"model": ErrorResponse},
-        409: {"model": ErrorResponse},
+        **TOKEN_ERRORS,
+        409: {"model": ErrorResponse, "description": "The event store refused the batch."},
         422: {"model": ErrorResponse},
     },
     dependencies=[Depends(_authorised)],

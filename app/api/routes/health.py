@@ -9,18 +9,23 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import service
-from app.api.schemas import Status
+from app.api.schemas import Health, Status
 
 router = APIRouter(tags=["ops"])
 
 
-@router.get("/health", response_model=Status, response_model_exclude_none=True)
-async def health() -> Status:
-    """The process is up (says nothing about the model)."""
-    return Status(status="ok")
+@router.get("/health", response_model=Health)
+async def health(request: Request) -> Health:
+    """The process is up (says nothing about the model), and the package version it runs."""
+    return Health(status="ok", version=request.app.version)
 
 
-@router.get("/ready", response_model=Status, response_model_exclude_none=True, responses={503: {}})
+@router.get(
+    "/ready",
+    response_model=Status,
+    response_model_exclude_none=True,
+    responses={503: {"model": Status, "description": "No model loaded yet, or none loadable."}},
+)
 async def ready(request: Request) -> Response | Status:
     """200 when a model is loaded, else 503; both say what is served, published and failed."""
     svc = service(request)
@@ -45,7 +50,11 @@ async def ready(request: Request) -> Response | Status:
     return body
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition."""
     body = request.app.state.metrics.render(service(request))

@@ -6,14 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import Batcher, Rec, item_out, once_each
+from app.api.deps import NOT_READY, Batcher, Rec, item_out, once_each
 from app.api.schemas import MAX_K, ErrorResponse, ItemResponse, SimilarResponse
 
 router = APIRouter(tags=["items"])
 ERRORS: dict[int | str, dict[str, object]] = {
     404: {"model": ErrorResponse},
     422: {"model": ErrorResponse},
-    503: {"model": ErrorResponse},
+    **NOT_READY,
 }
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import Batcher, Rec, once_each, response_of
+from app.api.deps import NOT_READY, Batcher, Rec, once_each, response_of
 from app.api.schemas import (
     MAX_HISTORY,
     MAX_ID_LENGTH,
@@ -21,11 +21,17 @@ from app.api.schemas import (
 from serving.recommender import Query as RecQuery
 
 router = APIRouter(tags=["recommend"])
-ERRORS: dict[int | str, dict[str, object]] = {
-    413: {"model": ErrorResponse},
-    422: {"model": ErrorResponse},
-    503: {"model": ErrorResponse},
-}
+ERRORS: dict[int | str, dict[str, object]] = {422: {"model": ErrorResponse}, **NOT_READY}
+
+
+def _never_null(schema: dict[str, Any]) -> None:
+    """Drop the null branch of an optional query parameter's schema, in place.
+
+    A query string cannot send null (absent is the default), and the branch made the schema
+    call `?items=0.0` a violation where the server rightly reads the id "0.0".
+    """
+    (branch,) = [s for s in schema.pop("anyOf") if s != {"type": "null"}]
+    schema.update(branch)
 
 
 def _query(body: RecommendRequest) -> RecQuery:
@@ -42,8 +48,12 @@ def _query(body: RecommendRequest) -> RecQuery:
 async def recommend_get(
     rec: Rec,
     batch: Batcher,
-    user_id: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH)] = None,
-    items: Annotated[list[ItemId] | None, Query(max_length=MAX_HISTORY)] = None,
+    user_id: Annotated[
+        str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, json_schema_extra=_never_null)
+    ] = None,
+    items: Annotated[
+        list[ItemId] | None, Query(max_length=MAX_HISTORY, json_schema_extra=_never_null)
+    ] = None,
     k: Annotated[int, Query(ge=1, le=MAX_K)] = 10,
     exclude_seen: bool = True,
 ) -> RecommendResponse:
