@@ -42,7 +42,7 @@ def _id_checks(name: str) -> list[tuple[pl.Expr, str]]:
 def _row_reason() -> pl.Expr:
     """The first row-level problem of each row (null when the row is valid on its own)."""
     user, item = _id_checks("user_id"), _id_checks("item_id")
-    checks = [  # null, null, empty, empty, long, long: the order docs/data.md gives
+    checks = [  # null, null, empty, empty, long, long: docs/reference/data-formats.md's order
         *(check for pair in zip(user, item, strict=True) for check in pair),
         (
             pl.col("ts_raw").is_null() | (pl.col("ts_raw").str.strip_chars() == ""),

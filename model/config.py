@@ -16,16 +16,24 @@ class Section(BaseModel):
 class ModelConfig(Section):
     """The two towers."""
 
-    tower: Literal["sasrec", "mean"] = "sasrec"
-    dim: int = Field(256, ge=2)
+    tower: Literal["sasrec", "mean"] = Field(
+        "sasrec", description="Query tower: sasrec (causal self-attention) or mean (running mean)."
+    )
+    dim: int = Field(256, ge=2, description="Embedding size d of both towers.")
     max_len: int = Field(20, ge=1, description="Query history length L.")
-    num_layers: int = Field(2, ge=1)
-    num_heads: int = Field(2, ge=1)
+    num_layers: int = Field(2, ge=1, description="Transformer blocks (sasrec).")
+    num_heads: int = Field(
+        2, ge=1, description="Attention heads (sasrec); dim must be divisible by it."
+    )
     ffn_dim: int | None = Field(
         None, ge=1, description="Width of each block's feed-forward layer; null = dim (SASRec's)."
     )
-    dropout: float = Field(0.5, ge=0.0, lt=1.0)
-    share_embeddings: bool = True
+    dropout: float = Field(
+        0.5, ge=0.0, lt=1.0, description="Embedding, attention and feed-forward dropout (sasrec)."
+    )
+    share_embeddings: bool = Field(
+        True, description="The item tower reuses the query tower's input item table."
+    )
     temperature: float = Field(
         0.1, gt=0.0, description="logit = h . c / temperature (the recipe study's choice)."
     )

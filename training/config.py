@@ -18,7 +18,11 @@ from training.sampler_settings import AnySampler, FullSoftmax, validate_sampler
 class DataConfig(Section):
     """How events become training sequences."""
 
-    split: Literal["loo", "time"] = "loo"
+    split: Literal["loo", "time"] = Field(
+        "loo",
+        description="loo: leave-one-out (last event = test, second last = val); time: a "
+        "global cut at `cutoff`.",
+    )
     cutoff: int | None = Field(None, description="Unix time of the global cut for split=time.")
     kcore: int = Field(0, ge=0, description="Iterative k-core filter; 0 disables it.")
     shard_by_rank: bool = Field(
@@ -37,7 +41,11 @@ class DataConfig(Section):
 class LossConfig(Section):
     """The training objective (see training/losses.py for the names)."""
 
-    name: str = "sampled_softmax"
+    name: str = Field(
+        "sampled_softmax",
+        description="Sampled loss family: sampled_softmax, absolute_softmax, bernoulli, ranking, "
+        "negative_sampling, nce or blackout (the full softmax ignores it).",
+    )
     mask_user_items: bool = Field(
         False,
         description="No item of the query's own window (its history, the user's later items "
@@ -55,8 +63,8 @@ class LossConfig(Section):
 class TrainConfig(Section):
     """The optimisation loop."""
 
-    batch_size: int = Field(128, ge=1)
-    lr: float = Field(3e-3, gt=0.0)
+    batch_size: int = Field(128, ge=1, description="Training windows per batch.")
+    lr: float = Field(3e-3, gt=0.0, description="Adam learning rate (SparseAdam: sparse tables).")
     lr_schedule: Literal["constant", "cosine", "wsd", "plateau"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
@@ -89,7 +97,7 @@ class TrainConfig(Section):
         "weights with this decay (training/weight_average.py: a copy of every parameter, all of "
         "it updated each step, a sparse item table too); null: the weights themselves.",
     )  # fmt: skip
-    max_epochs: int = Field(200, ge=1)
+    max_epochs: int = Field(200, ge=1, description="Upper bound on training epochs.")
     refit_epochs: int = Field(
         8, ge=0, description="After early stopping, train the best round this many epochs more "
         "on every event but each user's test one (the validation events added; "
@@ -124,9 +132,13 @@ class TrainConfig(Section):
         description="Validation rounds during training rank a fixed random sample of this many "
         "users (null: all); the final metrics always rank every user.",
     )
-    sparse_embeddings: bool = False
+    sparse_embeddings: bool = Field(
+        False, description="Sparse item-table gradients (SparseAdam) instead of dense Adam."
+    )
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range.")
-    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = Field(
+        "auto", description="Where to train: auto picks a GPU when there is one."
+    )
     devices: int = Field(1, ge=1, description="Processes (devices) per node; > 1 trains with DDP.")
     num_nodes: int = Field(1, ge=1, description="Machines; each runs `devices` processes.")
     strategy: Literal["auto", "ddp"] = Field(
@@ -143,10 +155,10 @@ class TrainConfig(Section):
         "autocast (weights, optimiser, losses, samplers and evaluation stay fp32, but for the "
         "CPU full softmax's in-place softmax, bf16 too). Pays where "
         "the hardware multiplies bf16 natively (AVX512-BF16 or AMX CPUs, GPUs); elsewhere it "
-        "is slower (docs/benchmarks.md). auto: bf16 where native, fp32 elsewhere.",
+        "is slower. auto: bf16 where native, fp32 elsewhere.",
     )
-    num_workers: int = Field(0, ge=0)
-    eval_batch_size: int = Field(512, ge=1)
+    num_workers: int = Field(0, ge=0, description="DataLoader workers for training batches.")
+    eval_batch_size: int = Field(512, ge=1, description="Users ranked at once in evaluation.")
     bucket_by_length: bool = Field(
         True,
         description="Batch training windows of similar length and trim their common padding.",
@@ -156,7 +168,10 @@ class TrainConfig(Section):
 class EvalConfig(Section):
     """Full-ranking evaluation (never sampled metrics)."""
 
-    ks: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [10, 20, 100])
+    ks: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [10, 20, 100],
+        description="Cut-offs K of Recall, NDCG and MRR@K; must include 10.",
+    )
     exclude_seen: bool = Field(True, description="Mask the user's history items when ranking.")
     item_chunk: int = Field(65536, ge=1, description="Items scored at once (memory bound).")
 
@@ -185,14 +200,13 @@ class RetrainConfig(Section):
         ge=1,
         description="Early stopping of a warm retrain, in validation rounds (counted on the "
         "mean of the last `train.patience_window` rounds, as a training's); 1 stops at the "
-        "first plateau and leaves the climb after it to the refit (docs/benchmarks.md).",
+        "first plateau and leaves the climb after it to the refit.",
     )
     max_epochs: int | None = Field(
         2,
         ge=1,
         description="The most epochs a warm retrain fits before its refit (`--max-epochs` "
-        "overrides it; `--full` uses `train.max_epochs`); null: `train.max_epochs`. One "
-        "event back the refit climbs as well after 2 rounds as after 8 (docs/benchmarks.md).",
+        "overrides it; `--full` uses `train.max_epochs`); null: `train.max_epochs`.",
     )
     refit_epochs: int | None = Field(
         20,

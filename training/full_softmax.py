@@ -13,7 +13,7 @@ loss on the CPU keeps its softmax in bf16 (`_InPlaceCrossEntropy`).
 Both forms divide the `[N, d]` queries by the temperature rather than the `[N, n]` logits, and
 the one-piece form leaves the padding row out of the product instead of masking its column:
 the `[N, n]` passes this saves, forward and backward, made a full-softmax epoch of
-amazon-beauty about 14% faster (docs/benchmarks.md, "Training throughput").
+amazon-beauty about 14% faster (docs/benchmarks/archive/benchmarks.md, "Training throughput").
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ class _InPlaceCrossEntropy(torch.autograd.Function):
     products. `F.cross_entropy` allocates four `[N, n]` tensors a step (logits, log-softmax,
     the gradients of both; under autocast a fp32 copy of the bf16 logits besides); on the CPU
     each fresh one of more than 32 MB is mapped and faulted in page by page, and the extra
-    passes cost as much again (docs/benchmarks.md, "The full softmax's one tensor").
+    passes cost as much again (docs/benchmarks/archive/benchmarks.md, "The full softmax's one
+    tensor").
 
     `dtype` is that of the products and of the `[N, n]` tensor: the inputs' own, or bf16 under
     bf16 autocast, where the softmax's passes run over half the bytes, the shifted logits and

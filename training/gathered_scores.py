@@ -6,7 +6,7 @@ step's shapes on amazon-toys (N about 860 targets, m = 64, d = 256) that tensor 
 written by the gather, read by the product, and its gradient of the same size written and then
 summed back into the table. The step's logits, loss and backward, where that traffic sat
 (not in its 14 M multiply-adds), were 40-50% of a per-query step; in this form they take 2.5x
-less time (docs/benchmarks.md, "The kernel sampler's step").
+less time (docs/benchmarks/archive/benchmarks.md, "The kernel sampler's step").
 
 Here the m items of each row are the columns of a sparse `[N, k]` pattern over the k distinct
 rows: the forward pass is a sampled dense product at that pattern (`torch.sparse.sampled_addmm`,

@@ -157,8 +157,8 @@ BINARY_MAX_NEGATIVES = 8
 def binary_loss_caveat(name: str, per_query: bool, num_negatives: int) -> str | None:
     """Why a binary loss with these negatives is likely to rank at chance (None: no caveat).
 
-    Measured (docs/sampler_comparison.md): negative sampling and NCE do not learn with
-    negatives shared by the batch, nor with many drawn per query, in this model; negative
+    Measured (docs/benchmarks/sampler-comparison.md): negative sampling and NCE do not learn
+    with negatives shared by the batch, nor with many drawn per query, in this model; negative
     sampling learns per query with m <= 8, NCE did not learn in any setting tried.
     """
     if name not in BINARY_LOSSES:
@@ -173,7 +173,7 @@ def binary_loss_caveat(name: str, per_query: bool, num_negatives: int) -> str | 
     )
     return (
         f"loss {name} with {num_negatives} {shape} negatives ranked at chance in this model's "
-        f"measurements (docs/sampler_comparison.md): {advice}a softmax-family loss"
+        f"measurements (docs/benchmarks/sampler-comparison.md): {advice}a softmax-family loss"
     )
 
 

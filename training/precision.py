@@ -6,7 +6,8 @@ the optimiser, the losses' softmax, the samplers and their log q, and every eval
 fp32. One exception: the one-piece full softmax on the CPU keeps its `[N, n]` logits, softmax
 and gradient in one bf16 tensor (`training/full_softmax.py`: the loss and 1 - p(target)
 are taken in fp32, the others' row sum in bf16, and the gradients come back in fp32).
-It pays where the hardware multiplies bf16 natively (docs/benchmarks.md, "bf16 autocast").
+It pays where the hardware multiplies bf16 natively (docs/benchmarks/archive/benchmarks.md, "bf16
+autocast").
 Per-query negatives' logits on the CPU are sparse products in fp32
 (`training/gathered_scores.py`). A positive's own score is an fp32 elementwise product while
 the logits beside it are rounded bf16 products (about 3 significant digits), so under bf16 the
@@ -15,7 +16,7 @@ of the positive.
 
 `train.precision: auto` (the default) is bf16 where the device multiplies bf16 natively (a CUDA
 GPU of compute capability 8.0 and up; a CPU with AVX512-BF16 or AMX) and fp32 elsewhere, where
-bf16 products are emulated and slower than fp32 (docs/benchmarks.md).
+bf16 products are emulated and slower than fp32 (docs/benchmarks/archive/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def native_bf16(device_type: str) -> bool:
 
 
 # exp below about -87.3 is subnormal in fp32 (or 0), which torch's CPU exp_ computes 15-40x
-# slower (docs/benchmarks.md, "The full softmax's one tensor"): in-place softmax passes clamp
+# slower (docs/benchmarks/archive/benchmarks.md, "The full softmax's one tensor"): in-place softmax
+# passes clamp
 # their shifted logits here; the probabilities the clamp rounds up stay below 1.7e-38
 EXP_FLOOR = -87.0
 

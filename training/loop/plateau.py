@@ -1,7 +1,8 @@
 """`DecayBeforeStopping`: early stopping that, under `lr_schedule: plateau`, decays the lr first.
 
 Early stopping with a constant lr ends a run at its plateau, where a decay of the lr would
-still have gained (the cosine schedules' lead in docs/recipe_study.md), and a decay timed by the
+still have gained (the cosine schedules' lead in docs/benchmarks/archive/recipe_study.md), and a
+decay timed by the
 budget (wsd, cosine) needs the budget known in advance and is cut off by early stopping. So,
 when validation has not improved for `patience` rounds (counted on the mean of the last
 `train.patience_window` rounds: `stopping.SmoothedStopping`) and the lr has not decayed yet, this

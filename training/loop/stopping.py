@@ -4,7 +4,8 @@ Lightning's early stopping restarts its patience whenever one round beats the be
 and ends the run when `patience` rounds have not. On the slow, noisy plateau of a sampled
 run that decision is a coin toss: one round above or below the best by a ten-thousandth of
 val NDCG@10 decided between 31 and 80 epochs, and between test NDCG@10 0.044 and 0.048, for
-two runs of the same model (docs/benchmarks.md, the final grid). `SmoothedStopping` counts
+two runs of the same model (docs/benchmarks/archive/benchmarks.md, the final grid).
+`SmoothedStopping` counts
 patience on the mean of the last `window` rounds instead, so a single round can neither
 restart nor end the count; the checkpoint is still the best single round
 (`ModelCheckpoint`). `window = 1` is Lightning's rule.

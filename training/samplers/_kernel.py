@@ -21,7 +21,7 @@ _PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_pr
 class KernelTreeSettings(TracksTheTable, PerQueryDraws):
     """Settings every kernel-tree sampler shares; per query by default (as in the papers)."""
 
-    per_query: bool = True
+    per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
     leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
     score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
     unit_kernel: ClassVar[bool] = True

@@ -40,7 +40,7 @@ class ExactSettings(TracksTheTable, PerQueryDraws):
     """`sampler: {name: exact}`: per query by default."""
 
     name: Literal["exact"] = "exact"
-    per_query: bool = True
+    per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
     nu: float | None = Field(
         None, gt=0.0, description="Draw from softmax(nu h.c); None = 1 / the model's temperature."
     )

@@ -10,7 +10,8 @@ They pair it with the absolute-softmax loss (`loss.name: absolute_softmax`, whic
 quadratic` sets), since the kernel is symmetric in the sign of o. The explicit feature map has
 d^2 + 1 features (65537 at d = 256), so leaf buckets hold at least ceil((d^2 + 1) / d) items:
 at d = 256 a Beauty epoch at m = 64 took 273 s (rff: 124 s; two runs sharing 2 cores), so
-prefer rff at large d (docs/benchmarks.md). Per query by default, as in the paper.
+prefer rff at large d (docs/benchmarks/archive/benchmarks.md). Per query by default, as in the
+paper.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ frequencies give 2D features (cos, sin); cfg.orthogonal picks orthogonal random 
 The defaults: D = 1024 frequencies (the paper's order of D), nu = 5, buckets of 128 items and a
 node-score floor of 1e-3, per query (shared draws from the batch's summed kernel are far less
 adaptive): on amazon-beauty at m = 64 test NDCG@10 -2.3% and -3.5% (two seeds) from the full
-softmax, where D = 128, nu = 4, b = 32, floor 1e-6 gave -7.1% (docs/benchmarks.md). Buckets of
+softmax, where D = 128, nu = 4, b = 32, floor 1e-6 gave -7.1%
+(docs/benchmarks/archive/benchmarks.md). Buckets of
 128 slow draws on catalogues of millions: lower leaf_size there.
 """
 

@@ -30,8 +30,8 @@ random first pass travels in `Negatives.presample` with its exact log q.
 
 The defaults: the loss subtracts the presample's log q, which beat the paper's uncorrected
 choice at every temperature tried, and tau anneals from 1.0 to 0.05 over training (best
-Recall@10; a constant 0.2 had a slightly better NDCG@10): docs/samplers.md, measured with the
-model at temperature 0.05 (the default then; 0.1 since the recipe study).
+Recall@10; a constant 0.2 had a slightly better NDCG@10): benchmarks/results/tapas_settings/,
+measured with the model at temperature 0.05 (the default then; 0.1 since the recipe study).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Warm-Starting Neural Network Training", NeurIPS 2020): every served weight w bec
 lambda w + p w_0, w_0 the fresh model's initial value of it, before new rows are added. A
 warm-started network tends to generalise worse than a fresh one trained on the same data; the
 paper closes that gap this way and keeps most of the warm start's speed (on amazon-beauty it
-did not: docs/benchmarks.md, "Retraining"). The learned
+did not: docs/benchmarks/archive/benchmarks.md, "Retraining"). The learned
 temperature is kept as it is, and the optimiser starts fresh (its moments describe the
 weights before the shrink). lambda = 1, p = 0 (the defaults) is the plain warm start.
 """
