@@ -4,7 +4,7 @@ FROM python:3.11-slim
 # Where packages come from. The defaults are the public indexes (torch's CPU build from the
 # PyTorch index, everything else from PyPI); a mirror or a local wheel folder goes in as build
 # arguments, e.g. `--build-arg PIP_INDEX=https://mirror/simple --build-arg FIND_LINKS=/wheels`
-# (a folder mounted into the build, or a URL). docs/operations.md has the offline recipe.
+# (a folder mounted into the build, or a URL). docs/guides/serving.md has the offline recipe.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG PIP_INDEX=https://pypi.org/simple
 ARG FIND_LINKS=

@@ -8,7 +8,7 @@
 # Engine: `docker compose` when a Docker daemon answers, else podman + podman-compose (the
 # prepare stage installs what is missing, idempotently: podman, runc, mmdebstrap with apt-get;
 # podman-compose into a venv of its own; a local stand-in for python:3.11-slim when no registry
-# answers). docs/operations.md describes each step and the figures of a run.
+# answers). docs/guides/serving.md ("The smoke test") describes each step.
 #
 # Environment (all optional):
 #   RECSYS_SMOKE_ENGINE      docker | podman (default: docker if its daemon answers, else podman)

@@ -7,7 +7,7 @@
 # Environment: RECSYS_HOME (workspace, default ./workspace), RECSYS_PORT (default 8000),
 # RECSYS_HOST (default 127.0.0.1), RECSYS_DATASET (a log file or `synthetic`; default: the
 # workspace's events, else the synthetic demo log), RECSYS_SAMPLER (negative sampler),
-# RECSYS_RETRAIN=1; the server's other RECSYS_* settings (docs/api.md).
+# RECSYS_RETRAIN=1; the server's other RECSYS_* settings (docs/guides/serving.md).
 set -euo pipefail
 
 export RECSYS_HOME="${RECSYS_HOME:-workspace}"
