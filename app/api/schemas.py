@@ -18,7 +18,6 @@ from pydantic import (
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
-    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -71,15 +70,10 @@ class BatchRequest(_Body):
 
     requests: list[RecommendRequest] = Field(min_length=1, max_length=MAX_BATCH)
 
-    @model_validator(mode="after")
-    def _bounded_answer(self) -> BatchRequest:
-        total = sum(r.k for r in self.requests)
-        if total > MAX_BATCH_ITEMS:
-            raise ValueError(
-                f"the requests' k sum to {total}; at most {MAX_BATCH_ITEMS:,} items a batch "
-                "(split it)"
-            )
-        return self
+    @property
+    def total_k(self) -> int:
+        """The items the answer would hold: the requests' k summed."""
+        return sum(r.k for r in self.requests)
 
 
 class Item(BaseModel):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 
 from app.api.deps import NOT_READY, Batcher, Rec, once_each, response_of
 from app.api.schemas import (
+    MAX_BATCH_ITEMS,
     MAX_HISTORY,
     MAX_ID_LENGTH,
     MAX_K,
@@ -75,13 +76,30 @@ async def recommend_post(body: RecommendRequest, rec: Rec, batch: Batcher) -> Re
     return response_of(result)
 
 
+# JSON Schema cannot bound a sum: a batch whose k sum past the bound is schema-valid, and too
+# large an answer to build in one go, which is what 413 says
+TOO_MANY_ITEMS = {
+    413: {
+        "model": ErrorResponse,
+        "description": f"A body above RECSYS_MAX_BODY_BYTES, or requests whose k sum past "
+        f"{MAX_BATCH_ITEMS:,} (split the batch).",
+    }
+}
+
+
 @router.post(
     "/recommend/batch",
     response_model=BatchResponse,
     response_model_exclude_none=True,
-    responses=ERRORS,
+    responses={**ERRORS, **TOO_MANY_ITEMS},
 )
 async def recommend_batch(body: BatchRequest, rec: Rec, batch: Batcher) -> BatchResponse:
     """Up to 1,000 /recommend bodies, answered in as few model passes as the batcher allows."""
+    if body.total_k > MAX_BATCH_ITEMS:
+        raise HTTPException(
+            413,
+            f"the requests' k sum to {body.total_k}; at most {MAX_BATCH_ITEMS:,} items a "
+            "batch (split it)",
+        )
     results = await batch.recommend(rec, [_query(r) for r in body.requests])
     return BatchResponse(results=[response_of(r) for r in results], model_version=rec.version)
