@@ -22,7 +22,7 @@ from app.api.schemas import (
 from serving.recommender import Query as RecQuery
 
 router = APIRouter(tags=["recommend"])
-ERRORS: dict[int | str, dict[str, object]] = {422: {"model": ErrorResponse}, **NOT_READY}
+ERRORS: dict[int | str, dict[str, Any]] = {422: {"model": ErrorResponse}, **NOT_READY}
 
 
 def _never_null(schema: dict[str, Any]) -> None:
@@ -78,7 +78,7 @@ async def recommend_post(body: RecommendRequest, rec: Rec, batch: Batcher) -> Re
 
 # JSON Schema cannot bound a sum: a batch whose k sum past the bound is schema-valid, and too
 # large an answer to build in one go, which is what 413 says
-TOO_MANY_ITEMS = {
+TOO_MANY_ITEMS: dict[int | str, dict[str, Any]] = {
     413: {
         "model": ErrorResponse,
         "description": f"A body above RECSYS_MAX_BODY_BYTES, or requests whose k sum past "
