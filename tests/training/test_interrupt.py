@@ -1,5 +1,6 @@
 """Ctrl-C in a fit leaves `training.loop.trainer.fit` as a KeyboardInterrupt, not exit 1."""
 
+import os
 import signal
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from pytorch_lightning.callbacks import Callback
 
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
-from training.loop.interrupt import interruptible_fit
+from training.loop.interrupt import TerminatedError, interruptible_fit
 from training.loop.trainer import fit
 
 
@@ -21,11 +22,21 @@ class _CtrlC(Callback):
         raise KeyboardInterrupt
 
 
+class _SigTerm(Callback):
+    """SIGTERM to this process at the fit's first training step, as `docker stop` sends."""
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class _Start:
-    """A `fit` start hook that only adds `_CtrlC`."""
+    """A `fit` start hook that only adds the given callback."""
+
+    def __init__(self, callback: Callback) -> None:
+        self.callback = callback
 
     def apply(self, module: Any) -> list[Callback]:
-        return [_CtrlC()]
+        return [self.callback]
 
 
 def test_an_interrupted_fit_raises_keyboard_interrupt_with_ctrl_c_working_again(
@@ -35,8 +46,19 @@ def test_an_interrupted_fit_raises_keyboard_interrupt_with_ctrl_c_working_again(
     cfg = load_config(overrides=[*TINY, "train.max_epochs=1"])
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
-        fit(cfg, splits, ws.root / "runs" / "r", start=_Start())
+        fit(cfg, splits, ws.root / "runs" / "r", start=_Start(_CtrlC()))
     assert signal.getsignal(signal.SIGINT) is before  # Lightning had set it to ignore Ctrl-C
+
+
+def test_a_sigterm_fails_the_fit_instead_of_ending_it_as_a_success(tmp_path: Path) -> None:
+    ws, splits = tiny_home(tmp_path)
+    cfg = load_config(overrides=[*TINY, "train.max_epochs=1"])
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(TerminatedError, match="nothing was published"):
+            fit(cfg, splits, ws.root / "runs" / "r", start=_Start(_SigTerm()))
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_an_exit_that_is_not_an_interrupt_leaves_as_it_was() -> None:
