@@ -90,6 +90,28 @@ def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
     assert [t["number"] for t in json.loads(again.stdout)["trials"]] == [0, 1, 2]
 
 
+def test_a_trial_fills_its_cap_with_its_fit_and_reserves_nothing_for_a_refit(
+    log_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import training.loop.trainer as trainer_module
+
+    fits = []
+
+    def spy(*args, **kwargs):
+        fits.append(fit(*args, **kwargs))
+        return fits[-1]
+
+    monkeypatch.setattr(trainer_module, "fit", spy)
+    home = Workspace(tmp_path / "home")
+    base = build_run_config(overrides=["train.max_epochs=10000", "eval.ks=[10]"])
+    assert base.train.refit_epochs > 0  # what train would reserve room for under its cap
+    cap = 0.1
+    tune(home, TuneRequest(base, home.root / "tune", cap, 1), dataset=str(log_file))
+    (fitted,) = fits
+    assert fitted.refit_epochs == 0
+    assert fitted.seconds >= 0.9 * 60 * cap  # the timer stopped it at its cap, not a third sooner
+
+
 def test_a_trial_cut_short_is_failed_and_its_settings_run_first(tmp_path: Path) -> None:
     request = TuneRequest(RecsysConfig(), tmp_path, budget_minutes=60.0, trials=4)
     study = open_study(request)

@@ -192,7 +192,14 @@ class _Objective:
         run_dir = self.request.out / "runs" / f"trial-{trial.number}"
         shutil.rmtree(run_dir, ignore_errors=True)  # a killed sitting's leftovers
         try:
-            fitted = fit(cfg, self.splits, run_dir, start=_Callbacks(PruneOnValidation(trial)))
+            # a trial ships no refit: its cap reserves none (train would: `ReservingTimer`)
+            fitted = fit(
+                cfg,
+                self.splits,
+                run_dir,
+                start=_Callbacks(PruneOnValidation(trial)),
+                refit_epochs=0,
+            )
             trial.set_user_attr("epochs", len(fitted.epoch_seconds))
             return measure(fitted.module, fitted.data, cfg, "val")["ndcg@10"]
         except TrainingDivergedError as err:  # hopeless settings: pruned, the search goes on
