@@ -227,7 +227,8 @@ QUIET_WARNINGS = (
     r".*LeafSpec.*",  # torch's pytree deprecation, raised inside Lightning
     r".*smaller than the logging interval.*",  # a small dataset's epoch: nothing to do
     # Data-parallel validation: the module gathers every rank's ranks before computing the
-    # metrics (training/lit_module.py), so each rank logs the same values; syncing adds nothing.
+    # metrics (training/loop/lit_module.py), so each rank logs the same values; syncing adds
+    # nothing.
     r".*sync_dist=True.*",
 )
 

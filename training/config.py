@@ -68,7 +68,7 @@ class TrainConfig(Section):
     lr_schedule: Literal["constant", "cosine", "wsd", "plateau"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
-        "(max_epochs' steps, or max_minutes when that ends sooner; training/optim.py); wsd: "
+        "(max_epochs' steps, or max_minutes when that ends sooner; training/loop/optim.py); wsd: "
         "constant, then that cosine over the budget's last decay_fraction; plateau: wsd whose "
         "decay starts sooner, over `patience` validation rounds, when early stopping would "
         "have stopped (`patience` rounds without a gain), the run ending with it.",
@@ -94,15 +94,15 @@ class TrainConfig(Section):
     )
     ema_decay: float | None = Field(
         None, gt=0.0, lt=1.0, description="Validate, keep and ship a moving average of the "
-        "weights with this decay (training/weight_average.py: a copy of every parameter, all of "
-        "it updated each step, a sparse item table too); null: the weights themselves.",
+        "weights with this decay (training/loop/weight_average.py: a copy of every parameter, "
+        "all of it updated each step, a sparse item table too); null: the weights themselves.",
     )  # fmt: skip
     max_epochs: int = Field(200, ge=1, description="Upper bound on training epochs.")
     refit_epochs: int = Field(
         8, ge=0, description="After early stopping, train the best round this many epochs more "
         "on every event but each user's test one (the validation events added; "
-        "training/refit.py); val metrics are the best round's, test and the bundle the refit "
-        "model's; a time cap leaves room for them. 0: ship the best round.",
+        "training/workflows/refit.py); val metrics are the best round's, test and the bundle the "
+        "refit model's; a time cap leaves room for them. 0: ship the best round.",
     )  # fmt: skip
     max_minutes: float | None = Field(
         None,
@@ -116,7 +116,7 @@ class TrainConfig(Section):
         ge=1,
         description="Early stopping counts patience on the mean val NDCG@10 of this many "
         "rounds, so one noisy round neither restarts nor ends it (1: each round alone; "
-        "`training/stopping.py`). The checkpoint is still the best single round.",
+        "`training/loop/stopping.py`). The checkpoint is still the best single round.",
     )
     val_every: int = Field(1, ge=1, description="Validate every N epochs.")
     val_every_steps: int | None = Field(

@@ -1,4 +1,4 @@
-"""The variants of the retrain benchmark (`benchmarks/retrain_warm.py`): flags, bases, pairs.
+"""The retrain benchmark's variants (`benchmarks/studies/retrain_warm.py`): flags, bases, pairs.
 
 Each variant is the flags its `recsys retrain --logs new.csv` ran with on a copy of its base's
 home (`BASES`, `BASE_OF`); each pair file, the variants paired with their reference.
@@ -22,7 +22,7 @@ BEFORE_E14 = ["--set", "retrain.patience=3", "--set", "retrain.refit_epochs=null
 E14 = ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=14"]
 R8 = ["--set", "retrain.max_epochs=8"]
 # a short fit and a long refit: one event back in fp32 the refit curve hardly depends on the
-# fit's rounds (2 to 8) and climbs with its epochs (benchmarks/retrain_refit_study.py, the
+# fit's rounds (2 to 8) and climbs with its epochs (benchmarks/studies/retrain_refit_study.py, the
 # `amazon-beauty-fp32-caps` rows), so the budget goes to the refit
 E20 = ["--set", "retrain.patience=1", "--set", "retrain.refit_epochs=20"]
 R4_E20 = [*E20, "--set", "retrain.max_epochs=4"]

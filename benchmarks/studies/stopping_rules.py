@@ -15,7 +15,7 @@ on both datasets.
 
 Rules: `patience-P` (Lightning's: stop when P rounds set no new best, the default P = 10);
 `mean-W-P` (the same on the mean of the last W rounds, `train.patience_window`: one noisy
-round cannot restart or end the count alone; `training/stopping.py`).
+round cannot restart or end the count alone; `training/loop/stopping.py`).
 """
 
 from __future__ import annotations

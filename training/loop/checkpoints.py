@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 MONITOR = "val/ndcg@10"
 BEST_CHECKPOINT = "best.ckpt"
-REFIT_CHECKPOINT = "refit.ckpt"  # the best round refit on the val events too (training/refit.py)
+# the best round refit on the val events too (training/workflows/refit.py)
+REFIT_CHECKPOINT = "refit.ckpt"
 LAST_CHECKPOINT = "last.ckpt"
 
 

@@ -10,7 +10,7 @@ patience on the mean of the last `window` rounds instead, so a single round can 
 restart nor end the count; the checkpoint is still the best single round
 (`ModelCheckpoint`). `window = 1` is Lightning's rule.
 
-`stop_round` is the same rule on a recorded curve (`benchmarks/stopping_rules.py` replays it
+`stop_round` is the same rule on a recorded curve (`benchmarks/studies/stopping_rules.py` replays it
 on every committed run; the sweeps use it to tell whether a run ended at its cap would have
 ended sooner under today's rule). A test keeps the two equal.
 """

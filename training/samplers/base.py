@@ -73,7 +73,7 @@ class SamplerContext:
 class NegativeSampler(Protocol):
     """Draws negatives for a batch of queries; stateful samplers track item embeddings.
 
-    Everything the trainer (`training/lit_module.py`) and the diagnostics call is declared
+    Everything the trainer (`training/loop/lit_module.py`) and the diagnostics call is declared
     here; the contract suite fails a registered sampler that lacks any of it.
 
     Attributes:

@@ -4,7 +4,7 @@ Optuna's TPE sampler proposes each trial's settings from `SEARCH_SPACE`; a trial
 `training.loop.trainer.fit` capped at its share of the budget, scored by the best val NDCG@10 of
 the fit (the test split is never evaluated). A Lightning callback reports every validation
 round to Optuna and stops a trial that the median pruner judges hopeless. The study lives in
-`OUT/study.db`, so the same command resumes (`training/tune_study.py`: killed trials, the
+`OUT/study.db`, so the same command resumes (`training/workflows/tune_study.py`: killed trials, the
 budget spent, a sitting with other settings refused). Each trial's config and score go to
 `OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
 A sampler built on the model's starting temperature (its settings'
