@@ -23,6 +23,13 @@ from data.errors import RecsysInputError
 from training.config_loading import build_run_config
 
 
+def _seed_in_range(seed: int) -> int:
+    """`--seed`: Optuna's sampler takes 0 to 2**32 - 1 (BadParameter otherwise: exit 2)."""
+    if not 0 <= seed < 2**32:
+        raise typer.BadParameter(f"{seed} is not in 0 to 4294967295")
+    return seed
+
+
 def tune_command(
     budget_minutes: Annotated[
         float,
@@ -54,7 +61,11 @@ def tune_command(
     ] = None,
     seed: Annotated[
         int,
-        typer.Option(min=0, max=2**32 - 1, metavar="<int>", help="Seed of the search's sampler."),
+        typer.Option(
+            metavar="<int>",
+            callback=_seed_in_range,
+            help="Seed of the search's sampler, 0 to 4294967295.",
+        ),
     ] = 0,
     json_out: JsonOption = False,
 ) -> None:

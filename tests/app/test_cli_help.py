@@ -77,7 +77,7 @@ def test_train_help_shows_flags_as_flags_and_lists_every_choice() -> None:
 )
 def test_no_python_types_and_defaults_one_way(command: list[str]) -> None:
     text = _help(*command)
-    for leak in ("<bool>", "list[", "<str>", "int range", "Path]", "Default:", "(default"):
+    for leak in ("<bool>", "list[", "<str>", "int range", "<=x<=", "Path]", "Default:", "(default"):
         assert leak not in text, (command, leak)
 
 
