@@ -103,7 +103,10 @@ def test_a_trial_fills_its_cap_with_its_fit_and_reserves_nothing_for_a_refit(
 
     monkeypatch.setattr(trainer_module, "fit", spy)
     home = Workspace(tmp_path / "home")
-    base = build_run_config(overrides=["train.max_epochs=10000", "eval.ks=[10]"])
+    # neither epochs nor early stopping end it first: only the cap does
+    base = build_run_config(
+        overrides=["train.max_epochs=10000", "train.patience=100000", "eval.ks=[10]"]
+    )
     assert base.train.refit_epochs > 0  # what train would reserve room for under its cap
     cap = 0.1
     tune(home, TuneRequest(base, home.root / "tune", cap, 1), dataset=str(log_file))
