@@ -1,4 +1,4 @@
-"""The README's sampler block: each sampler's quality at 12k and at 546k items, and its speed.
+"""The sampler guide's table: each sampler's quality at 12k and at 546k items, and its speed.
 
 One row per sampler, from the sampler comparison's m = 64 runs on amazon-beauty and the
 half-million-item catalogue's m = 256 runs, best on the large catalogue first (a sampler not

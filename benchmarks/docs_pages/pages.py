@@ -34,7 +34,8 @@ def _sweep(study: str) -> Block:
 
 INDEX = "docs/benchmarks/index.md"
 PAGES: dict[str, dict[str, Block]] = {
-    "README.md": {"results": quality.readme_results, "sampler-choice": choice.sampler_choice},
+    "README.md": {"results": quality.readme_results},
+    "docs/guides/choosing-a-sampler.md": {"sampler-choice": choice.sampler_choice},
     INDEX: {
         "defaults": quality.defaults, "samplers": quality.compared,
         "catalogue": quality.catalogue, "retraining": operations.retraining,
