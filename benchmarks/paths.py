@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from data.datasets import DATASETS_ENV_VAR
 
@@ -20,6 +23,18 @@ TEMP = Path(tempfile.gettempdir())  # the benchmarks' scratch folders (homes kep
 def datasets_root() -> Path:
     """Where dataset names are found: `$RECSYS_DATASETS`, else `shared/datasets` beside the repo."""
     return Path(os.environ.get(DATASETS_ENV_VAR) or REPO.parent / "shared" / "datasets")
+
+
+# `--dataset` of the studies that split one log themselves (None: `beauty_log()`)
+LogToSplitOption = Annotated[
+    Path | None,
+    typer.Option(help="interactions.csv to split (default: amazon-beauty's, $RECSYS_DATASETS)."),
+]
+
+
+def beauty_log() -> Path:
+    """amazon-beauty's `interactions.csv` under `datasets_root()`."""
+    return datasets_root() / "amazon-beauty" / "interactions.csv"
 
 
 def dataset_source(dataset: str) -> str:

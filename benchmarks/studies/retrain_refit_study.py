@@ -40,7 +40,7 @@ import polars as pl
 import typer
 
 from benchmarks import records
-from benchmarks.paths import RESULTS, TEMP, datasets_root
+from benchmarks.paths import RESULTS, TEMP, LogToSplitOption, beauty_log
 from benchmarks.studies.refit_study import continue_from_best
 from benchmarks.studies.retrain_warm import split_by_position
 from data.datasets import dataset_files, ingest_once
@@ -150,12 +150,7 @@ def plot(out: Path) -> None:
 def main(
     out: Annotated[Path, typer.Option(help="Result folder.")] = RESULTS
     / "retrain_refit_study/amazon-beauty",
-    dataset: Annotated[
-        Path | None,
-        typer.Option(
-            help="interactions.csv to split (default: amazon-beauty's, $RECSYS_DATASETS)."
-        ),
-    ] = None,
+    dataset: LogToSplitOption = None,
     work: Annotated[Path, typer.Option(help="Scratch folder for the homes.")] = TEMP
     / "retrain-refit-study"
     / "amazon-beauty",
@@ -172,7 +167,7 @@ def main(
         raise typer.BadParameter(f"--arms: no such arm: {sorted(unknown)}")
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    csv = dataset or datasets_root() / "amazon-beauty" / "interactions.csv"
+    csv = dataset or beauty_log()
     first, new = split_by_position(one_event_back(csv, work), work)
     if bundle.current_version(Workspace(work / "base").models_dir) is None:  # a new machine
         (out / "base.json").unlink(missing_ok=True)  # trained again (deterministic: the same)

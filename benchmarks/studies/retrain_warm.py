@@ -64,7 +64,7 @@ import polars as pl
 import typer
 
 from benchmarks import records
-from benchmarks.paths import RESULTS, TEMP, datasets_root
+from benchmarks.paths import RESULTS, TEMP, LogToSplitOption, beauty_log
 from benchmarks.studies.retrain_variants import BASE_OF, BASES, BY_HAND, PAIRS, VARIANTS
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
@@ -102,12 +102,7 @@ def _step(path: Path, config: dict[str, Any], make: Callable[[], dict[str, Any]]
 
 def main(
     out: Annotated[Path, typer.Option(help="Result folder.")] = RESULTS / "retrain",
-    dataset: Annotated[
-        Path | None,
-        typer.Option(
-            help="interactions.csv to split (default: amazon-beauty's, $RECSYS_DATASETS)."
-        ),
-    ] = None,
+    dataset: LogToSplitOption = None,
     work: Annotated[Path, typer.Option(help="Scratch folder for the homes.")] = TEMP
     / "retrain-bench",
     threads: Annotated[int, typer.Option(help="Threads per run.")] = 2,
@@ -129,7 +124,7 @@ def main(
         raise typer.BadParameter(f"--only: no such base or variant: {sorted(unknown)}")
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    csv = dataset or datasets_root() / "amazon-beauty" / "interactions.csv"
+    csv = dataset or beauty_log()
     first, new = split_by_position(csv, work)
     pinned = ["--set", f"train.threads={threads}"]
     pinned += ["--set", f"train.precision={precision}"] if precision else []
