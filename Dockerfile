@@ -36,6 +36,7 @@ COPY data ./data
 COPY model ./model
 COPY training ./training
 COPY serving ./serving
+COPY recsys ./recsys
 COPY configs ./configs
 RUN pip install --index-url "${PIP_INDEX}" ${FIND_LINKS:+--find-links "${FIND_LINKS}"} \
         --no-deps -e . \

@@ -25,7 +25,7 @@ test-all: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check app data model training serving tests benchmarks scripts
+	$(BIN)/ruff check app data model recsys training serving tests benchmarks scripts
 	$(BIN)/mypy
 
 # The main job: train on the default data (unless a model is already published), then serve

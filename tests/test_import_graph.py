@@ -1,11 +1,13 @@
 """The import graph of our packages: no cycle, no upward import, no private name in benchmarks.
 
-Every `.py` file under data/, model/, training/, serving/, app/ and benchmarks/ is parsed with
-`ast` (nothing is imported); every import of one of our modules counts, at module level or
-inside a function. Layers, lowest first: data < model < {training, serving} < app < benchmarks;
-training and serving never import each other, nor app/api training. Inside training: its
-top-level modules (samplers/, kernel_tree/ too) < evaluation < loop < workflows. The one upward
-import allowed: `recsys bench` (app/commands/bench.py) imports the harness inside its command.
+Every `.py` file under data/, model/, training/, serving/, app/, recsys/ and benchmarks/ is
+parsed with `ast` (nothing is imported); every import of one of our modules counts, at module
+level or inside a function. Layers, lowest first: data < model < {training, serving} <
+{app, recsys} < benchmarks; training and serving never import each other, nor app/api training;
+the interfaces, app/ (the CLI and the HTTP API) and recsys/ (the Python API), never import each
+other, and no package of ours imports recsys/. Inside training: its top-level modules
+(samplers/, kernel_tree/ too) < evaluation < loop < workflows. The one upward import allowed:
+`recsys bench` (app/commands/bench.py) imports the harness inside its command.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("data", "model", "training", "serving", "app", "benchmarks")
+PACKAGES = ("data", "model", "training", "serving", "app", "recsys", "benchmarks")
 PRODUCT = frozenset(PACKAGES[:-1])
-LAYERS = {"data": 0, "model": 1, "training": 2, "serving": 2, "app": 3, "benchmarks": 4}
-LAYER_TEXT = "data < model < training, serving < app < benchmarks"
+LAYERS = {
+    "data": 0, "model": 1, "training": 2, "serving": 2, "app": 3, "recsys": 3, "benchmarks": 4,
+}  # fmt: skip
+LAYER_TEXT = "data < model < training, serving < app, recsys < benchmarks"
 TRAINING_LAYERS = {"evaluation": 1, "loop": 2, "workflows": 3}  # any other part of training: 0
 TRAINING_TEXT = "training's modules, samplers, kernel_tree < evaluation < loop < workflows"
 APART = {("training", "serving"), ("serving", "training"), ("app.api", "training")}
+APART |= {("app", "recsys"), ("recsys", "app"), ("benchmarks", "recsys")}  # an API, not a layer
 LAZY_ENTRY = ("app.commands.bench", "benchmarks")  # the thin `recsys bench` command
 
 
@@ -225,19 +230,24 @@ def test_the_checker_finds_each_kind_of_planted_violation(tmp_path: Path) -> Non
         "serving/index.py": "from training.loop.fit import x\n",
         "app/api/routes.py": "from training.workflows import run\nfrom serving import index\n",
         "app/commands/bench.py": "import benchmarks.cli\ndef bench():\n    import benchmarks.cli\n",
+        "app/cli.py": "def main():\n    import recsys\n",
+        "recsys/__init__.py": "from app.cli import main\n",
         "benchmarks/cli.py": "from training._util import A\nfrom training.loop.fit import _go\n",
     })  # fmt: skip
     found = violations(root)
     assert found == [
+        "import cycle: app.cli -> recsys -> app.cli",
         "import cycle: model.config -> model.towers -> model.config",
         "import cycle: training.loop.fit -> training.workflows.run -> training.loop.fit",
         "app/api/routes.py:1: app.api.routes imports training.workflows.run: app.api never "
         "imports training",
+        "app/cli.py:2: app.cli imports recsys: app never imports recsys",
         "app/commands/bench.py:1: app.commands.bench imports benchmarks.cli: import the harness "
         "inside the command, lazily",
         "benchmarks/cli.py:1: benchmarks.cli imports private _util from training._util",
         "benchmarks/cli.py:2: benchmarks.cli imports private _go from training.loop.fit",
         "data/rows.py:2: data.rows imports model.towers: upward (" + LAYER_TEXT + ")",
+        "recsys/__init__.py:1: recsys imports app.cli: recsys never imports app",
         "serving/index.py:1: serving.index imports training.loop.fit: serving never imports "
         "training",
         "training/loop/fit.py:1: training.loop.fit imports training.workflows.run: upward "

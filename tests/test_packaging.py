@@ -6,7 +6,7 @@ from pathlib import Path
 from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("app", "data", "model", "serving", "training")
+PRODUCT = ("app", "data", "model", "recsys", "serving", "training")
 
 
 def test_the_wheel_holds_every_product_package_and_nothing_else() -> None:
