@@ -3,9 +3,13 @@
 A step is exactly what training runs per batch (`RetrievalModule.optimisation_step`): query
 tower forward over B histories, the loss (sampled softmax over the sampler's negatives, or the
 full softmax over all n items), backward, every optimiser, and the sampler's update with the
-rows that changed. Sampled runs use sparse id tables (`SparseAdam`, only touched rows move);
-the full softmax needs dense Adam, since every row gets a gradient. The item table is random
-and the histories are drawn from a Zipf-like popularity, so timings do not depend on data.
+rows that changed. Each sampler runs with its preset as `recsys train --sampler NAME` applies
+it (per-query draws where that is its default), then the `--set` overrides. Targets follow
+`train.targets`: with `all` (the default) every position of the B histories is a query, N = B L.
+Sampled runs use sparse id tables (`SparseAdam`, only touched rows move); the full softmax
+needs dense Adam, since every row gets a gradient. The item table is random and the histories
+are drawn from a Zipf-like popularity, so timings do not depend on data. Each row also says
+where the step's time went (`step_phases`) and the sampler's shape as built.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +27,10 @@ import torch
 
 from benchmarks.harness import options
 from benchmarks.harness.sampler_keys import own_keys
+from benchmarks.speed.step_phases import PhaseClock, sampler_shape
 from data.errors import RecsysInputError
 from training.config import RecsysConfig
-from training.config_loading import load_config
+from training.config_loading import build_run_config, parse_override
 from training.loop.trainer import build_module
 
 FULL = "full"
@@ -37,11 +43,13 @@ def zipf_counts(n: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def random_batch(
-    counts: torch.Tensor, batch: int, length: int, gen: torch.Generator
+    counts: torch.Tensor, batch: int, length: int, gen: torch.Generator, every: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """B full histories `[B, L]` and one next-item target per row (the last column)."""
+    """B full histories `[B, L]` and their next items: at every position (`every`) or the last."""
     items = torch.multinomial(counts.to(torch.float32), batch * (length + 1), True, generator=gen)
     seq = items.reshape(batch, length + 1)
+    if every:
+        return seq[:, :-1], seq[:, 1:].clone()
     targets = torch.zeros(batch, length, dtype=torch.int64)
     targets[:, -1] = seq[:, -1]
     return seq[:, :-1], targets
@@ -52,23 +60,43 @@ def step_config(
 ) -> RecsysConfig:
     """The config of one timed cell: a sampler (tapas at one r) and a tower, fp32.
 
-    The sampler has its settings class's defaults, but m shared negatives (`per_query` off
-    where it has the key); the full softmax draws none.
+    As `recsys train --sampler NAME --num-negatives m --set ...` builds it: the sampler's
+    preset (its settings class's defaults and what it pairs with), the bench's shapes, then
+    `args["overrides"]` (`--set`), then m where the sampler draws m (not the full softmax).
     """
-    ratio = {} if tapas_ratio is None else {"ratio": tapas_ratio}
-    wanted = {"num_negatives": args["num_negatives"], "per_query": False, **ratio}
-    drawn = own_keys(sampler, wanted)
-    return load_config(
-        overrides=[
-            f"sampler.name={sampler}",
-            *(f"sampler.{key}={json.dumps(value)}" for key, value in drawn.items()),
-            f"model.dim={args['dim']}",
-            f"model.tower={tower}",
-            f"model.max_len={args['length']}",
-            f"train.sparse_embeddings={str(sampler != FULL).lower()}",
-            "train.precision=fp32",  # the committed figures' precision, whatever the CPU
-        ]
-    )
+    ratio = [] if tapas_ratio is None else [f"sampler.ratio={tapas_ratio}"]
+    shapes = [
+        f"model.dim={args['dim']}",
+        f"model.tower={tower}",
+        f"model.max_len={args['length']}",
+        f"train.sparse_embeddings={str(sampler != FULL).lower()}",
+        "train.precision=fp32",  # the committed figures' precision, whatever the CPU
+    ]
+    m = own_keys(sampler, {"num_negatives": args["num_negatives"]}).get("num_negatives")
+    sets = own_overrides(sampler, args.get("overrides", ()))
+    return build_run_config(overrides=[*shapes, *ratio, *sets], sampler=sampler, num_negatives=m)
+
+
+def own_overrides(sampler: str, overrides: Iterable[str]) -> list[str]:
+    """The `--set` overrides of one cell: a `sampler.KEY` one only where `sampler` has KEY."""
+    kept = []
+    for text in overrides:
+        keys, _ = parse_override(text)
+        if keys[0] != "sampler" or len(keys) != 2 or own_keys(sampler, {keys[1]: None}):
+            kept.append(text)
+    return kept
+
+
+def refuse_unused_overrides(samplers: list[str], overrides: Iterable[str]) -> None:
+    """Refuse a `sampler.KEY` override that no timed sampler has (a typo would time nothing).
+
+    Raises:
+        RecsysInputError: naming the override.
+
+    """
+    for text in overrides:
+        if not any(text in own_overrides(sampler, [text]) for sampler in samplers):
+            raise RecsysInputError(f"--set {text}: no sampler of --samplers has that key")
 
 
 def cell_configs(
@@ -84,6 +112,7 @@ def cell_configs(
         (tower, sampler, ratio) for tower in towers for sampler in samplers
         for ratio in (args["tapas_ratios"] if sampler == "tapas" else [None])
     ]  # fmt: skip
+    refuse_unused_overrides(samplers, args.get("overrides", ()))
     cells: list[tuple[RecsysConfig, int | None]] = []
     for tower, sampler, ratio in keys:
         try:
@@ -100,32 +129,44 @@ def bench_one(
     args: dict[str, Any],
     tapas_ratio: int | None = None,
 ) -> dict[str, Any]:
-    """Median and minimum ms per step of one sampler (tapas: at one r) and tower on n items."""
-    sampler, tower = cfg.sampler.name, cfg.model.tower
+    """One cell's row: ms per step (median, minimum) of a sampler and tower on n items.
+
+    With the mean ms of each phase (`step_phases`) and the sampler's shape as built.
+    """
+    sampler = cfg.sampler.name
+    tower = getattr(cfg.model.tower, "name", cfg.model.tower)  # a settings section, or its name
     gen = torch.Generator().manual_seed(n)
     torch.manual_seed(n)
     module = build_module(cfg, n, counts)
     module.on_train_start()  # the sampler's initial state, as in training
     opts = module.standalone_optimizers()
-    batches = [random_batch(counts, args["batch"], args["length"], gen) for _ in range(2)]
+    clock = PhaseClock()
+    backward = clock.attach(module, opts)
+    every = cfg.train.targets == "all"
+    batches = [random_batch(counts, args["batch"], args["length"], gen, every) for _ in range(2)]
     times = []
     for step in range(args["repeats"] + 1):  # step 0 warms up (allocations, Adam state)
         started = time.perf_counter()
-        module.optimisation_step(batches[step % 2], opts, torch.Tensor.backward)
+        module.optimisation_step(batches[step % 2], opts, backward)
         if step:
             times.append((time.perf_counter() - started) * 1000)
+        else:
+            clock.reset()
     return {
         "sampler": sampler,
         "tapas_ratio": tapas_ratio,
         "items": n,
         "batch": args["batch"],
-        "num_negatives": None if sampler == FULL else args["num_negatives"],
+        "queries": int((batches[0][1] != 0).sum()),
+        "num_negatives": getattr(cfg.sampler, "num_negatives", None),
+        **sampler_shape(module),
         "dim": args["dim"],
         "tower": tower,
         "history": args["length"],
         "optimizer": "Adam (dense)" if sampler == FULL else "Adam + SparseAdam (id tables)",
         "ms_per_step": round(statistics.median(times), 3),
         "ms_per_step_min": round(min(times), 3),
+        "phases_ms": clock.per_step_ms(times),
     }
 
 

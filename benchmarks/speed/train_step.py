@@ -27,7 +27,9 @@ def train_step(
     samplers: Annotated[
         str, typer.Option("--samplers", help="`full` and/or sampler names, comma-separated.")
     ] = DEFAULT_SAMPLERS,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Queries per step B.")] = 256,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, help="Histories per step B (N = B L queries).")
+    ] = 256,
     num_negatives: Annotated[int, typer.Option("--num-negatives", min=1, help="m.")] = 1024,
     dim: Annotated[int, typer.Option("--dim", min=1, help="Embedding size d.")] = 64,
     towers: Annotated[
@@ -43,12 +45,23 @@ def train_step(
     ] = "8",
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed steps per cell.")] = 5,
     threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads of torch.")] = 2,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Config override section.key=value over every cell's preset (repeatable).",
+        ),
+    ] = None,
     json_path: Annotated[Path, typer.Option("--out", help="Result record.")] = RESULTS
     / "train_step/train_step.json",
     plot_path: Annotated[Path, typer.Option("--plot", help="Result plot (PNG).")] = RESULTS
     / "train_step/train_step.png",
 ) -> None:
-    """Time whole training steps (forward, backward, optimisers, sampler update) per sampler."""
+    """Time whole training steps (forward, backward, optimisers, sampler update) per sampler.
+
+    Each sampler runs with its preset as `recsys train --sampler NAME` applies it, under the
+    `--set` overrides; every position of a history is a query unless `train.targets=last`.
+    """
     from benchmarks.speed.step_timing import plot, run_benchmark  # torch: only when run
     from training.samplers import SAMPLERS
 
@@ -62,6 +75,7 @@ def train_step(
         "batch": batch, "num_negatives": num_negatives, "dim": dim,
         "length": history, "repeats": repeats, "threads": threads,
         "tapas_ratios": options.ints(tapas_ratios, "tapas-ratios"),
+        "overrides": list(set_ or []),
     }  # fmt: skip
     config = {**args, "items": options.ints(items, "items"), "samplers": names,
               "towers": options.names(towers, "towers")}  # fmt: skip

@@ -98,3 +98,39 @@ def test_cli_refuses_an_unwritable_result_file_before_the_work(
             option, str(blocker / "steps.out"),
         )  # fmt: skip
         assert result.returncode == 2 and option in result.stderr
+
+
+def test_cli_times_the_train_preset_under_set_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "steps.json"
+    result = run_bench(
+        capsys, "train-step", "--items", "300", "--samplers", "uniform,rff", "--towers", "mean",
+        "--repeats", "1", "--batch", "4", "--num-negatives", "8", "--history", "5", "--dim", "8",
+        "--threads", "1", "--set", "sampler.features=16", "--set", "sampler.leaf_size=8",
+        "--out", str(out_json), "--plot", str(tmp_path / "steps.png"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out_json.read_text())
+    assert record["config"]["overrides"] == ["sampler.features=16", "sampler.leaf_size=8"]
+    uniform, rff = record["metrics"]["results"]
+    assert rff["per_query"] is True  # rff's preset, as `recsys train --sampler rff` has it
+    assert (rff["features"], rff["leaf_size"]) == (32, 8)  # 2D features; b from --set
+    assert (uniform["per_query"], uniform["features"], uniform["leaf_size"]) == (False, None, None)
+    for row in (uniform, rff):
+        assert row["queries"] == 4 * 5  # a target at every position (train.targets all)
+        phases = row["phases_ms"]
+        assert set(phases) == {"draw", "sampler_update", "backward", "optimizer",
+                               "forward_and_loss"}  # fmt: skip
+        assert phases["draw"] > 0 and phases["backward"] > 0
+        assert sum(phases.values()) == pytest.approx(row["ms_per_step"], rel=0.05, abs=0.05)
+
+
+def test_cli_refuses_a_sampler_key_no_timed_sampler_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_bench(
+        capsys, "train-step", "--items", "300", "--samplers", "uniform,rff",
+        "--set", "sampler.leaf_sise=8", "--out", str(tmp_path / "steps.json"),
+    )  # fmt: skip
+    assert result.returncode == 2 and "sampler.leaf_sise=8" in result.stderr
