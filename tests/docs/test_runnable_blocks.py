@@ -33,12 +33,12 @@ class Block:
     code: str
 
 
-def runnable_blocks(text: str) -> list[Block]:
-    """The marked bash blocks of a page, in order."""
+def runnable_blocks(text: str, opening: re.Pattern[str] = OPENING) -> list[Block]:
+    """The marked blocks of a page whose fence `opening` matches (bash), in order."""
     lines = text.splitlines()
     blocks = []
     for i, line in enumerate(lines):
-        if line.strip() != MARK or i + 1 >= len(lines) or not OPENING.match(lines[i + 1]):
+        if line.strip() != MARK or i + 1 >= len(lines) or not opening.match(lines[i + 1]):
             continue
         end = next((j for j in range(i + 2, len(lines)) if lines[j].startswith("```")), None)
         if end is None:
