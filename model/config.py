@@ -1,35 +1,51 @@
-"""The towers' typed settings (`model:` in a config file) and the strict base of every section."""
+"""The towers' typed settings (`model:` in a config file); `Section` is every section's base."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, model_validator
+
+from model.section import Section
+from model.tower_settings import (
+    DEFAULT_TOWER,
+    FORMER_MODEL_KEYS,
+    TowerSettings,
+    validate_tower,
+)
+
+__all__ = ["ModelConfig", "Section", "register_towers"]
 
 
-class Section(BaseModel):
-    """A config section: unknown keys, wrong types and NaN are refused on load and on assignment."""
+def register_towers() -> None:
+    """Register the built-in query towers: their modules do it when imported.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    Called when a config is read, not when this module is imported: the towers import torch,
+    which the CLI does not load to start.
+    """
+    import model.towers  # noqa: F401
+
+
+def _tower(value: Any) -> TowerSettings:
+    register_towers()
+    return validate_tower(value)
 
 
 class ModelConfig(Section):
     """The two towers."""
 
-    tower: Literal["sasrec", "mean"] = Field(
-        "sasrec", description="Query tower: sasrec (causal self-attention) or mean (running mean)."
+    tower: Annotated[SerializeAsAny[TowerSettings], PlainValidator(_tower)] = Field(
+        default_factory=lambda: _tower(DEFAULT_TOWER),
+        description="The query tower: its `name` (sasrec, mean, fmlp, bsarec, lru) picks its "
+        "settings class (model/towers/); a bare name takes that tower's defaults.",
     )
     dim: int = Field(256, ge=2, description="Embedding size d of both towers.")
     max_len: int = Field(20, ge=1, description="Query history length L.")
-    num_layers: int = Field(2, ge=1, description="Transformer blocks (sasrec).")
-    num_heads: int = Field(
-        2, ge=1, description="Attention heads (sasrec); dim must be divisible by it."
-    )
-    ffn_dim: int | None = Field(
-        None, ge=1, description="Width of each block's feed-forward layer; null = dim (SASRec's)."
-    )
     dropout: float = Field(
-        0.5, ge=0.0, lt=1.0, description="Embedding, attention and feed-forward dropout (sasrec)."
+        0.5,
+        ge=0.0,
+        lt=1.0,
+        description="Dropout of the query tower's inputs and blocks (mean has none).",
     )
     share_embeddings: bool = Field(
         True, description="The item tower reuses the query tower's input item table."
@@ -53,11 +69,18 @@ class ModelConfig(Section):
         "false: plain dot products h . c / temperature, as SASRec (set temperature 1 with it).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _former_tower_keys(cls, data: Any) -> Any:
+        """`num_layers`, `num_heads`, `ffn_dim` at the top of `model:` (the former layout)."""
+        if not isinstance(data, dict) or not any(k in data for k in FORMER_MODEL_KEYS):
+            return data
+        former = {k: data[k] for k in FORMER_MODEL_KEYS if k in data}
+        rest = {k: v for k, v in data.items() if k not in FORMER_MODEL_KEYS}
+        register_towers()
+        return {**rest, "tower": validate_tower(rest.get("tower", DEFAULT_TOWER), former)}
+
     @model_validator(mode="after")
-    def _heads_divide_dim(self) -> ModelConfig:
-        if self.tower == "sasrec" and self.dim % self.num_heads:
-            raise ValueError(
-                f"model.dim {self.dim} is not divisible by model.num_heads {self.num_heads} "
-                "(each attention head takes dim / num_heads of the embedding)"
-            )
+    def _tower_fits_the_sizes(self) -> ModelConfig:
+        self.tower.check_sizes(self.dim, self.max_len)
         return self

@@ -51,10 +51,14 @@ def _override_layer(text: str) -> Layer:
 
 
 def _deep_merge(base: Layer, extra: Mapping[str, Any]) -> Layer:
+    """`extra` over `base`; a mapping over a bare name (`tower: fmlp`) extends `{name: fmlp}`."""
     merged = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+        old = merged.get(key)
+        if isinstance(value, dict) and isinstance(old, str):
+            old = {"name": old}
+        if isinstance(value, dict) and isinstance(old, dict):
+            merged[key] = _deep_merge(old, value)
         else:
             merged[key] = value
     return merged

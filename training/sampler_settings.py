@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError
-from pydantic_core import InitErrorDetails
+from pydantic import Field
 
-from model.config import Section
+from model.section import Section, settings_name, validate_named
 
 DEFAULT_SAMPLER = "uniform"  # the sampler of a `sampler:` section that names none
 
@@ -87,14 +86,6 @@ class TracksTheTable(SampledSettings):
 AnySampler = FullSoftmax | SampledSettings  # what `RecsysConfig.sampler` holds
 
 
-def settings_name(settings: type[SamplerSettings]) -> str:
-    """The `name` a settings class answers to (its `name` field's default)."""
-    name = settings.model_fields["name"].default
-    if not isinstance(name, str):
-        raise TypeError(f"{settings.__name__}.name needs a default: the sampler's name")
-    return name
-
-
 SETTINGS: dict[str, type[FullSoftmax] | type[SampledSettings]] = {
     settings_name(FullSoftmax): FullSoftmax
 }
@@ -122,26 +113,4 @@ def validate_sampler(value: Any) -> AnySampler:
             at a key the chosen sampler does not have (the message lists its keys).
 
     """
-    if isinstance(value, FullSoftmax | SampledSettings):
-        return value
-    if not isinstance(value, dict):
-        raise ValueError("expected a mapping: name and the sampler's settings")
-    name = value.get("name", DEFAULT_SAMPLER)
-    settings = settings_class(name)
-    if settings is None:
-        known = ", ".join(sorted(SETTINGS))
-        raise _error("name", name, f"unknown sampler {name!r}; known: {known}")
-    unknown = [key for key in value if key not in settings.model_fields]
-    if unknown:
-        keys = ", ".join(settings.model_fields)
-        message = f"not a key of the {name} sampler; its keys: {keys}"
-        raise _error(unknown[0], value[unknown[0]], message)
-    return settings.model_validate(value)
-
-
-def _error(key: str, value: Any, message: str) -> ValidationError:
-    """A validation error at `sampler.<key>`, as pydantic reports a field's."""
-    detail = InitErrorDetails(
-        type="value_error", loc=(key,), input=value, ctx={"error": ValueError(message)}
-    )
-    return ValidationError.from_exception_data("sampler", [detail])
+    return validate_named(value, SETTINGS, "sampler", DEFAULT_SAMPLER)

@@ -50,7 +50,7 @@ def synthetic_bundle(
 
     from model.bundle import Manifest, publish, write_bundle
     from model.config import ModelConfig
-    from model.towers import build_query_tower
+    from model.build import build_query_tower
 
     torch.manual_seed(seed)
     cfg = ModelConfig(dim=dim)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import records
-from model.towers import QueryTower
+from model.build import build_query_tower
 
 TARGETS, DIM, ITEMS = 560, 256, 12_102
 
@@ -54,7 +54,8 @@ def tower_ms(mode: str) -> tuple[float, float]:
 
     """
     torch.manual_seed(0)
-    tower = QueryTower(ITEMS, DIM, 50, 2, 2, 0.5).train()
+    cfg = {"dim": DIM, "max_len": 50, "dropout": 0.5, "tower": {"name": "sasrec", "num_heads": 2}}
+    tower = build_query_tower(cfg, ITEMS).train()
     if mode == "compiled":
         for block in tower.blocks:
             block.compile(dynamic=True)

@@ -23,7 +23,7 @@ from data.ingest import ingest_files
 from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
-from model.towers import build_model
+from model.build import build_model
 from training.config_loading import load_config
 from training.evaluation.ranking import evaluate_loader
 from training.loop.datamodule import SequenceDataModule, item_counts

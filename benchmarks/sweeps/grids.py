@@ -15,17 +15,20 @@ from benchmarks.sweeps.recipe_grid import recipe
 from benchmarks.sweeps.recipe_report import recipe_report
 from benchmarks.sweeps.sweep import SWEEP_DIR
 from benchmarks.sweeps.sweep_grid import Planner, catalogue, comparison
+from benchmarks.sweeps.tower_grid import towers
 
 GRIDS: dict[str, Planner] = {
     "comparison": comparison, "catalogue": catalogue, "recipe": recipe, "final": final,
+    "towers": towers,
 }  # fmt: skip
 RESULT_DIRS = {
     "comparison": SWEEP_DIR,
     "catalogue": RESULTS / "catalogue_1m",
     "recipe": RESULTS / "recipe_study",
     "final": RESULTS / "recipe_final",
+    "towers": RESULTS / "tower_study",
 }
-VALIDATION_ONLY = frozenset({"recipe"})  # a study chosen on val: its runs never rank test
+VALIDATION_ONLY = frozenset({"recipe", "towers"})  # a study chosen on val: its runs never rank test
 # grid -> its markdown report from (result folder, bootstrap resamples)
 REPORTS: dict[str, Callable[[Path, int, Path | None], str]] = {
     "recipe": recipe_report,

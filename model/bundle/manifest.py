@@ -1,10 +1,10 @@
 """The bundle's `manifest.json`: one typed `Manifest`, read, validated, upgraded and written here.
 
-Format 3 stores each fact once: the towers' settings are the typed `model` (their `dim` is the
+Format 4 stores each fact once: the towers' settings are the typed `model` (their `dim` is the
 item embeddings' width), the training run's other settings the opaque `config` (its schema is
 `training`'s, which this package never imports: `Manifest.run_config` gives training the whole
 run config back). What serving needs (`num_items`, `model`, `temperature`, `score`) is typed.
-Bundles published in formats 1 and 2 are read through `upgrade`, the one place that knows them.
+Bundles published in formats 1 to 3 are read through `upgrade`, the one place that knows them.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from model.config import ModelConfig
 # Format 3 stores each fact once (format 2 kept `dim` beside `model.dim` and `config.model`, and
 # a sampler summary beside `config.sampler`); a format-2 reader must refuse it. Format 2 added
 # `score`: a format-1 reader would rank an abs_dot model by h . c without noticing.
-FORMAT_VERSION: Final = 3
-READABLE_FORMATS = (1, 2, 3)
+# Format 4 gives the query tower settings of its own (`model.tower: {name, ...}`; format 3 had
+# the name there and its keys at the top of `model`): a format-3 reader must refuse it.
+FORMAT_VERSION: Final = 4
+READABLE_FORMATS = (1, 2, 3, 4)
 # `score`: how the model ranks item c for query h (format 1 had no score: all were "dot").
 DOT: Final = "dot"  # h . c, the ordinary softmax's logit
 ABS_DOT: Final = "abs_dot"  # |h . c|, a model trained with the absolute softmax
@@ -51,7 +53,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
-    format_version: Literal[3] = FORMAT_VERSION
+    format_version: Literal[4] = FORMAT_VERSION
     version: str = Field(description="The name it was written as: its run is `runs/<version>`.")
     created_at: datetime
     dataset: str
@@ -120,7 +122,9 @@ class Manifest(BaseModel):
 
 
 def upgrade(old: dict[str, Any]) -> dict[str, Any]:
-    """A format-1 or -2 manifest's content in format 3, each fact once.
+    """A format-1, -2 or -3 manifest's content in format 4, each fact once.
+
+    Format 3 differs only in where the tower's keys sit, which `ModelConfig` reads itself.
 
     `dim` and `config.model` repeated `model` (they must agree), the `sampler` summary repeated
     `config.sampler`; the retrain's keys move under `retrain`. Format 1 had no `score` (every
@@ -132,6 +136,8 @@ def upgrade(old: dict[str, Any]) -> dict[str, Any]:
             and `model.dim` disagree.
 
     """
+    if old.get("format_version") == 3:
+        return {**old, "format_version": FORMAT_VERSION}
     missing = [key for key in ("dim", "model") if key not in old]
     if missing:
         raise ValueError(f"missing key(s) {', '.join(missing)}")

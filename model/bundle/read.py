@@ -156,7 +156,7 @@ def load_query_tower(path: Path, manifest: Manifest) -> nn.Module:
     """
     import torch  # here, not at the top: listing and validating bundles start without torch
 
-    from model.towers import build_query_tower
+    from model.build import build_query_tower
 
     where = path / QUERY_TOWER
     try:

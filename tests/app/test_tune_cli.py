@@ -29,12 +29,15 @@ from training.workflows.tune import (
     best_settings,
     minutes_spent,
     open_study,
+    trial_config,
     tune,
 )
 from training.workflows.tune_study import MINUTES_RUN
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
-SEARCHED = set(SEARCH_SPACE) - {"model.max_len"}  # a key given with --set is not searched
+SEARCHED = (set(SEARCH_SPACE) | {"model.tower.num_layers", "model.tower.num_heads"}) - {
+    "model.max_len"
+}  # the default tower's own keys are searched; a key given with --set is not
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +75,10 @@ def test_tune_writes_every_trial_and_a_best_config_that_train_reads(
     assert lines[-1].startswith(f"best: trial {best['number']}, val ndcg@10")
     cfg = load_config([home / "tune" / "best.yaml"], [])
     for key, value in best["params"].items():
-        section, name = key.split(".")
-        assert getattr(getattr(cfg, section), name) == value
+        node = cfg
+        for part in key.split("."):
+            node = getattr(node, part)
+        assert node == value
     assert cfg.train.max_epochs == 2 and cfg.model.max_len == 10
     assert cfg.train.max_minutes is None  # the trial's cap is not kept
     trained = run_cli("train", "--config", str(home / "tune" / "best.yaml"), "--json", home=home)
@@ -318,3 +323,18 @@ def test_a_study_that_spent_its_budget_says_so_instead_of_running_nothing_silent
     assert [t["state"] for t in summary["trials"]] == ["fail", "waiting"]  # nothing ran
     assert "has spent its 1.0-minute budget (2.0 minutes run)" in caplog.text
     assert "a larger --budget-minutes continues it" in caplog.text
+
+
+def test_the_search_covers_the_chosen_towers_own_keys_and_leaves_the_set_ones() -> None:
+    base = load_config([], ["model.tower=bsarec"])
+    space = TuneRequest(base, Path("unused"), 1.0, 1).space()
+    own = {key for key in space if key.startswith("model.tower.")}
+    assert own == {f"model.tower.{k}" for k in ("num_layers", "num_heads", "alpha", "cutoff")}
+    fixed = frozenset({"model.num_layers", "model.tower.alpha"})  # the former spelling too
+    left = set(TuneRequest(base, Path("unused"), 1.0, 1, fixed=fixed).space())
+    assert left == set(space) - {"model.tower.num_layers", "model.tower.alpha"}
+    params = {"model.tower.alpha": 0.25, "model.tower.cutoff": 3, "model.dim": 64}
+    cfg = trial_config(base, params, 2.0)
+    assert (cfg.model.tower.alpha, cfg.model.tower.cutoff, cfg.model.dim) == (0.25, 3, 64)
+    mean = TuneRequest(load_config([], ["model.tower=mean"]), Path("unused"), 1.0, 1).space()
+    assert not [key for key in mean if key.startswith("model.tower.")]

@@ -20,7 +20,7 @@ from data.errors import RecsysInputError
 from data.ingest import ingest_rows
 from data.workspace import Workspace
 from model.bundle import BundleError, ModelBundle
-from model.towers import build_query_tower
+from model.build import build_query_tower
 from serving.service import ModelService
 from tests.serving.bundles import make_bundle
 

@@ -85,8 +85,28 @@ def test_missing_manifest_key_and_missing_dir(bundle_dir: Path, tmp_path: Path) 
         ModelBundle.load(tmp_path / "nope")
 
 
+def format_3(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` (format 4) as format 3 wrote it: the tower's name and keys flat in `model`."""
+    tower = manifest["model"]["tower"]
+    model = {k: v for k, v in manifest["model"].items() if k != "tower"}
+    own = {k: v for k, v in tower.items() if k != "name"}
+    return {**manifest, "format_version": 3, "model": {**model, "tower": tower["name"], **own}}
+
+
+def test_a_format_3_bundle_reads_as_format_4_and_serves_the_same(bundle_dir: Path) -> None:
+    new = ModelBundle.load(bundle_dir)
+    path = bundle_dir / "manifest.json"
+    path.write_text(json.dumps(format_3(json.loads(path.read_text()))))
+    assert json.loads(path.read_text())["model"]["num_layers"] == 1  # the fixture's one block
+    old = ModelBundle.load(bundle_dir)
+    assert old.manifest.model == new.manifest.model and old.manifest.format_version == 4
+    history = torch.tensor([[0, 3, 5, 7]])
+    assert torch.equal(old.query_tower.encode(history), new.query_tower.encode(history))
+
+
 def format_2(manifest: dict[str, Any]) -> dict[str, Any]:
-    """`manifest` (format 3) as format 2 wrote it: dim three times, the sampler twice."""
+    """`manifest` (format 4) as format 2 wrote it: dim three times, the sampler twice."""
+    manifest = format_3(manifest)
     old = {k: v for k, v in manifest.items() if k != "retrain"}
     config = {**old.pop("config"), "model": manifest["model"]}
     old.update(format_version=2, dim=manifest["model"]["dim"], config=config)
@@ -94,7 +114,7 @@ def format_2(manifest: dict[str, Any]) -> dict[str, Any]:
     return {**old, **(manifest["retrain"] or {})}
 
 
-def test_a_format_2_bundle_reads_as_format_3(bundle_dir: Path) -> None:
+def test_a_format_2_bundle_reads_as_format_4(bundle_dir: Path) -> None:
     new = ModelBundle.load(bundle_dir).manifest
     sampler = {"name": "full", "num_negatives": 256}  # flat, as format 2's runs stored it
     retrain = {"previous_version": "v0", "warm_start": True, "since": None}
@@ -120,7 +140,7 @@ def test_a_format_2_manifest_whose_dims_disagree_is_refused(bundle_dir: Path) ->
 def test_format_1_bundle_without_score_loads_as_dot(tmp_path: Path) -> None:
     bundle_dir = make_bundle(tmp_path, "old", num_items=20, target=7, score="abs_dot")
     manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 3 and manifest["score"] == "abs_dot"
+    assert manifest["format_version"] == 4 and manifest["score"] == "abs_dot"
     manifest = format_2({**manifest, "config": {"sampler": {"name": "uniform"}}})
     del manifest["score"], manifest["temperature"], manifest["dataset"]
     (bundle_dir / "manifest.json").write_text(json.dumps(dict(manifest, format_version=1)))

@@ -23,7 +23,7 @@ from model.bundle import (
     write_bundle,
 )
 from model.config import ModelConfig
-from model.towers import build_model
+from model.build import build_model
 
 N_ITEMS = 40
 
@@ -77,7 +77,7 @@ def test_round_trip_reproduces_top_k(
     assert manifest == _manifest("v1", manifest.model).model_copy(
         update={"created_at": manifest.created_at}
     )  # every field round-trips
-    assert (manifest.format_version, manifest.dim, manifest.model.tower) == (3, 8, tower)
+    assert (manifest.format_version, manifest.dim, manifest.model.tower.name) == (4, 8, tower)
     loaded = ModelBundle.load(path)
     history = torch.tensor([[0, 0, 3, 9, 12, 5], [1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 17]])
     with torch.no_grad():

@@ -61,7 +61,7 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["model.dim=33"], "model.dim 33 is not divisible by model.num_heads 2"),
+        (["model.dim=33"], "model.dim 33 is not divisible by model.tower.num_heads 2"),
         (["model.tower=mean", "model.dim=33"], None),  # the mean tower has no heads
         (["data.split=time"], "data.split time needs data.cutoff"),
         (["data.split=time", "data.cutoff=100"], None),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.towers import build_model
+from model.build import build_model
 from training.config_loading import load_config
 from training.loop.lit_module import RetrievalModule
 from training.losses import get_loss

@@ -3,8 +3,12 @@
 import pytest
 import torch
 
+from model.build import build_model, build_query_tower
 from model.config import ModelConfig
-from model.towers import FastDropout, MeanPoolTower, QueryTower, build_model, build_query_tower
+from model.towers import FastDropout, MeanPoolTower, SasrecTower, TowerShape
+from model.towers.sasrec import SasrecSettings
+
+TOWERS = ["sasrec", "mean", "fmlp", "bsarec", "lru"]
 
 N_ITEMS, DIM, L = 30, 16, 8
 
@@ -17,7 +21,7 @@ def _seq(batch: int = 4, seed: int = 0) -> torch.Tensor:
     return seq
 
 
-@pytest.mark.parametrize("tower", ["sasrec", "mean"])
+@pytest.mark.parametrize("tower", TOWERS)
 def test_shapes_and_unit_norm(tower: str) -> None:
     model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     out = model(_seq())
@@ -30,7 +34,7 @@ def test_shapes_and_unit_norm(tower: str) -> None:
     assert torch.allclose(enc, out[:, -1])
 
 
-@pytest.mark.parametrize("tower", ["sasrec", "mean"])
+@pytest.mark.parametrize("tower", TOWERS)
 def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tower: str) -> None:
     cfg = {"tower": tower, "dim": DIM, "max_len": L}
     torch.manual_seed(0)
@@ -49,7 +53,7 @@ def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tow
         assert torch.allclose(torch.nn.functional.normalize(c, dim=-1), unit.item_tower(items))
 
 
-@pytest.mark.parametrize("tower", ["sasrec", "mean"])
+@pytest.mark.parametrize("tower", TOWERS)
 def test_causal_output_ignores_later_items(tower: str) -> None:
     torch.manual_seed(0)
     model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
@@ -62,9 +66,10 @@ def test_causal_output_ignores_later_items(tower: str) -> None:
     assert not torch.allclose(a[0, 5:], b[0, 5:], atol=1e-3)
 
 
-def test_padding_is_ignored_whatever_the_pad_length() -> None:
+@pytest.mark.parametrize("name", TOWERS)
+def test_padding_is_ignored_whatever_the_pad_length(name: str) -> None:
     torch.manual_seed(0)
-    tower = QueryTower(N_ITEMS, DIM, L, num_layers=2, num_heads=2).eval()
+    tower = build_query_tower({"tower": name, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     history = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])
     short = torch.tensor([[3, 7, 9]])  # encode() left-pads it to the same history
     assert torch.allclose(tower.encode(history), tower.encode(short), atol=1e-6)
@@ -74,9 +79,10 @@ def test_padding_is_ignored_whatever_the_pad_length() -> None:
     assert torch.allclose(tower.encode(history), tower.encode(longer), atol=1e-6)
 
 
-def test_padding_rows_do_not_affect_real_positions_in_attention() -> None:
+@pytest.mark.parametrize("name", TOWERS)
+def test_padding_rows_do_not_affect_real_positions(name: str) -> None:
     torch.manual_seed(0)
-    tower = QueryTower(N_ITEMS, DIM, L).eval()
+    tower = build_query_tower({"tower": name, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     seq = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])
     base = tower(seq)[0, 5:]
     with torch.no_grad():
@@ -85,7 +91,8 @@ def test_padding_rows_do_not_affect_real_positions_in_attention() -> None:
 
 
 def test_mean_pool_is_running_mean_of_non_padding() -> None:
-    tower = MeanPoolTower(N_ITEMS, DIM, L)
+    tower = build_query_tower({"tower": "mean", "dim": DIM, "max_len": L}, N_ITEMS)
+    assert isinstance(tower, MeanPoolTower)
     with torch.no_grad():
         tower.proj.weight.copy_(torch.eye(DIM))
         tower.proj.bias.zero_()
@@ -144,7 +151,7 @@ def test_fast_dropout_keeps_the_expectation_and_is_identity_in_eval() -> None:
 
 
 def test_ffn_dim_sets_the_feed_forward_width_and_a_bundle_without_it_keeps_dim() -> None:
-    wide = build_query_tower({"dim": DIM, "max_len": L, "num_layers": 2, "ffn_dim": 64}, N_ITEMS)
+    wide = SasrecTower(SasrecSettings(ffn_dim=64), TowerShape(N_ITEMS, DIM, L))
     for block in wide.blocks:
         assert block.ffn[0].weight.shape == (64, DIM)
         assert block.ffn[-1].weight.shape == (DIM, 64)

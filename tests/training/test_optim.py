@@ -8,7 +8,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
 
-from model.towers import build_model
+from model.build import build_model
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
 from training.loop.datamodule import SequenceDataModule, item_counts

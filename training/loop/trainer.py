@@ -24,7 +24,7 @@ from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 from data.errors import RecsysInputError
 from data.split import Splits, build_splits
 from data.workspace import Workspace
-from model.towers import build_model
+from model.build import build_model
 from training import distributed
 from training.combinations import refuse_clashes
 from training.config import RecsysConfig

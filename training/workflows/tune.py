@@ -28,6 +28,7 @@ from pytorch_lightning.callbacks import Callback
 from data.split import Splits
 from data.store import atomic_write
 from data.workspace import Workspace
+from model.tower_settings import FORMER_MODEL_KEYS
 from training import distributed
 from training.config import RecsysConfig
 from training.loop.checkpoints import MONITOR
@@ -38,11 +39,10 @@ from training.workflows.tune_study import open_study as open_study_at
 
 log = logging.getLogger(__name__)
 
-# name -> how the trial proposes it. Every key is a `section.key` of the config.
+# name -> how the trial proposes it. Every key is a `section.key` of the config; the query
+# tower's own keys (`model.tower.<key>`) come from its settings' `search_space`.
 SEARCH_SPACE: dict[str, Callable[[optuna.Trial, str], Any]] = {
     "model.dim": lambda t, k: t.suggest_categorical(k, [64, 128, 256]),
-    "model.num_layers": lambda t, k: t.suggest_int(k, 1, 3),
-    "model.num_heads": lambda t, k: t.suggest_categorical(k, [1, 2]),
     "model.dropout": lambda t, k: t.suggest_float(k, 0.1, 0.6),
     "model.temperature": lambda t, k: t.suggest_float(k, 0.02, 0.2, log=True),
     "model.learn_temperature": lambda t, k: t.suggest_categorical(k, [False, True]),
@@ -66,10 +66,28 @@ class TuneRequest:
 
     def space(self) -> dict[str, Callable[[optuna.Trial, str], Any]]:
         """The search space less the fixed keys (and a learned temperature the sampler refuses)."""
-        left_out = set(self.fixed)
+        left_out = {_tower_key(key) for key in self.fixed}
         if self.base.sampler.fixes_the_temperature():
             left_out.add("model.learn_temperature")
-        return {key: how for key, how in SEARCH_SPACE.items() if key not in left_out}
+        tower = self.base.model.tower.search_space
+        own = {f"model.tower.{key}": _suggestion(spec) for key, spec in tower.items()}
+        return {key: how for key, how in {**SEARCH_SPACE, **own}.items() if key not in left_out}
+
+
+def _tower_key(key: str) -> str:
+    """`model.num_layers` (a tower key at its former place) as `model.tower.num_layers`."""
+    section, _, name = key.partition(".")
+    return f"model.tower.{name}" if section == "model" and name in FORMER_MODEL_KEYS else key
+
+
+def _suggestion(spec: tuple[Any, ...]) -> Callable[[optuna.Trial, str], Any]:
+    """How a trial proposes a tower key from its `search_space` entry."""
+    kind, *args = spec
+    if kind == "int":
+        return lambda t, k: t.suggest_int(k, *args)
+    if kind == "float":
+        return lambda t, k: t.suggest_float(k, *args)
+    return lambda t, k: t.suggest_categorical(k, args[0])
 
 
 class PruneOnValidation(Callback):
@@ -112,8 +130,11 @@ def trial_config(base: RecsysConfig, params: dict[str, Any], minutes: float) -> 
     """`base` with the trial's `params` and its time cap (`train.max_minutes`)."""
     dump = base.model_dump()
     for key, value in {**params, "train.max_minutes": minutes}.items():
-        section, name = key.split(".")
-        dump[section][name] = value
+        *path, name = key.split(".")
+        node = dump
+        for part in path:
+            node = node[part]
+        node[name] = value
     return RecsysConfig.model_validate(dump)
 
 
@@ -131,6 +152,7 @@ def search_settings(request: TuneRequest) -> dict[str, Any]:
     searched, dump = request.space(), request.base.model_dump(mode="json")
     dump.pop("retrain", None)
     flat = {f"{section}.{k}": v for section, values in dump.items() for k, v in values.items()}
+    flat.update({f"model.tower.{k}": v for k, v in flat.pop("model.tower").items()})
     base = {key: value for key, value in flat.items() if key not in searched}
     return {"base": base, "fixed": sorted(request.fixed)}
 

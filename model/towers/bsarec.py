@@ -1,0 +1,86 @@
+"""`bsarec`: self-attention mixed with a frequency rescaling (BSARec).
+
+Shin et al. 2024, "An Attentive Inductive Bias for Sequential Recommendation beyond the
+Self-Attention": each block mixes two views of its input, `alpha * dsp + (1 - alpha) * gsp`:
+`dsp` keeps the window's lowest `c // 2 + 1` frequencies as they are and rescales the rest
+by a learned `beta^2` per channel; `gsp` is causal multi-head self-attention; each view has its
+residual, dropout and LayerNorm; then a feed-forward layer (4 d wide). The low-pass is applied
+causally (`model/towers/filters.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import Field
+from torch import Tensor, nn
+
+from model.tower_settings import AttentionSettings, register_tower
+from model.towers.base import (
+    BlockTower,
+    FastDropout,
+    PositionalInput,
+    ResidualFeedForward,
+    TowerShape,
+    causal_attention_mask,
+)
+from model.towers.filters import causal_conv, low_pass_taps
+
+
+class BsarecSettings(AttentionSettings):
+    """`tower: {name: bsarec}`: attention and frequency blocks (published: alpha 0.7, c 5)."""
+
+    name: Literal["bsarec"] = "bsarec"
+    num_heads: int = Field(1, ge=1, description="Attention heads; dim must be divisible by it.")
+    alpha: float = Field(
+        0.7, ge=0.0, le=1.0, description="The frequency view's share; 1 - alpha: attention's."
+    )
+    cutoff: int = Field(
+        5, ge=1, description="c: the low band is the window's lowest c // 2 + 1 frequencies."
+    )
+    ffn_factor: ClassVar[int] = 4
+    search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
+        **AttentionSettings.search_space,
+        "alpha": ("float", 0.1, 0.9),
+        "cutoff": ("int", 1, 9),
+    }
+
+
+class MixedBlock(nn.Module):
+    """BSARec's block: the frequency view and attention, mixed by alpha, then the FFN."""
+
+    def __init__(self, settings: BsarecSettings, shape: TowerShape, width: int) -> None:
+        super().__init__()
+        dim, dropout = shape.dim, shape.dropout
+        self.alpha = settings.alpha
+        self.num_heads = settings.num_heads
+        taps = low_pass_taps(shape.max_len, settings.cutoff)
+        self.register_buffer("low_taps", taps, persistent=False)
+        self.sqrt_beta = nn.Parameter(torch.randn(dim))
+        self.attn = nn.MultiheadAttention(dim, settings.num_heads, dropout, batch_first=True)
+        self.drop_dsp, self.drop_gsp = FastDropout(dropout), FastDropout(dropout)
+        self.norm_dsp, self.norm_gsp = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.ffn = ResidualFeedForward(dim, width, dropout)
+
+    def forward(self, x: Tensor, pad: Tensor) -> Tensor:
+        """`x [B, L, d]` (zero at padding), `pad [B, L]` -> `[B, L, d]`."""
+        low = causal_conv(x, self.low_taps)
+        rescaled = low + self.sqrt_beta**2 * (x - low)
+        dsp = self.norm_dsp(x + self.drop_dsp(rescaled))
+        mask = causal_attention_mask(pad, self.num_heads)
+        seen = self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+        gsp = self.norm_gsp(x + self.drop_gsp(seen))
+        return self.ffn(self.alpha * dsp + (1.0 - self.alpha) * gsp)
+
+
+@register_tower(BsarecSettings)
+class BsarecTower(BlockTower):
+    """BSARec: positions and items in, blocks of attention mixed with the frequency view."""
+
+    def __init__(self, settings: BsarecSettings, shape: TowerShape) -> None:
+        super().__init__(shape)
+        settings.check_sizes(shape.dim, shape.max_len)
+        width = settings.ffn_width(shape.dim)
+        self.inputs = PositionalInput(self.item_embedding, shape.max_len, shape.dropout)
+        self.blocks.extend(MixedBlock(settings, shape, width) for _ in range(settings.num_layers))
