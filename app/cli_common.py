@@ -54,8 +54,9 @@ def _value_label(param: TyperOption | TyperArgument, ctx: Context) -> str | None
     """What `--help` shows a parameter takes: nothing for a flag, else its choices or metavar.
 
     Typer's rich help prints every option's type, a flag's too (`--json <bool>`, as if it took
-    a value; its plain help leaves flags bare), and a repeated option's Python type
-    (`<list[Path]>`): this replaces that method of both parameter classes, in one place.
+    a value; its plain help leaves flags bare), a repeated option's Python type (`<list[Path]>`)
+    and a bounded number's `<int range>` (the bounds follow anyway, `[x>=1]`): this replaces
+    that method of both parameter classes, in one place, for `recsys` and the benchmarks.
     """
     if isinstance(param, TyperOption) and (param.is_flag or param.count):
         return None
@@ -66,9 +67,16 @@ def _value_label(param: TyperOption | TyperArgument, ctx: Context) -> str | None
         return param.metavar  # an argument's metavar is its name, in the column before
     if descriptor.is_list:  # several values: the type of one, then `...`
         (element,) = get_args(descriptor.annotation)
-        return f"<{param._bare_type(element).lower()}>..."
+        return f"<{_plain(param._bare_type(element))}>..."
+    if descriptor.is_ranged:
+        return f"<{descriptor.ranged_type_name}>"
     label = param.display_type(ctx)
-    return "<text>" if label == "<str>" else label  # `str` is Python's word for it
+    return "<text>" if label == "<str>" else label
+
+
+def _plain(type_name: str) -> str:
+    """A type's name as help says it: `text` for Python's `str`, others in lower case."""
+    return "text" if type_name == "str" else type_name.lower()
 
 
 TyperOption.display_type_rich = _value_label  # type: ignore[method-assign,assignment]

@@ -32,16 +32,20 @@ def profile_command(
     ] = 0,
     num_negatives: Annotated[
         int | None,
-        typer.Option("--num-negatives", min=1, help="m of the samplers (default: each one's own)."),
+        typer.Option(
+            "--num-negatives", min=1, help="m of the samplers.", show_default="each one's own"
+        ),
     ] = None,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch CPU threads.")] = 1,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Config override section.key=value (repeatable)."),
+        typer.Option(
+            "--set", metavar="<key=value>", help="Config override section.key=value (repeatable)."
+        ),
     ] = None,
     home: Annotated[
         Path | None,
-        typer.Option(help="Scratch home for the dataset (default: a temporary folder)."),
+        typer.Option(help="Scratch home for the dataset.", show_default="a temporary folder"),
     ] = None,
     json_path: Annotated[Path, typer.Option("--out", help="Result record.")] = RESULTS
     / "profile/profile.json",

@@ -50,7 +50,7 @@ def synthetic_bundle(
 
     from model.bundle import Manifest, publish, write_bundle
     from model.config import ModelConfig
-    from model.build import build_query_tower
+    from model.towers import build_query_tower
 
     torch.manual_seed(seed)
     cfg = ModelConfig(dim=dim)
@@ -242,7 +242,7 @@ def bench_serving(
     rate: Annotated[float, typer.Option(help="Open-loop request rate (req/s).")] = 300.0,
     index: Annotated[str, typer.Option(help="Index kind: auto|flat|hnsw|ivf|ivfpq.")] = "hnsw",
     work_dir: Annotated[
-        Path | None, typer.Option(help="Where bundles go (default: a temp dir).")
+        Path | None, typer.Option(help="Where bundles go.", show_default="a temporary folder")
     ] = None,
     json_path: Annotated[Path, typer.Option("--out", help="The result record.")] = RESULTS
     / "serving/serving.json",

@@ -200,11 +200,14 @@ def quality_command(
     ] = None,
     num_negatives: Annotated[str, typer.Option(help="Comma-separated m values.")] = "64,256",
     max_epochs: Annotated[int | None, typer.Option(help="Upper bound on epochs.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="section.key=value.")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="<key=value>", help="Config override (repeatable)."),
+    ] = None,
     plot_file: Annotated[Path | None, typer.Option("--plot", help="PNG plot path.")] = None,
     home: Annotated[
         Path | None,
-        typer.Option(help="Scratch home for the runs (default: a temporary folder)."),
+        typer.Option(help="Scratch home for the runs.", show_default="a temporary folder"),
     ] = None,
     grid: Annotated[
         str | None,
@@ -213,13 +216,13 @@ def quality_command(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="Result folder, one record per run (needed without --grid; with it, default: "
-            "the grid's, under results/)."
+            help="Result folder, one record per run (needed without --grid).",
+            show_default="with --grid, the grid's, under results/",
         ),
     ] = None,
     data_root: Annotated[
         Path | None,
-        typer.Option(help="--grid: folder of the named datasets (default: $RECSYS_DATASETS)."),
+        typer.Option(help="--grid: folder of the named datasets.", show_default="$RECSYS_DATASETS"),
     ] = None,
     scratch: Annotated[
         Path, typer.Option(help="--grid: the runs' homes (kept, outside the repo).")

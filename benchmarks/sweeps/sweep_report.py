@@ -228,7 +228,7 @@ def build_report(
 def report_command(
     out: Annotated[
         Path | None,
-        typer.Option(help="The sweep's result folder (default: the grid's, under results/)."),
+        typer.Option(help="The sweep's result folder.", show_default="the grid's, under results/"),
     ] = None,
     grid: Annotated[
         str,

@@ -114,6 +114,8 @@ def _default(param: Any) -> str:
     value = param.default
     if getattr(param, "is_flag", False):
         return "on" if value else "off"
+    if isinstance(param.show_default, str):  # said in words, as `--help` says it
+        return param.show_default
     if value is None or value == () or value == [] or param.show_default is False:
         return ""
     return code(_portable(value) if isinstance(value, Path) else value)

@@ -8,6 +8,10 @@ from typer.testing import CliRunner
 
 from app.cli import app
 
+# What help must not show: a flag's value, Python types, a range's bounds in symbols, or a
+# default anywhere but in `[default: ...]`.
+LEAKS = ("<bool>", "list[", "<str>", "int range", "<=x<=", "Path]", "Default:", "(default")
+
 
 def _commands(group, path=("recsys",)):  # type: ignore[no-untyped-def]
     """(command path, click command) for the root and every subcommand, depth first."""
@@ -77,7 +81,7 @@ def test_train_help_shows_flags_as_flags_and_lists_every_choice() -> None:
 )
 def test_no_python_types_and_defaults_one_way(command: list[str]) -> None:
     text = _help(*command)
-    for leak in ("<bool>", "list[", "<str>", "int range", "<=x<=", "Path]", "Default:", "(default"):
+    for leak in LEAKS:
         assert leak not in text, (command, leak)
 
 
