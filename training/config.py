@@ -188,7 +188,16 @@ class RetrainConfig(Section):
     tolerance: float = Field(
         0.001,
         ge=0.0,
-        description="Publish when the candidate's val NDCG@10 >= the served model's minus this.",
+        description="The gate refuses a candidate only when its val NDCG@10 is below the served "
+        "model's by more than this, at `retrain.confidence` (paired over the gate's rows).",
+    )
+    confidence: float = Field(
+        0.95,
+        gt=0.0,
+        lt=1.0,
+        description="The gate's confidence: the candidate is refused when the upper end of this "
+        "two-sided interval for its mean per-row NDCG@10 difference to the served model is "
+        "below -`retrain.tolerance` (training/workflows/gate_evidence.py).",
     )
     new_item_init: Literal["context", "random"] = Field(
         "context",

@@ -82,14 +82,17 @@ def retrain_command(
     set_: SetOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Retrain on new logs: warm start from the served model, publish only if not worse.
+    """Retrain on new logs: warm start from the served model, publish unless it is worse.
 
     The served model's config is the base; --config and --set apply on top. When no stored
     event is new to the served model, nothing is trained (--full or --force trains anyway);
     on a home with no served model it trains from scratch (the defaults under --config and
     --set) and publishes, as `recsys train` would. The gate scores the fit's kept round; the
     model published is that round refit on the val events too (retrain.refit_epochs epochs
-    after a warm start, train.refit_epochs with --full; 0: the round itself).
+    after a warm start, train.refit_epochs with --full; 0: the round itself). The gate pairs
+    both models' NDCG@10 on each validation row and refuses the candidate only when it is worse
+    by more than retrain.tolerance at retrain.confidence; the output gives the mean difference
+    and its interval.
     Exit 0 when the candidate was published or kept out by the gate, or nothing was new (the
     output says which), 1 on failure, 2 on bad input or a home another training holds. Run the
     same command again after a crash: it resumes, and ingests nothing twice.

@@ -29,7 +29,7 @@ TINY = [
 ]  # fmt: skip
 PAYLOAD = {
     "version", "previous_version", "published", "reason", "metrics", "new_items", "new_users",
-    "new_events", "rejected",
+    "new_events", "rejected", "gate",
 }  # fmt: skip
 
 
@@ -67,6 +67,11 @@ def test_retrain_json_payload_and_exit_0_when_kept_or_published(
     assert set(payload) == PAYLOAD and payload["previous_version"] == "v1"
     assert payload["rejected"] == 2 and payload["new_events"] > 0
     assert set(payload["metrics"]) == {"candidate", "current"}
+    gate = payload["gate"]  # the paired comparison that decided
+    assert gate["decision"] in {"publish", "refuse"} and gate["confidence"] == 0.95
+    low, high = gate["interval"]
+    assert low <= gate["mean_difference"] <= high and gate["rows"] > 0
+    assert (gate["decision"] == "publish") == payload["published"]
     served_now = (copy / "models" / "CURRENT").read_text().strip()
     assert served_now == (payload["version"] if payload["published"] else "v1")
     text = run_cli("retrain", "--logs", str(new), "--max-epochs", "0", "--full", home=copy)

@@ -121,6 +121,10 @@ def test_gate_keeps_the_served_model_when_the_candidate_is_worse(
     cand, cur = kept.metrics["candidate"], kept.metrics["current"]
     assert cur is not None and cand["ndcg@10"] < cur["ndcg@10"] - 0.001
     assert "served model kept" in kept.reason and f"{cur['ndcg@10']:.4f}" in kept.reason
+    gate = kept.gate  # the evidence: the whole interval below -tolerance
+    assert gate is not None and gate["decision"] == "refuse" and gate["tolerance"] == 0.001
+    assert gate["interval"][1] < -0.001 and gate["served"] == pytest.approx(cur["ndcg@10"])
+    assert "its 15 new items stay unserved until a retrain publishes" in kept.reason
     # `models list` marks it, and a rollback to it needs --force
     assert describe(ws.models_dir, kept.version, "v1")["kept_out"] == kept.reason
     assert describe(ws.models_dir, "v1", "v1")["kept_out"] is None
@@ -169,6 +173,10 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
         rows_metrics(kept.eval(), rows, splits.num_items, cfg)
     )
     assert res.metrics["candidate"] == candidate.manifest.metrics["gate"]
+    # the paired comparison is over the same rows: its means are the metrics' NDCG@10
+    assert res.gate is not None and res.gate["rows"] == rows.height
+    assert res.gate["candidate"] == pytest.approx(res.metrics["candidate"]["ndcg@10"])
+    assert res.gate["served"] == pytest.approx(res.metrics["current"]["ndcg@10"])
     published, _ = bundle_metrics(candidate, rows, cfg.eval)  # the refit trained on these rows
     assert published["full_ce"] < res.metrics["candidate"]["full_ce"]
 

@@ -3,16 +3,30 @@
 Both models are ranked on the same val rows (each user's latest events; of the users with new
 events only, when the served model was refit on its own val events: `gate_rows`) with the
 retrain's eval settings; a target the served model cannot know counts as its miss. The
-candidate's score is its kept round's, ranked before its refit trained on those rows (its
-manifest's `metrics.gate`, `training.workflows.pipeline.train_on`); the bundle it publishes is
-the refit model, as `recsys train` publishes (`train.refit_epochs`; 0: the kept round itself). The
-candidate is published when its val NDCG@10 is not worse than the served model's by more than
-`retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
-against (a rollback during the retrain wins); otherwise it is kept out (`bundle.keep_out`).
+candidate's ranks are its kept round's, taken before its refit trained on those rows (its run
+folder's record, `training.workflows.gate_evidence.record_kept_round`, and its manifest's
+`metrics.gate`); the bundle it publishes is the refit model, as `recsys train` publishes
+(`train.refit_epochs`; 0: the kept round itself).
+
+The decision is a paired comparison (`training.workflows.gate_evidence`): per row, candidate
+minus served NDCG@10; their mean and its `retrain.confidence` t interval. The candidate is
+refused only when the interval lies wholly below -`retrain.tolerance` (worse beyond the
+tolerance with that confidence); a difference within the rows' noise publishes. It is then
+published, with `--force` whatever the evidence, when the served model is still the one it was
+gated against (a rollback during the retrain wins); otherwise it is kept out
+(`bundle.keep_out`).
+
+New items when a candidate is kept out: they stay in the vocabulary and their events in the
+store, but no served model knows them, so no answer holds them (`/similar` and `/items` of one
+answer 404; a history drops it, with a warning) until a later candidate is published. That
+happens by itself at the next retrain, even with no new logs: the kept-out attempt's events are
+still new to the served model, so it trains again on them. The refusal's reason names the
+count of new items left unserved.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,15 +35,27 @@ import polars as pl
 from data.workspace import Workspace
 from model import bundle
 from training.config import EvalConfig, RetrainConfig
-from training.workflows.scoring import bundle_metrics
+from training.workflows.gate_evidence import (
+    PairedComparison,
+    compare,
+    metrics_of,
+    ndcg_of,
+    recorded_ranks,
+)
+from training.workflows.scoring import bundle_row_ranks
 
-GATE_METRIC = "ndcg@10"
 COUNTS = ("new_items", "new_users", "new_events", "rejected")  # from the attempt's journal
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class RetrainResult:
-    """What a retrain did; `to_json()` is the `recsys retrain --json` payload."""
+    """What a retrain did; `to_json()` is the `recsys retrain --json` payload.
+
+    `gate`: the paired comparison (`PairedComparison.to_json`: decision, rows, mean difference,
+    interval, confidence, tolerance), None when nothing was trained or nothing was served.
+    """
 
     version: str
     previous_version: str | None
@@ -40,6 +66,7 @@ class RetrainResult:
     new_users: int
     new_events: int
     rejected: int
+    gate: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """All fields as a JSON-ready dict."""
@@ -70,28 +97,45 @@ def gate_and_publish(
 ) -> RetrainResult:
     """Compare the candidate with the served model on the same val `rows`; publish or keep."""
     version = journal["version"]
-    candidate = bundle.ModelBundle.load(ws.models_dir / version)
-    ours = _candidate_metrics(candidate, rows, ruler)  # one ruler for both
-    theirs = _val_metrics(served, rows, ruler) if served is not None else None
-    published, reason = _decide(ours, theirs, settings.tolerance, force)
-    now = bundle.current_version(ws.models_dir)
-    if now == version:
-        published, reason = True, "published already (by the run this one resumed)"
-    elif published and now != journal["previous_version"]:
-        published = False
-        reason = (
-            f"not published: the served model changed to {now} during the retrain (a rollback "
-            f"or another publish); the candidate was gated against {journal['previous_version']}"
+    ours, our_ranks = _candidate_scores(ws, version, rows, ruler)  # one ruler for both
+    theirs, comparison = None, None
+    if served is not None:
+        their_ranks, their_log_p = bundle_row_ranks(served, rows, ruler)
+        theirs = metrics_of(their_ranks, their_log_p, list(ruler.ks))
+        comparison = compare(
+            ndcg_of(our_ranks), ndcg_of(their_ranks), settings.confidence, settings.tolerance
         )
-    elif published:
-        bundle.publish(ws.models_dir, version)
-    if not published:
-        bundle.keep_out(ws.models_dir, version, reason)
+    published, reason = _decide(comparison, force, journal["new_items"])
+    published, reason = _publish(ws, version, journal["previous_version"], published, reason)
     counts = {k: journal[k] for k in COUNTS}
     return RetrainResult(
         version, journal["previous_version"], published, reason,
         {"candidate": ours, "current": theirs}, **counts,
+        gate=None if comparison is None else comparison.to_json(),
     )  # fmt: skip
+
+
+def _publish(
+    ws: Workspace, version: str, gated_against: str | None, publish: bool, reason: str
+) -> tuple[bool, str]:
+    """Publish `version` if the gate said so and the served model did not change; else keep out.
+
+    (published?, why): a run this one resumed may have published it already.
+    """
+    now = bundle.current_version(ws.models_dir)
+    if now == version:
+        publish, reason = True, "published already (by the run this one resumed)"
+    elif publish and now != gated_against:
+        publish = False
+        reason = (
+            f"not published: the served model changed to {now} during the retrain (a rollback "
+            f"or another publish); the candidate was gated against {gated_against}"
+        )
+    elif publish:
+        bundle.publish(ws.models_dir, version)
+    if not publish:
+        bundle.keep_out(ws.models_dir, version, reason)
+    return publish, reason
 
 
 def gate_rows(
@@ -110,42 +154,36 @@ def gate_rows(
     return unseen if unseen.height else val
 
 
-def _candidate_metrics(
-    candidate: bundle.ModelBundle, rows: pl.DataFrame, gate: EvalConfig
-) -> dict[str, float]:
-    """The candidate's kept round on `rows`: as ranked before its refit (`metrics.gate`).
+def _candidate_scores(
+    ws: Workspace, version: str, rows: pl.DataFrame, gate: EvalConfig
+) -> tuple[dict[str, float], Any]:
+    """The candidate's kept round on `rows`: its metrics and each row's rank, as recorded.
 
-    A candidate written without that record (by a retrain from before refits, never refit) is
-    ranked here.
+    A candidate without that record (written by a retrain from before refits, never refit, or
+    its run folder removed) is ranked here, as a bundle: a refit one then scores on rows it
+    trained on.
     """
+    candidate = bundle.ModelBundle.load(ws.models_dir / version)
     recorded = candidate.manifest.metrics.get("gate")
-    return dict(recorded) if recorded is not None else _val_metrics(candidate, rows, gate)
+    ranks = recorded_ranks(ws.runs_dir / version, rows)
+    if recorded is not None and ranks is not None:
+        return dict(recorded), ranks
+    if candidate.manifest.trained_on_val:
+        log.warning("no record of %s's kept round on the gate's rows: ranking its bundle", version)
+    ranked, log_p = bundle_row_ranks(candidate, rows, gate)
+    return metrics_of(ranked, log_p, list(gate.ks)), ranked.numpy()
 
 
-def _val_metrics(
-    model: bundle.ModelBundle, rows: pl.DataFrame, gate: EvalConfig
-) -> dict[str, float]:
-    """Val metrics over every val row; rows whose target the model does not know are misses.
-
-    Recall, NDCG and MRR at K score a miss 0, so the metrics on the known rows scale by the
-    known share. The full cross-entropy has no value for an unknown target: it covers the
-    known rows only.
-    """
-    metrics, known = bundle_metrics(model, rows, gate)
-    share = known / max(rows.height, 1)
-    return {k: (v if k == "full_ce" else v * share) for k, v in metrics.items()}
-
-
-def _decide(
-    ours: dict[str, float], theirs: dict[str, float] | None, tolerance: float, force: bool
-) -> tuple[bool, str]:
-    """(publish?, why) from the candidate's and the served model's val metrics."""
-    if theirs is None:
+def _decide(comparison: PairedComparison | None, force: bool, new_items: int) -> tuple[bool, str]:
+    """(publish?, why) from the paired comparison (None: nothing was served)."""
+    if comparison is None:
         return True, "nothing was served"
-    new, old = ours[GATE_METRIC], theirs[GATE_METRIC]
-    verdict = f"val {GATE_METRIC} {new:.4f} vs served {old:.4f} (tolerance {tolerance:g})"
-    if new >= old - tolerance:
-        return True, f"candidate is not worse: {verdict}"
+    verdict = comparison.describe()
+    if not comparison.refuses:
+        return True, f"candidate is not worse beyond the tolerance: {verdict}"
     if force:
         return True, f"published by --force although worse: {verdict}"
-    return False, f"candidate is worse, served model kept: {verdict}"
+    unserved = (
+        f"; its {new_items} new items stay unserved until a retrain publishes" if new_items else ""
+    )
+    return False, f"candidate is worse, served model kept: {verdict}{unserved}"

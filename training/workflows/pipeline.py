@@ -33,8 +33,9 @@ from training.loop.lit_module import RetrievalModule
 from training.loop.trainer import Fitted, fit
 from training.precision import resolve_precision
 from training.sampler_settings import FullSoftmax
+from training.workflows.gate_evidence import record_kept_round
 from training.workflows.refit import refit
-from training.workflows.scoring import VAL_TEST, measure, rows_metrics
+from training.workflows.scoring import VAL_TEST, measure
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def train_on(
         retrain: Where a retrain's candidate came from (its manifest's `retrain`).
         measured: The splits measured at the end (a study on validation leaves test out).
         gate_rows: Val rows the best round is also ranked on, before a refit trains on them
-            (the retrain gate's): `metrics["gate"]`.
+            (the retrain gate's): `metrics["gate"]`, and each row's rank in the run folder.
         **trainer_overrides: Extra `pl.Trainer` arguments.
 
     """
@@ -197,7 +198,7 @@ def train_on(
         return None
     val = {"val": measure(fitted.module, fitted.data, cfg, "val", ws)} if "val" in measured else {}
     if gate_rows is not None:
-        val["gate"] = rows_metrics(fitted.module, gate_rows, splits.num_items, cfg)
+        val["gate"] = record_kept_round(fitted.module, gate_rows, splits.num_items, cfg, run_dir)
     if fitted.refit_epochs:  # val is the best round's; test and the bundle the refit model's
         fitted.seconds += refit(
             cfg, fitted.module, splits, run_dir, fitted.refit_epochs, **trainer_overrides

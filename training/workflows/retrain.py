@@ -15,9 +15,9 @@ One retrain, top to bottom (`retrain()`):
    refit it on the val events too (as `recsys train` does; a warm start's epochs are
    `retrain.refit_epochs`), write the candidate bundle;
 5. gate (`training.workflows.gate`): the candidate's kept round's and the served model's val NDCG@10
-   on the same rows; publish when the candidate is not worse by more than
-   `retrain.tolerance` (or with `--force`) and the served model is still the one it was gated
-   against.
+   on the same rows, paired row by row; refuse only when the candidate is worse by more than
+   `retrain.tolerance` at `retrain.confidence`, else publish (`--force`: always), when the
+   served model is still the one it was gated against.
 A SIGKILL anywhere leaves the served model as it was: `CURRENT` changes only in step 5, by an
 atomic rename.
 """

@@ -2,8 +2,9 @@
 
 `measure`: a module fresh from `fit` on val or test (`train_on`, `recsys tune`); when its data
 holds one shard of the users, the other shards are read from the home one at a time.
-`evaluate` (`recsys evaluate`) and `bundle_metrics` (the retrain gate): a published bundle on
-the home's splits, leaving out the rows whose target it does not know.
+`evaluate` (`recsys evaluate`) and `bundle_metrics`: a published bundle on the home's splits,
+leaving out the rows whose target it does not know. `rows_ranks` and `bundle_row_ranks`: each
+eval row's rank, for the retrain gate's paired comparison (`training.workflows.gate_evidence`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from data.workspace import Workspace
 from model import bundle
 from training.config import EvalConfig, RecsysConfig
 from training.config_loading import stored_config
-from training.evaluation.metrics import all_missed
-from training.evaluation.ranking import evaluate_loader
+from training.evaluation.metrics import UNRANKED, all_missed, ranking_metrics
+from training.evaluation.ranking import evaluate_loader, rank_loader
 from training.loop.datamodule import SequenceDataModule, SplitsLike, eval_batches
 from training.loop.lit_module import RetrievalModule
 
@@ -147,31 +148,77 @@ def bundle_metrics(
         (`metrics.all_missed`) and 0.
 
     """
-    cfg = RecsysConfig.model_validate(stored_config(model.manifest.run_config()))
-    if evaluation is not None:
-        cfg = cfg.model_copy(update={"eval": evaluation})
+    cfg = _bundle_config(model, evaluation)
     known = _within_catalogue(frame, model.manifest.num_items)
     if not known.height:
         return all_missed(cfg.eval.ks), 0
+    ranks, log_p = _bundle_ranks(model, known, cfg)
+    return _floats(ranking_metrics(ranks, log_p, cfg.eval.ks)), known.height
+
+
+def bundle_row_ranks(
+    model: bundle.ModelBundle, frame: pl.DataFrame, evaluation: EvalConfig | None = None
+) -> tuple[Tensor, Tensor]:
+    """Each row's rank by the bundle, in `frame`'s order, and the known rows' log-probabilities.
+
+    A row whose target the bundle does not know (an item ingested after it) ranks `UNRANKED`:
+    a miss at every cut-off. `evaluation` as in `bundle_metrics`.
+    """
+    cfg = _bundle_config(model, evaluation)
+    n = model.manifest.num_items
+    ranks = torch.full((frame.height,), UNRANKED, dtype=torch.int64)
+    known = _within_catalogue(frame, n)
+    if not known.height:
+        return ranks, torch.zeros(0)
+    known_ranks, log_p = _bundle_ranks(model, known, cfg)
+    ranks[torch.from_numpy((frame["target"] <= n).to_numpy())] = known_ranks
+    return ranks, log_p
+
+
+def _bundle_config(model: bundle.ModelBundle, evaluation: EvalConfig | None) -> RecsysConfig:
+    """The bundle's own training config, ranked with `evaluation` when given."""
+    cfg = RecsysConfig.model_validate(stored_config(model.manifest.run_config()))
+    return cfg if evaluation is None else cfg.model_copy(update={"eval": evaluation})
+
+
+def _bundle_ranks(
+    model: bundle.ModelBundle, known: pl.DataFrame, cfg: RecsysConfig
+) -> tuple[Tensor, Tensor]:
+    """Ranks and log-probabilities of the `known` rows (targets within the bundle's items)."""
     log.info("ranking every item for %d rows with model %s", known.height, model.version)
-    metrics = evaluate_loader(
+    return rank_loader(
         model.query_tower, torch.from_numpy(model.item_embeddings),
         _rows_loader(known, model.manifest.num_items, cfg), model.manifest.temperature, cfg,
         absolute=model.manifest.ranks_by_magnitude,
     )  # fmt: skip
-    return metrics, known.height
 
 
 def rows_metrics(
     module: RetrievalModule, frame: pl.DataFrame, num_items: int, cfg: RecsysConfig
 ) -> dict[str, float]:
-    """`module`'s full-ranking metrics on the eval rows `frame` (targets in its `num_items`).
+    """`module`'s full-ranking metrics on the eval rows `frame` (targets in its `num_items`)."""
+    ranks, log_p = rows_ranks(module, frame, num_items, cfg)
+    return _floats(ranking_metrics(ranks, log_p, cfg.eval.ks))
+
+
+def rows_ranks(
+    module: RetrievalModule, frame: pl.DataFrame, num_items: int, cfg: RecsysConfig
+) -> tuple[Tensor, Tensor]:
+    """`module`'s rank and log-probability of each eval row's target, in `frame`'s order.
 
     The retrain gate's score of its candidate's kept round, taken before a refit trains on
-    those rows; ranked as `bundle_metrics` ranks the bundle written from the same weights.
+    those rows; ranked as `bundle_row_ranks` ranks the bundle written from the same weights.
     """
     log.info("ranking every item for the gate's %d rows", frame.height)
-    return _module_metrics(module, _rows_loader(frame, num_items, cfg), cfg)
+    return rank_loader(
+        module.model.query_tower, module.model.item_tower.all_embeddings().detach(),
+        _rows_loader(frame, num_items, cfg), module.current_temperature(), cfg, module.device,
+        absolute=cfg.ranks_by_magnitude,
+    )  # fmt: skip
+
+
+def _floats(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items()}
 
 
 def _rows_loader(frame: pl.DataFrame, num_items: int, cfg: RecsysConfig) -> Iterable[Any]:
