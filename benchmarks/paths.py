@@ -28,7 +28,10 @@ def datasets_root() -> Path:
 # `--dataset` of the studies that split one log themselves (None: `beauty_log()`)
 LogToSplitOption = Annotated[
     Path | None,
-    typer.Option(help="interactions.csv to split (default: amazon-beauty's, $RECSYS_DATASETS)."),
+    typer.Option(
+        help="interactions.csv to split.",
+        show_default="amazon-beauty's, under $RECSYS_DATASETS",
+    ),
 ]
 
 

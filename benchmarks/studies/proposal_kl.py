@@ -111,9 +111,9 @@ def main(
     rff_nu: Annotated[str, typer.Option(help="Comma-separated RFF kernel nu values.")] = "4",
     score_floors: Annotated[str, typer.Option(help="Comma-separated tree score floors.")] = "1e-6",
     leaf_sizes: Annotated[str, typer.Option(help="Comma-separated rff leaf sizes b.")] = "32",
-    run: Annotated[str | None, typer.Option(help="Run name under HOME/runs (default newest).")] = (
-        None
-    ),
+    run: Annotated[
+        str | None, typer.Option(help="Run name under HOME/runs.", show_default="the newest")
+    ] = (None),
 ) -> None:
     """Measure and write the KL table as a record."""
     started = records.start()

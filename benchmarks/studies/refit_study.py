@@ -122,7 +122,7 @@ def main(
     datasets: Annotated[list[str], typer.Argument(help="Dataset names under --data-root.")],
     out: Annotated[Path, typer.Option()] = RESULTS / "refit_study",
     data_root: Annotated[
-        Path | None, typer.Option(help="Datasets folder (default: $RECSYS_DATASETS).")
+        Path | None, typer.Option(help="Datasets folder.", show_default="$RECSYS_DATASETS")
     ] = None,
     work: Annotated[Path, typer.Option("--scratch")] = TEMP / "refit-study",
     minutes: Annotated[float, typer.Option(help="The base fit's cap.")] = 10.0,

@@ -157,10 +157,12 @@ def main(
     epochs: Annotated[int, typer.Option(help="Refit epochs ranked.")] = 24,
     threads: Annotated[int, typer.Option(help="Threads per run.")] = 1,
     base_threads: Annotated[
-        int | None, typer.Option(help="Threads for the base (default: --threads).")
+        int | None, typer.Option(help="Threads for the base.", show_default="--threads")
     ] = None,
     precision: Annotated[str, typer.Option(help="train.precision of every run.")] = "auto",
-    arms: Annotated[list[str] | None, typer.Option(help="Arms to run (default: all).")] = None,
+    arms: Annotated[
+        list[str] | None, typer.Option(help="Arms to run (repeatable).", show_default="all")
+    ] = None,
 ) -> None:
     """Train the base if needed, then each arm without a result file."""
     if unknown := set(arms or []) - set(ARMS):

@@ -111,11 +111,11 @@ def main(
     ] = 20,
     only: Annotated[
         list[str] | None,
-        typer.Option(help="Run only these bases and variants (repeatable; default: all)."),
+        typer.Option(help="Run only these bases and variants (repeatable).", show_default="all"),
     ] = None,
     precision: Annotated[
         str | None,
-        typer.Option(help="train.precision for every run (default: each run's own, auto)."),
+        typer.Option(help="train.precision for every run.", show_default="each run's own, auto"),
     ] = None,
 ) -> None:
     """Run the sweep (resumable); see the module docstring."""
