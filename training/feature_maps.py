@@ -41,6 +41,10 @@ class FeatureMap(Protocol):
         """K(h_b, c_j) for every pair: `h [B, d]`, `c [k, d]` -> `[B, k]`."""
         ...
 
+    def grouped_kernel(self, h: Tensor, c: Tensor) -> Tensor:
+        """K of every pair within each group: `h [G, r, d]`, `c [G, k, d]` -> `[G, r, k]`."""
+        ...
+
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b K(h_b, c_j): `h [B, d]`, `coef [B]`, `c [k, d]` -> `[k]`."""
         ...
@@ -79,6 +83,10 @@ class QuadraticFeatures:
     def pairwise_kernel(self, h: Tensor, c: Tensor) -> Tensor:
         """The kernel alpha (h . c)^2 + 1 of every pair `[B, k]`, in place on the product."""
         return (h @ c.T).square_().mul_(self.alpha).add_(1.0)
+
+    def grouped_kernel(self, h: Tensor, c: Tensor) -> Tensor:
+        """The kernel alpha (h . c)^2 + 1 within each group `[G, r, k]`, in place on one bmm."""
+        return torch.bmm(h, c.transpose(1, 2)).square_().mul_(self.alpha).add_(1.0)
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """Quadratic form c^T M c with M = alpha sum_b coef_b h_b h_b^T: O(k d^2), not O(k B d)."""
@@ -153,6 +161,11 @@ class RandomFourierFeatures:
         """exp(nu (h . c - 1)) for every pair `[B, k]`: scale and shift inside the product."""
         shift = torch.full((1, 1), -self.nu, dtype=h.dtype, device=h.device)
         return torch.addmm(shift, h, c.T, alpha=self.nu).exp_()
+
+    def grouped_kernel(self, h: Tensor, c: Tensor) -> Tensor:
+        """exp(nu (h . c - 1)) within each group `[G, r, k]`: one baddbmm, exp in place."""
+        shift = torch.full((1, 1, 1), -self.nu, dtype=h.dtype, device=h.device)
+        return torch.baddbmm(shift, h, c.transpose(1, 2), alpha=self.nu).exp_()
 
     def mixture_kernel(self, h: Tensor, coef: Tensor, c: Tensor) -> Tensor:
         """sum_b coef_b exp(nu (h_b . c_j - 1)) via one `[B, k]` product, exp in place."""

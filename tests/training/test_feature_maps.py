@@ -85,6 +85,8 @@ def test_pairwise_and_bucket_sums_agree_with_the_kernel_and_the_features(
     sums, the mixture) equal the plain kernel of the dot products and the plain feature sums."""
     h, c = unit(4, 6, seed=5), unit(9, 6, seed=6)
     torch.testing.assert_close(fmap.pairwise_kernel(h, c), fmap.kernel(h @ c.T))
+    grouped = fmap.grouped_kernel(h.view(2, 2, 6), c[:8].view(2, 4, 6))
+    torch.testing.assert_close(grouped[1], fmap.kernel(h[2:] @ c[4:8].T))
     coef = torch.tensor([0.1, 0.2, 0.3, 0.4])
     torch.testing.assert_close(fmap.mixture_kernel(h, coef, c), coef @ fmap.kernel(h @ c.T))
     groups, weight = c[:8].view(2, 4, 6), torch.tensor([[1.0, 0, 1, 1], [1, 1, 0.5, 0]])

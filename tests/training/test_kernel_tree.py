@@ -165,7 +165,8 @@ def test_clamped_rff_scores_still_report_the_procedure_probability() -> None:
 
 
 def test_few_draws_per_query_use_the_gather_path_and_stay_exact() -> None:
-    """With m small, deep levels are scored by gathering children, not whole-level products."""
+    """With m small, a lone query's deep levels (shared draws: one row) are descended draw by
+    draw, gathering children; a step's many queries score every level whole. Both exact."""
     torch.manual_seed(2)
     n, d = 300, 6
     tree = KernelTree(QuadraticFeatures(d, 100.0), 3)  # 100 buckets: levels wider than 2 m

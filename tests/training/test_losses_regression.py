@@ -7,7 +7,9 @@ itself). `nce` and `blackout` with a non-uniform sampler are not in the file: th
 design (the positive's own log q replaced the mean of the negatives'), and
 tests/training/test_losses.py checks their new values by hand. `nce` with the uniform sampler
 left the comparison later, by design too: it keeps a noise draw of the positive (its paper's
-eq. 30) where the refactor's figures dropped it.
+eq. 30) where the refactor's figures dropped it. The kernel samplers' per-query figures were
+re-recorded, with the loss code unchanged, when their draws moved to the batched descent
+(training/kernel_tree/descent.py): the same distribution from a different random stream.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ A draw descends from the root, taking the left child with probability s(left) / 
 s(right)), s(node) = max(p . z[node], floor) (0 for empty nodes), then picks an item in its
 bucket with probability proportional to the exact kernel K(h, c_j), computed in the original
 d-dimensional space. The log-probability returned is that of this procedure exactly (branch
-log-probabilities + the leaf log-probability), clamping included.
+log-probabilities + the leaf log-probability), clamping included. Per-query draws share the
+work of a step without changing that distribution: `descent` scores the upper levels for all
+queries at once, `buckets.pick_grouped` scores each drawn bucket once per (bucket, query).
 
 Shared draws come from the batch's summed kernel, q_j proportional to sum_b K(h_b, c_j): the
 mixture of the B per-query distributions weighted by their masses Z_b. Its node masses are
@@ -24,19 +26,11 @@ import math
 
 import torch
 from torch import Tensor
+from torch.profiler import record_function
 
-from training.kernel_tree.buckets import (
-    TINY,
-    log_share,
-    masked,
-    pick_gathered,
-    pick_in_bucket,
-    pick_scoring_all,
-)
+from training.kernel_tree.buckets import TINY, log_share, masked, pick_grouped, pick_in_bucket
+from training.kernel_tree.descent import clamped, descend
 from training.kernel_tree.node_sums import CHUNK, NodeSums
-
-_GATHER_COST = 16  # multiply-adds of a matrix product per gathered float (CPU, measured order)
-_SCORE_ALL_FACTOR = 16  # per-query draws score all n items when n <= this * m * b
 
 
 class KernelTree(NodeSums):
@@ -63,67 +57,6 @@ class KernelTree(NodeSums):
         mass = (p_sum @ self.z[0][0]).clamp_min(self.floor)
         return p_sum / mass, mean[0] / mass
 
-    def _scores(self, s: Tensor, valid: Tensor) -> Tensor:
-        """Clamp raw node scores at the floor; empty (padding) nodes score exactly 0."""
-        return torch.where(valid, s.clamp_min(self.floor), torch.zeros_like(s))
-
-    def _whole_levels_up_to(self, queries: int, num: int) -> int:
-        """Levels of at most this many nodes are scored whole in `_descend`, deeper ones gathered.
-
-        Scoring a whole level is one [Q, F] x [F, nodes] product that reads the level once;
-        gathering each draw's two children reads 2 F floats per draw, Q m of them. A matrix
-        product does ~16 multiply-adds in the time of one gathered float, so the whole level
-        is cheaper up to about 2 m min(Q, 16) nodes (2 m for the single shared row).
-        """
-        return 2 * num * min(queries, _GATHER_COST)
-
-    def _rows_per_chunk(self, num: int, bucket_floats: int) -> int:
-        """Query rows per block of per-query draws, keeping temporaries near CHUNK floats.
-
-        With at least _GATHER_COST rows and a tree no deeper than `_whole_levels_up_to`,
-        `_descend` scores every level whole and a row holds only its F features and node
-        scores; otherwise each gathered level holds the two children of m draws, 2 m F floats.
-        """
-        leaves = self.z[-1].shape[0]
-        if leaves <= self._whole_levels_up_to(_GATHER_COST, num):
-            rows = CHUNK // (self.fmap.dim + leaves + bucket_floats)
-            if rows >= _GATHER_COST:
-                return rows
-        return max(1, CHUNK // (num * 2 * self.fmap.dim + bucket_floats))
-
-    def _descend(
-        self, p: Tensor, num: int, forced_leaf: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Descend `num` draws per query row of `p [Q, F]`: buckets `[Q, m]`, their log-probs.
-
-        `forced_leaf [Q]` adds a column m that takes the path to that bucket instead of
-        drawing, so its log-probability comes from the same node scores as the draws'.
-        """
-        q, cols = p.shape[0], num + (forced_leaf is not None)
-        node = torch.zeros(q, cols, dtype=torch.long, device=p.device)
-        log_p = torch.zeros(q, cols, device=p.device)
-        whole_up_to = self._whole_levels_up_to(q, cols)
-        below = len(self.z) - 1  # levels under the current one, down to the buckets
-        for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
-            below -= 1
-            if level.shape[0] <= whole_up_to:  # score the whole level
-                s = self._scores(p @ level.T, valid).view(q, -1, 2)
-                pair = torch.gather(s, 1, node.unsqueeze(-1).expand(-1, -1, 2))
-            else:  # gather the two children of each draw's node: O(m F)
-                flat = node.flatten()
-                kids = level.view(-1, 2 * level.shape[1]).index_select(0, flat)
-                raw = torch.bmm(kids.view(q, -1, level.shape[1]), p.unsqueeze(-1))
-                ok = valid.view(-1, 2).index_select(0, flat)
-                pair = self._scores(raw.view(q, cols, 2), ok.view(q, cols, 2))
-            total = pair.sum(-1)
-            go_right = torch.rand(q, num, device=p.device) * total[:, :num] >= pair[:, :num, 0]
-            if forced_leaf is not None:  # the forced column draws nothing
-                go_right = torch.cat([go_right, ((forced_leaf >> below) & 1 == 1)[:, None]], 1)
-            chosen = torch.where(go_right, pair[..., 1], pair[..., 0])
-            log_p += torch.log(chosen) - torch.log(total)
-            node = 2 * node + go_right.long()
-        return node, log_p
-
     @torch.no_grad()
     def sample(
         self, h: Tensor, num: int, shared: bool, positives: Tensor | None = None
@@ -148,31 +81,18 @@ class KernelTree(NodeSums):
             ids, log_p = self._sample_shared(h, *self._summed_vector(h), num)
             pos = None if positives is None else self.log_prob(h, positives, shared=True)
             return ids, log_p, pos
-        p = self._per_query_vectors(h)
-        cols = num + (positives is not None)
-        score_all = self.num_items <= _SCORE_ALL_FACTOR * cols * self.b
-        # scoring all: each row's weights and their CDF (2 n) and its draws' CDFs (m b)
-        bucket_floats = (
-            2 * self.num_items + cols * self.b if score_all else cols * self.b * h.shape[1]
-        )
-        per_chunk = self._rows_per_chunk(cols, bucket_floats)
         pos = None if positives is None else positives.to(self.items.device)
-        parts = [
-            self._sample_rows(
-                h[i : i + per_chunk],
-                p[i : i + per_chunk],
-                num,
-                score_all,
-                None if pos is None else pos[i : i + per_chunk],
-            )
-            for i in range(0, h.shape[0], per_chunk)
-        ]
-        pos_log_p = None if pos is None else torch.cat([c for _, _, c in parts if c is not None])
-        return torch.cat([a for a, _, _ in parts]), torch.cat([b for _, b, _ in parts]), pos_log_p
+        forced = None if pos is None else (pos - 1) // self.b
+        with record_function("kernel_tree.descent"):
+            leaf, log_p = descend(self, self._per_query_vectors(h), num, forced)
+        with record_function("kernel_tree.bucket_pick"):
+            ids, log_w, pos_log_w = pick_grouped(self, h, leaf, num, pos)
+        pos_log_p = None if pos_log_w is None else log_p[:, num] + pos_log_w
+        return ids, log_p[:, :num] + log_w, pos_log_p
 
     def _sample_shared(self, h: Tensor, p: Tensor, coef: Tensor, num: int) -> tuple[Tensor, Tensor]:
         """Shared draws `[m]` from the summed kernel: one descent with p_bar, summed weights."""
-        leaf, log_p = self._descend(p, num)
+        leaf, log_p = descend(self, p, num)
         uniq, inverse = torch.unique(leaf[0], return_inverse=True)
         rows, ok = self.bucket_rows(uniq)  # [U, b]
         bucket_items = self.items.index_select(0, rows.flatten())
@@ -180,22 +100,6 @@ class KernelTree(NodeSums):
         slot, log_w = pick_in_bucket(weights[inverse], ok[inverse])
         ids = rows[inverse, slot]
         return ids, log_p[0] + log_w
-
-    def _sample_rows(
-        self, h: Tensor, p: Tensor, num: int, score_all: bool, positives: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Per-query draws `[Q, m]`: each row descends with its own p and its own kernel.
-
-        `positives [Q]` ride along the descent as column m (`_descend`); the pick inside the
-        buckets scores all n items at once (`score_all`, a catalogue of at most
-        _SCORE_ALL_FACTOR m b items) or gathers each draw's bucket.
-        """
-        forced = None if positives is None else (positives - 1) // self.b
-        leaf, log_p = self._descend(p, num, forced)
-        pick = pick_scoring_all if score_all else pick_gathered
-        ids, log_w, pos_log_w = pick(self, h, leaf, num, positives)
-        pos_log_p = None if pos_log_w is None else log_p[:, num] + pos_log_w
-        return ids, log_p[:, :num] + log_w, pos_log_p
 
     @torch.no_grad()
     def log_prob_all(self, h: Tensor, shared: bool = False) -> Tensor:
@@ -220,7 +124,7 @@ class KernelTree(NodeSums):
             weights = self.fmap.pairwise_kernel(h, items)
         log_node = torch.zeros(p.shape[0], 1, device=p.device)
         for level, valid in zip(self.z[1:], self.valid[1:], strict=True):
-            pair = self._scores(p @ level.T, valid).view(p.shape[0], -1, 2)
+            pair = clamped(p @ level.T, valid, self.floor).view(p.shape[0], -1, 2)
             log_branch = (torch.log(pair) - torch.log(pair.sum(-1, keepdim=True))).flatten(1)
             parent = torch.arange(level.shape[0], device=p.device) // 2
             log_node = log_node[:, parent] + log_branch
@@ -254,7 +158,7 @@ class KernelTree(NodeSums):
             node = leaf >> (depth - level)
             pair = torch.stack([node ^ (node & 1), node | 1], dim=1)  # [B, 2]: left, right
             s = (p.unsqueeze(1) * self.z[level][pair]).sum(-1)
-            s = self._scores(s, self.valid[level][pair])
+            s = clamped(s, self.valid[level][pair], self.floor)
             log_p += torch.log(s.gather(1, (node & 1).unsqueeze(1))[:, 0]) - torch.log(s.sum(1))
         rows, ok = self.bucket_rows(leaf)  # [B, b]
         if shared:
