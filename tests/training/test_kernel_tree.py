@@ -139,6 +139,32 @@ def test_incremental_updates_equal_a_full_rebuild() -> None:
         torch.testing.assert_close(tree.log_prob_all(h), fresh.log_prob_all(h), atol=1e-4, rtol=0)
 
 
+def test_an_update_re_sums_only_the_touched_buckets_and_their_ancestors() -> None:
+    """Bucket 0 (3 of its 4 rows changed: re-summed from its rows) and bucket 5 (1 row: its
+    phi delta) equal a rebuild's; every node off their paths keeps its sums bit for bit."""
+    n, d, b = 64, 5, 4
+    emb = table(n, d)
+    tree = KernelTree(RandomFourierFeatures(d, 16, 2.0), b)
+    tree.rebuild(emb)
+    before = [z.clone() for z in tree.z]
+    idx = torch.tensor([1, 2, 3, 22, 2])  # a repeated id takes its last row
+    new = unit(5, d, seed=11)
+    mapped, cos_sin = [], tree.fmap._cos_sin
+    tree.fmap._cos_sin = lambda x: (mapped.append(x.shape[:-1].numel()), cos_sin(x))[1]
+    tree.update(idx, new)
+    assert sum(mapped) == 4 + 2  # bucket 0's 4 rows; bucket 5's changed row, old and new
+    changed = emb.clone()
+    changed[idx[[0, 2, 3, 4]]] = new[[0, 2, 3, 4]]
+    fresh = KernelTree(tree.fmap, b)
+    fresh.rebuild(changed)
+    for level, (mine, ref, old) in enumerate(zip(tree.z, fresh.z, before, strict=True)):
+        torch.testing.assert_close(mine, ref, atol=1e-5, rtol=1e-5)
+        on_path = {0 >> (tree.depth - level), 5 >> (tree.depth - level)}
+        off = [i for i in range(old.shape[0]) if i not in on_path]
+        assert torch.equal(mine[off], old[off]), level
+        assert not torch.equal(mine[sorted(on_path)], old[sorted(on_path)]), level
+
+
 def test_update_rejects_padding_row() -> None:
     tree = KernelTree(QuadraticFeatures(3, 1.0), 2)
     tree.rebuild(table(5, 3))

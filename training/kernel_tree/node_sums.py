@@ -68,7 +68,7 @@ class NodeSums:
         leaves = math.ceil(self.num_items / self.b)
         if leaves < 1:
             raise ValueError("the kernel tree needs at least one item")
-        level = self._bucket_sums(leaves)
+        level = self._bucket_sums(torch.arange(leaves, device=self.items.device))
         valid = torch.ones(leaves, dtype=torch.bool, device=level.device)
         self.z, self.valid = [], []
         while True:
@@ -82,13 +82,12 @@ class NodeSums:
             level = level.view(-1, 2, level.shape[1]).sum(1)
             valid = valid.view(-1, 2).any(1)
 
-    def _bucket_sums(self, leaves: int) -> Tensor:
-        """`[leaves, F]` sums of phi over each bucket, computed in memory-bounded chunks."""
+    def _bucket_sums(self, buckets: Tensor) -> Tensor:
+        """`[U, F]` sums of phi over buckets `buckets [U]`, computed in memory-bounded chunks."""
         per_chunk = max(1, FEATURE_CHUNK // (self.b * self.fmap.dim))
         out = []
-        for first in range(0, leaves, per_chunk):
-            last = min(leaves, first + per_chunk)
-            rows, ok = self.bucket_rows(torch.arange(first, last, device=self.items.device))
+        for first in range(0, buckets.numel(), per_chunk):
+            rows, ok = self.bucket_rows(buckets[first : first + per_chunk])
             out.append(self.fmap.bucket_sums(self.items[rows], ok.to(self.items.dtype)))
         return torch.cat(out)
 
@@ -100,24 +99,41 @@ class NodeSums:
 
     @torch.no_grad()
     def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """Set rows `item_idx [k]` to `item_emb [k, d]`; add the phi deltas along their paths.
+        """Set rows `item_idx [k]` to `item_emb [k, d]`; re-sum only what they touch.
 
-        O(k F log(n / b)). A repeated id takes its last row. A path update maps 2 k rows (old
-        and new), a resum the n rows: from k = n / 2 distinct rows on, the sums are recomputed
-        whole instead (a sampled step's draws can touch most of a small catalogue).
+        A repeated id takes its last row. Each touched bucket is re-summed from its b rows
+        when at least half of them changed, else its sum moves by the changed rows' phi
+        deltas (2 feature rows each, old and new): min(b, 2 k_bucket) feature rows a bucket.
+        Then each touched bucket's ancestors are re-summed from their two children, level by
+        level. O(min(n, 2 k) F + k F log(n / b)); nothing untouched is read but the sibling sums.
         """
+        idx, emb = self._last_rows(item_idx, item_emb)
+        if idx.numel() == 0:
+            return
+        leaf = (idx - 1) // self.b
+        buckets, changed = torch.unique(leaf, return_counts=True)
+        size = torch.clamp(self.num_items - buckets * self.b, max=self.b)  # the last is short
+        whole = buckets[2 * changed >= size]
+        resummed = torch.isin(leaf, whole)
+        self._add_deltas(idx[~resummed], emb[~resummed])
+        self.items[idx[resummed]] = emb[resummed]
+        if whole.numel():
+            self.z[-1][whole] = self._bucket_sums(whole)
+        self._resum_ancestors(buckets)
+
+    def _last_rows(self, item_idx: Tensor, item_emb: Tensor) -> tuple[Tensor, Tensor]:
+        """Distinct ids `[k]` (sorted) and the last of their rows `[k, d]`, ids checked."""
         item_idx = item_idx.to(self.items.device).long()
         item_emb = item_emb.detach().to(self.items)
         uniq, inverse = torch.unique(item_idx, return_inverse=True)
         order = torch.arange(item_idx.numel(), device=item_idx.device)
         last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
-        idx, emb = uniq, item_emb[last]
-        if idx.numel() and (idx.min() < 1 or idx.max() > self.num_items):
+        if uniq.numel() and (uniq.min() < 1 or uniq.max() > self.num_items):
             raise IndexError(f"item_idx outside 1..{self.num_items}")
-        if 2 * idx.numel() >= self.num_items:
-            self.items[idx] = emb
-            self._resum()
-            return
+        return uniq, item_emb[last]
+
+    def _add_deltas(self, idx: Tensor, emb: Tensor) -> None:
+        """Move the bucket sums of rows `idx` by phi(new) - phi(old); set the rows."""
         step = max(1, FEATURE_CHUNK // self.fmap.dim)
         for first in range(0, idx.numel(), step):
             rows, new = idx[first : first + step], emb[first : first + step]
@@ -129,7 +145,14 @@ class NodeSums:
                 leaf = (rows - 1) // self.b
                 delta = self.fmap.features(new) - self.fmap.features(self.items[rows])
             self.items[rows] = new
-            self._add_along_paths(leaf, delta)
+            self.z[-1].index_add_(0, leaf, delta)
+
+    def _resum_ancestors(self, nodes: Tensor) -> None:
+        """Re-sum the ancestors of buckets `nodes [U]` (sorted, distinct) from their children."""
+        for parent_level, level in zip(reversed(self.z[:-1]), reversed(self.z[1:]), strict=True):
+            nodes = torch.unique_consecutive(nodes // 2)
+            pairs = level.view(-1, 2, level.shape[1]).index_select(0, nodes)
+            parent_level[nodes] = pairs.sum(1)
 
     def _group_by_bucket(self, rows: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Pack changed rows by bucket: buckets `[U]`, old and new `[U, c, d]`, mask `[U, c]`.
@@ -151,15 +174,3 @@ class NodeSums:
         weight = new.new_zeros(shape[:2])
         weight[inverse, slot] = 1.0
         return leaf, old_rows, new_rows, weight
-
-    def _add_along_paths(self, node: Tensor, delta: Tensor) -> None:
-        """Add `delta [k, F]` to buckets `node [k]` and their ancestors, merging shared nodes.
-
-        Deltas are summed per distinct node before each level's index_add, so the work above
-        the buckets shrinks with the number of distinct ancestors, not k.
-        """
-        for level in reversed(self.z):
-            node, inverse = torch.unique(node, return_inverse=True)
-            delta = delta.new_zeros(node.numel(), delta.shape[1]).index_add_(0, inverse, delta)
-            level.index_add_(0, node, delta)
-            node = node // 2
