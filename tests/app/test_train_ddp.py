@@ -33,7 +33,6 @@ TINY = [
     "--set", "train.threads=1", "--max-epochs", "3",
     # fp32: under bf16 each process rounds its own products, so the equalities below are fp32's
     "--set", "train.precision=fp32",
-    # a data-parallel training does not refit (one process does): compare the fits alone
     "--set", "train.refit_epochs=0",
 ]  # fmt: skip
 REL = 1e-5
@@ -67,13 +66,18 @@ def close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=REL, abs_tol=1e-9)
 
 
-def test_two_processes_train_what_one_process_trains(tmp_path: Path, log_file: Path) -> None:
-    one, _ = train(tmp_path / "one", log_file, "--sampler", "full")
-    two, stderr = train(tmp_path / "two", log_file, "--sampler", "full", "--devices", "2")
+def test_two_processes_train_and_refit_what_one_process_does(
+    tmp_path: Path, log_file: Path
+) -> None:
+    """Val is the best round's, test and the bundle the refit's (two epochs on every rank)."""
+    refit = ("--sampler", "full", "--set", "train.refit_epochs=2")
+    one, _ = train(tmp_path / "one", log_file, *refit)
+    two, stderr = train(tmp_path / "two", log_file, *refit, "--devices", "2")
 
     assert "memory per rank (2 ranks): item table" in stderr
     assert stderr.count("epoch 3/3") == 1  # one progress line an epoch, from rank 0
     assert set(one) == set(two) and one["epochs"] == two["epochs"] == 3
+    assert one["refit_epochs"] == two["refit_epochs"] == 2
     for split in ("val", "test"):
         for name, value in one["metrics"][split].items():
             assert close(value, two["metrics"][split][name]), (split, name)

@@ -132,12 +132,12 @@ def test_the_gate_leaves_out_the_rows_a_refit_served_model_trained_on(tmp_path: 
     ("sets", "used", "overrides", "refit"),
     [
         ([], True, {}, 8),  # the default
-        (["train.devices=2"], True, {}, 0),  # data-parallel: the refit trains in one process
+        (["train.devices=2"], True, {}, 8),  # data-parallel: every rank refits
         ([], False, {}, 0),  # no test metrics, no bundle: nothing would use it
         ([], True, {"max_epochs": 0}, 0),  # a warm start kept untrained
     ],
 )
-def test_no_refit_where_it_would_not_run_or_not_be_used(
+def test_no_refit_where_it_would_not_run_or_not_be_used_and_one_in_data_parallel(
     sets: list[str], used: bool, overrides: dict, refit: int
 ) -> None:
     cfg = load_config(overrides=sets)

@@ -110,11 +110,7 @@ def _trainer(
     kwargs: dict[str, Any] = {
         "max_epochs": cfg.train.max_epochs,
         **_validation_cadence(cfg.train.val_every, cfg.train.val_every_steps),
-        "accelerator": cfg.train.accelerator,
-        "devices": cfg.train.devices,
-        "num_nodes": cfg.train.num_nodes,
-        "strategy": cfg.train.strategy,
-        "use_distributed_sampler": False,  # the data module gives each rank its part itself
+        **processes(cfg),
         "callbacks": [
             *best_and_last(cfg, run_dir, save_last),
             _stopping(cfg, patience),
@@ -139,6 +135,17 @@ def _trainer(
     }
     kwargs.update(overrides)
     return pl_lightning.Trainer(**kwargs)
+
+
+def processes(cfg: RecsysConfig) -> dict[str, Any]:
+    """The `pl.Trainer` arguments that say where and in how many processes a fit runs."""
+    return {
+        "accelerator": cfg.train.accelerator,
+        "devices": cfg.train.devices,
+        "num_nodes": cfg.train.num_nodes,
+        "strategy": cfg.train.strategy,
+        "use_distributed_sampler": False,  # the data module gives each rank its part itself
+    }
 
 
 def _stopping(cfg: RecsysConfig, patience: int) -> SmoothedStopping:
@@ -179,8 +186,9 @@ def load_run(
 class Fitted:
     """A finished fit: the best checkpoint's module, the data, and what the fit cost.
 
-    `primary` is False on the ranks other than 0 of a data-parallel fit: their module is not
-    restored to the best checkpoint, and nothing is measured or written from them.
+    `primary` is False on the ranks other than 0 of a data-parallel fit: every rank's module
+    is restored to the best checkpoint (a refit trains on every rank), but nothing is measured
+    or written from the others.
     """
 
     module: RetrievalModule
@@ -280,9 +288,10 @@ def _finish(
     if cap is not None:  # what the cap left the refit
         fitted.refit_epochs = cap.refit_epochs
     fitted.seconds += timer.resumed_seconds
+    fitted.refit_epochs = int(distributed.from_rank_zero(fitted.refit_epochs))  # ranks agree
+    fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
+    best = restore_best(trainer, fitted.module)  # every rank: a refit trains on each
     if fitted.primary:
-        fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
-        best = restore_best(trainer, fitted.module)
         if record_in is not None and best is not None:
             done = finished_fit.FinishedFit(
                 best, fitted.seconds, timer.seconds, fitted.refit_epochs

@@ -194,15 +194,13 @@ def train_on(
         cfg, splits, run_dir, start=start, resumable=resumable, patience=patience,
         refit_epochs=refit_epochs, **trainer_overrides,
     )  # fmt: skip
-    if not fitted.primary:
-        return None
-    val = {"val": measure(fitted.module, fitted.data, cfg, "val", ws)} if "val" in measured else {}
-    if gate_rows is not None:
-        val["gate"] = record_kept_round(fitted.module, gate_rows, splits.num_items, cfg, run_dir)
-    if fitted.refit_epochs:  # val is the best round's; test and the bundle the refit model's
+    val = _kept_round(fitted, cfg, ws, measured, gate_rows, run_dir) if fitted.primary else {}
+    if fitted.refit_epochs:  # every rank; val is the best round's, test and the bundle the refit's
         fitted.seconds += refit(
             cfg, fitted.module, splits, run_dir, fitted.refit_epochs, **trainer_overrides
         )
+    if not fitted.primary:
+        return None
     rest = {s: measure(fitted.module, fitted.data, cfg, s, ws) for s in measured if s != "val"}
     metrics = {**val, **rest}
     result = _result(cfg, fitted, version, label, metrics, run_dir)
@@ -213,22 +211,33 @@ def train_on(
     return result
 
 
+def _kept_round(
+    fitted: Fitted,
+    cfg: RecsysConfig,
+    ws: Workspace,
+    measured: tuple[str, ...],
+    gate_rows: pl.DataFrame | None,
+    run_dir: Path,
+) -> dict[str, dict[str, float]]:
+    """The best round measured on val (and the gate's rows), before a refit trains on them."""
+    val = {"val": measure(fitted.module, fitted.data, cfg, "val", ws)} if "val" in measured else {}
+    if gate_rows is not None:
+        splits = fitted.data.splits
+        val["gate"] = record_kept_round(fitted.module, gate_rows, splits.num_items, cfg, run_dir)
+    return val
+
+
 def _idle_refit_dropped(
     cfg: RecsysConfig, epochs: int, used: bool, overrides: dict[str, Any]
 ) -> int:
-    """The refit's `epochs`, or 0 where a refit would not run or not be used.
+    """The refit's `epochs`, or 0 where a refit would not be used or run.
 
     Not used: neither test metrics nor a bundle come of the run (a study on validation). Not
-    run: a data-parallel training (the refit trains in one process) or `max_epochs` 0.
+    run: `max_epochs` 0 (a warm start kept untrained).
     """
-    if not epochs:
+    if not epochs or not used or overrides.get("max_epochs") == 0:
         return 0
-    processes = cfg.train.devices * cfg.train.num_nodes
-    if processes > 1 and not distributed.launched_as_secondary():
-        log.warning(
-            "train.refit_epochs: no refit in a data-parallel training (%d processes)", processes
-        )
-    return epochs if used and processes == 1 and overrides.get("max_epochs") != 0 else 0
+    return epochs
 
 
 def _result(

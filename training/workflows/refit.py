@@ -7,6 +7,7 @@ training sequences with each user's validation event appended (`with_validation_
 the optimiser's moments going on from the best checkpoint and the lr schedule (and a scheduled
 temperature, `model.temperature_final`) from where the fit stopped, no validation round in
 between (the validation rows are now training data).
+A data-parallel fit refits on every rank, each with its part of every batch, as it fitted.
 The test event is never trained on. The run's val metrics are measured before the refit;
 its test metrics and its bundle are the refit model's. A time cap covers the refit too: the
 fit stops early enough to leave it E epochs at the fit's own pace, E cut to fit a third of
@@ -36,6 +37,7 @@ from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 from training.loop.datamodule import SequenceDataModule
 from training.loop.interrupt import interruptible_fit
 from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
+from training.loop.trainer import processes
 from training.workflows.warm_start import optimizer_state_loader
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,7 @@ def refit(
     left = _time_left(cfg, module)
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(
+        **processes(cfg),  # a data-parallel fit refits on every rank, as it fitted
         max_epochs=epochs, max_time=left, limit_val_batches=0,
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
