@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from benchmarks.docs_pages import blocks, choice, operations, quality
+from benchmarks.docs_pages import blocks, choice, operations, quality, towers
 from benchmarks.paths import REPO, RESULTS
 from benchmarks.sweeps.recipe_report import PLOT, recipe_table
 from data.errors import RecsysInputError
@@ -50,6 +50,9 @@ PAGES: dict[str, dict[str, Block]] = {
     },
     "docs/benchmarks/recipe-study.md": {
         "recipe": recipe, "defaults": quality.defaults, "published": quality.published,
+    },
+    "docs/benchmarks/query-towers.md": {
+        "towers": towers.tower_runs, "tower-decision": towers.decision,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},
     "docs/benchmarks/serving.md": {"serving": operations.serving, "search": operations.search},

@@ -55,8 +55,8 @@ class MixedBlock(nn.Module):
         dim, dropout = shape.dim, shape.dropout
         self.alpha = settings.alpha
         self.num_heads = settings.num_heads
-        taps = low_pass_taps(shape.max_len, settings.cutoff)
-        self.register_buffer("low_taps", taps, persistent=False)
+        self.low_taps: Tensor
+        self.register_buffer("low_taps", low_pass_taps(shape.max_len, settings.cutoff), False)
         self.sqrt_beta = nn.Parameter(torch.randn(dim))
         self.attn = nn.MultiheadAttention(dim, settings.num_heads, dropout, batch_first=True)
         self.drop_dsp, self.drop_gsp = FastDropout(dropout), FastDropout(dropout)

@@ -1,0 +1,63 @@
+"""The query-tower study's block: each run's val metrics, per dataset, as its records hold them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.paths import RESULTS
+from benchmarks.sweeps.run_records import load_results
+from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, TOWERS
+
+STUDY = RESULTS / "tower_study"
+
+
+def _cell(run: dict[str, Any]) -> str:
+    load = [run["machine"].get(f"load_{k}") for k in ("before", "after")]
+    shown = "/".join(f"{v:.1f}" for v in load if v is not None)
+    return (
+        f"| {run['val']['ndcg@10']:.4f} | {run['val']['recall@10']:.4f} | {run['epochs']} x "
+        f"{run['seconds_per_epoch']:.0f} s, {run.get('stopped_by', '?')} | {shown} |"
+    )
+
+
+def tower_runs(page: str) -> str:
+    """Markdown: one row per planned run, its val NDCG@10 and Recall@10 once it has a record."""
+    found = {(r["dataset"], r["name"]): r for rows in load_results(STUDY).values() for r in rows}
+    lines = [
+        "| dataset | run | val NDCG@10 | val Recall@10 | epochs, what stopped it | load |",
+        "|---|---|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        for dataset in DATASETS:
+            for tower in TOWERS:
+                name = f"{tower}-{setting}"
+                run = found.get((dataset, name))
+                cells = _cell(run) if run else "| not run yet | | | |"
+                lines.append(f"| {dataset} | `{name}` {cells}")
+    return "\n".join(lines) + "\n"
+
+
+def decision(page: str) -> str:
+    """What the records decide: per setting, the tower that leads val NDCG@10 on both datasets."""
+    found = {(r["dataset"], r["name"]): r for rows in load_results(STUDY).values() for r in rows}
+    lines = []
+    for setting in SETTINGS:
+        best = {}
+        for dataset in DATASETS:
+            runs = {t: found.get((dataset, f"{t}-{setting}")) for t in TOWERS}
+            if any(run is None for run in runs.values()):
+                done = sum(run is not None for run in runs.values())
+                lines.append(f"- {setting} settings, {dataset}: {done} of {len(TOWERS)} runs done.")
+                continue
+            best[dataset] = max(runs, key=lambda t: runs[t]["val"]["ndcg@10"])  # type: ignore[index]
+        if len(best) == len(DATASETS):
+            leaders = set(best.values())
+            verdict = (
+                f"`{leaders.pop()}` leads on both datasets"
+                if len(leaders) == 1
+                else "no tower leads on both datasets ("
+                + ", ".join(f"{d}: `{t}`" for d, t in best.items())
+                + ")"
+            )
+            lines.append(f"- {setting} settings: {verdict}.")
+    return "\n".join(lines) + "\n"
