@@ -291,10 +291,7 @@ def _finish(
     fitted.refit_epochs = int(distributed.from_rank_zero(fitted.refit_epochs))  # ranks agree
     fitted.module.to(trainer.strategy.root_device)  # Lightning's teardown moved it to the CPU
     best = restore_best(trainer, fitted.module)  # every rank: a refit trains on each
-    if fitted.primary:
-        if record_in is not None and best is not None:
-            done = finished_fit.FinishedFit(
-                best, fitted.seconds, timer.seconds, fitted.refit_epochs
-            )
-            finished_fit.write(record_in / "checkpoints", cfg, done)
+    if fitted.primary and record_in is not None and best is not None:
+        done = finished_fit.FinishedFit(best, fitted.seconds, timer.seconds, fitted.refit_epochs)
+        finished_fit.write(record_in / "checkpoints", cfg, done)
     return fitted
