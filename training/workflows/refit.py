@@ -32,6 +32,7 @@ import pytorch_lightning as pl_lightning
 import torch
 
 from data.split import TRAIN_SCHEMA, Splits
+from training import distributed
 from training.config import RecsysConfig
 from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 from training.loop.datamodule import SequenceDataModule
@@ -82,10 +83,11 @@ def refit(
 
     """
     refit_splits = with_validation_events(splits)
-    log.info(
-        "refit: %d epoch%s on the training events and %d users' validation events",
-        epochs, "" if epochs == 1 else "s", splits.val.height,
-    )  # fmt: skip
+    if distributed.rank_and_world()[0] == 0:  # one line, whatever the ranks
+        log.info(
+            "refit: %d epoch%s on the training events and %d users' validation events",
+            epochs, "" if epochs == 1 else "s", splits.val.height,
+        )  # fmt: skip
     data = SequenceDataModule(
         refit_splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
         cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, None,
