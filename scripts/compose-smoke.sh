@@ -2,8 +2,16 @@
 # Smoke test of docker-compose.yml, for real: build the image, `compose up` the file unchanged
 # on a free host port, wait for the api's healthcheck, ask /ready, GET and POST /recommend and
 # /similar, run the documented retrain (`compose run --rm trainer recsys retrain --logs
-# /logs/new.csv`) on new logs and see the api switch model_version, then stop (the api must exit
-# cleanly) and `down -v`. Prints each stage's time and the image size; exit 0 only when all held.
+# /logs/new.csv`, with --json) on new logs, read the gate's decision from its JSON and check the
+# outcome it states (published: the api switches to that version within a bounded wait; kept
+# out: the api keeps the old one), then stop (the api must exit cleanly) and `down -v`. Prints
+# each stage's time and the image size; exit 0 only when all held.
+#
+# The decision is certain by construction: every user of the new logs ends with two events on
+# items the first model has never seen, so each of the gate's validation rows (the users with
+# new events, the first model having been refit on its own validation events) targets an item
+# that model cannot score. The candidate cannot be worse on any row, the interval's upper end is
+# >= 0, and the gate publishes; a refusal fails the run, naming the gate's reason.
 #
 # Engine: `docker compose` when a Docker daemon answers, else podman + podman-compose (the
 # prepare stage installs what is missing, idempotently: podman, runc, mmdebstrap with apt-get;
@@ -21,6 +29,8 @@
 #                            the host pip's find-links, PIP_FIND_LINKS or `pip config`)
 #   RECSYS_SMOKE_USERS / _ITEMS / _EVENTS  size of the generated log (default 300 / 200 / 4000)
 #   RECSYS_SMOKE_TIMEOUT     seconds to wait for the trainer + healthy api (default 1800)
+#   RECSYS_SMOKE_SWITCH_WAIT seconds from a publish until the api must serve it, and for which a
+#                            kept-out candidate's old version must stay served (default 60)
 #   RECSYS_SMOKE_KEEP=1      leave the project up and the temp folder in place (debugging)
 set -euo pipefail
 
@@ -36,6 +46,7 @@ USERS="${RECSYS_SMOKE_USERS:-300}"
 ITEMS="${RECSYS_SMOKE_ITEMS:-200}"
 EVENTS="${RECSYS_SMOKE_EVENTS:-4000}"
 TIMEOUT="${RECSYS_SMOKE_TIMEOUT:-1800}"
+SWITCH_WAIT="${RECSYS_SMOKE_SWITCH_WAIT:-60}"
 PROJECT="recsys-smoke-$$"
 
 declare -a STAGES=()
@@ -201,8 +212,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 # A synthetic log as if it were the user's own (the demo home of `--dataset synthetic` refuses
-# new logs by design): its first 80% is the dataset `up` trains on, the rest plus events on
-# three new items are the new logs of the retrain.
+# new logs by design): its first 80% is the dataset `up` trains on, the rest the new logs of the
+# retrain, each of their users' last two events on three new items (see the header: a certain
+# gate decision).
 "$ENGINE" run --rm --no-healthcheck --network none --user 0 -v "$TMP:/out" "$IMAGE" recsys synth \
     --users "$USERS" --items "$ITEMS" --events "$EVENTS" --seed 7 --out /out/all.csv >/dev/null
 rows=$(($(wc -l < "$TMP/all.csv") - 1))
@@ -215,11 +227,12 @@ path = sys.argv[1]
 with open(path, newline="") as f:
     rows = list(csv.DictReader(f))
 last = max(int(r["timestamp"]) for r in rows)
-users = sorted({r["user_id"] for r in rows})[:40]
+users = sorted({r["user_id"] for r in rows})
 with open(path, "a", newline="") as f:
     w = csv.writer(f)
-    for n, user in enumerate(users):
-        w.writerow([user, f"i-new-{n % 3}", last + 60 * (n + 1)])
+    for n, user in enumerate(users):  # after every other event: each user's val and test rows
+        for step in (0, 1):
+            w.writerow([user, f"i-new-{(n + step) % 3}", last + 60 * (2 * n + step + 1)])
 EOF
 # A user and items the first model knows: the heaviest user of the dataset and its first items.
 read -r USER_ID ITEM_A ITEM_B < <(python3 - "$TMP/datasets/events.csv" <<'EOF'
@@ -232,7 +245,7 @@ print(user, items[0], items[1] if len(items) > 1 else items[0])
 EOF
 )
 chmod -R a+rX "$TMP"
-log "dataset: $cut events (user $USER_ID, items $ITEM_A $ITEM_B), new logs: $(($(wc -l < "$TMP/logs/new.csv") - 1)) events (3 new items)"
+log "dataset: $cut events (user $USER_ID, items $ITEM_A $ITEM_B), new logs: $(($(wc -l < "$TMP/logs/new.csv") - 1)) events (3 new items, each user's last two)"
 rm -f "$TMP/all.csv"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 COMPOSE_ENV=(RECSYS_PORT="$PORT" RECSYS_DATA_DIR="$TMP/datasets" RECSYS_LOGS_DIR="$TMP/logs"
@@ -312,18 +325,48 @@ done_stage checks
 
 # ---------------------------------------------------------------------------------- retrain
 stage retrain
-log "compose run --rm trainer recsys retrain --logs /logs/new.csv"
-compose run --rm trainer recsys retrain --logs /logs/new.csv >"$TMP/retrain.log" 2>&1 \
-    || { tail -30 "$TMP/retrain.log" >&2; die "retrain failed"; }
-grep -i -E 'publish|gate|ndcg' "$TMP/retrain.log" | tail -4 | while read -r line; do log "  $line"; done
-until V2=$(curl -sf "$BASE/ready" | python3 -c 'import json, sys; print(json.load(sys.stdin)["model_version"])') \
-    && [[ -n "$V2" && "$V2" != "$V1" ]]; do
-    [[ $(date +%s) -lt $((deadline + 120)) ]] || die "the api still serves $V1 after the retrain"
-    sleep 2
-done
-log "api switched model_version: $V1 -> $V2"
-check "GET /similar (new item)" 'r["item_id"] == "i-new-0" and r["items"]' "$BASE/similar/i-new-0?k=5"
-check "GET /recommend (new model)" 'r["model_version"] != "'"$V1"'"' "$BASE/recommend?user_id=$USER_ID&k=5"
+log "compose run --rm trainer recsys retrain --logs /logs/new.csv --json"
+compose run --rm trainer recsys retrain --logs /logs/new.csv --json >"$TMP/retrain.json" \
+    2>"$TMP/retrain.log" || { tail -30 "$TMP/retrain.log" >&2; die "retrain failed"; }
+# its log's last lines (stdout holds the JSON alone)
+tail -n 3 "$TMP/retrain.log" | while read -r line; do log "  $line"; done
+# The gate's decision, from the one JSON line `--json` prints (compose may print around it).
+read -r PUBLISHED NEW_VERSION OLD_VERSION DECISION REASON < <(python3 - "$TMP/retrain.json" <<'EOF'
+import json, sys
+lines = [l for l in open(sys.argv[1], encoding="utf-8") if l.startswith("{")]
+if not lines:
+    sys.exit("no JSON object in the retrain's output")
+r = json.loads(lines[-1])
+gate = r.get("gate") or {}
+print(str(r["published"]).lower(), r["version"], r["previous_version"],
+      gate.get("decision", "none"), " ".join(r["reason"].split()))
+EOF
+) || { cat "$TMP/retrain.json" >&2; die "could not read the retrain's JSON decision"; }
+[[ -n "${NEW_VERSION:-}" ]] || { cat "$TMP/retrain.json" >&2; die "no decision in the retrain's JSON"; }
+log "gate: $DECISION; published: $PUBLISHED ($REASON)"
+[[ "$OLD_VERSION" == "$V1" ]] || die "the retrain was gated against $OLD_VERSION, the api served $V1"
+served() { curl -sf --max-time 10 "$BASE/ready" | python3 -c 'import json, sys; print(json.load(sys.stdin)["model_version"])'; }
+T_DECIDED=$(date +%s)
+if [[ "$PUBLISHED" == true ]]; then
+    # the api polls models/CURRENT every RECSYS_RELOAD_INTERVAL (5 s): a bounded wait
+    until V2=$(served) && [[ "$V2" == "$NEW_VERSION" ]]; do
+        [[ $(date +%s) -lt $((T_DECIDED + SWITCH_WAIT)) ]] \
+            || die "the api serves ${V2:-nothing} ${SWITCH_WAIT}s after $NEW_VERSION was published"
+        sleep 1
+    done
+    log "api switched model_version: $V1 -> $V2 ($(($(date +%s) - T_DECIDED))s after the retrain)"
+    check "GET /similar (new item)" 'r["item_id"] == "i-new-0" and r["items"]' "$BASE/similar/i-new-0?k=5"
+    check "GET /recommend (new model)" 'r["model_version"] == "'"$V2"'"' "$BASE/recommend?user_id=$USER_ID&k=5"
+else
+    # kept out: the old version must stay served (several poll intervals), then the run fails
+    while [[ $(date +%s) -lt $((T_DECIDED + SWITCH_WAIT)) ]]; do
+        now=$(served) || die "/ready failed while $V1 should stay served"
+        [[ "$now" == "$V1" ]] || die "the gate kept $NEW_VERSION out, yet the api serves $now"
+        sleep 2
+    done
+    log "api kept model_version $V1 for ${SWITCH_WAIT}s: the candidate $NEW_VERSION was kept out"
+    die "the gate refused a candidate that cannot be worse on any row (each targets an item new to $V1): $REASON"
+fi
 done_stage retrain
 
 # ------------------------------------------------------------------------------------- down

@@ -34,6 +34,8 @@ def test_smoke_script_is_valid_bash_and_executable() -> None:
     assert os.access(SCRIPT, os.X_OK)
     text = SCRIPT.read_text()
     assert "recsys retrain --logs /logs/new.csv" in text  # the documented compose retrain
+    # the outcome checked is the one the gate's JSON decision states, within a bounded wait
+    assert "--json" in text and '"published"' in text and "SWITCH_WAIT" in text
     assert "down -v" in text
 
 
