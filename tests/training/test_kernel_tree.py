@@ -140,19 +140,19 @@ def test_incremental_updates_equal_a_full_rebuild() -> None:
 
 
 def test_an_update_re_sums_only_the_touched_buckets_and_their_ancestors() -> None:
-    """Bucket 0 (3 of its 4 rows changed: re-summed from its rows) and bucket 5 (1 row: its
+    """Bucket 0 (3 of its 8 rows changed: re-summed from its rows) and bucket 5 (1 row: its
     phi delta) equal a rebuild's; every node off their paths keeps its sums bit for bit."""
-    n, d, b = 64, 5, 4
+    n, d, b = 64, 5, 8
     emb = table(n, d)
     tree = KernelTree(RandomFourierFeatures(d, 16, 2.0), b)
     tree.rebuild(emb)
     before = [z.clone() for z in tree.z]
-    idx = torch.tensor([1, 2, 3, 22, 2])  # a repeated id takes its last row
+    idx = torch.tensor([1, 2, 3, 44, 2])  # a repeated id takes its last row
     new = unit(5, d, seed=11)
     mapped, cos_sin = [], tree.fmap._cos_sin
     tree.fmap._cos_sin = lambda x: (mapped.append(x.shape[:-1].numel()), cos_sin(x))[1]
     tree.update(idx, new)
-    assert sum(mapped) == 4 + 2  # bucket 0's 4 rows; bucket 5's changed row, old and new
+    assert sum(mapped) == 8 + 2  # bucket 0 re-summed (8 rows); bucket 5: its row, old and new
     changed = emb.clone()
     changed[idx[[0, 2, 3, 4]]] = new[[0, 2, 3, 4]]
     fresh = KernelTree(tree.fmap, b)
