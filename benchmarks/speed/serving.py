@@ -48,9 +48,9 @@ def synthetic_bundle(
     import polars as pl
     import torch
 
+    from model.build import build_query_tower
     from model.bundle import Manifest, publish, write_bundle
     from model.config import ModelConfig
-    from model.towers import build_query_tower
 
     torch.manual_seed(seed)
     cfg = ModelConfig(dim=dim)

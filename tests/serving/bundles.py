@@ -14,9 +14,9 @@ import numpy as np
 import polars as pl
 import torch
 
+from model.build import build_query_tower
 from model.bundle import Manifest, publish, write_bundle
 from model.config import ModelConfig
-from model.build import build_query_tower
 
 MODEL_CFG = ModelConfig(tower="sasrec", dim=16, max_len=8, num_layers=1, num_heads=1, dropout=0.0)
 PLANTED_HISTORY = ["i1", "i2", "i3"]

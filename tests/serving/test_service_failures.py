@@ -19,8 +19,8 @@ import torch
 from data.errors import RecsysInputError
 from data.ingest import ingest_rows
 from data.workspace import Workspace
-from model.bundle import BundleError, ModelBundle
 from model.build import build_query_tower
+from model.bundle import BundleError, ModelBundle
 from serving.service import ModelService
 from tests.serving.bundles import make_bundle
 

@@ -19,9 +19,9 @@ import torch
 
 from data import owner
 from data.errors import RecsysInputError
+from model.build import build_query_tower
 from model.bundle import Manifest, ModelBundle, load_query_tower, read_manifest, write_bundle
 from model.config import ModelConfig
-from model.build import build_query_tower
 
 MODEL = ModelConfig(tower="mean", dim=8, max_len=4)
 N = 10

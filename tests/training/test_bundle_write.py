@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from data.errors import RecsysInputError
+from model.build import build_model
 from model.bundle import (
     Manifest,
     ModelBundle,
@@ -23,7 +24,6 @@ from model.bundle import (
     write_bundle,
 )
 from model.config import ModelConfig
-from model.build import build_model
 
 N_ITEMS = 40
 
