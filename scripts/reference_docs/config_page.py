@@ -32,6 +32,7 @@ def render(command_line: str) -> str:
     contents = [f"- [`{name}`](#{name})" for name in sections]
     contents.append(f"- [Server settings](#{anchor('Server settings')})")
     body = [_sampler_section() if name == "sampler" else _section(name) for name in sections]
+    body[sections.index("model")] += "\n\n" + _towers()
     head = (
         "# Configuration reference\n\n"
         f"Every key of a run's configuration, generated from its pydantic models by "
@@ -87,6 +88,28 @@ def _sampler(name: str, settings: type[BaseModel]) -> str:
     keys = [(key, field) for key, field in settings.model_fields.items() if key != "name"]
     if keys:
         parts.append(table(HEADER, (_row(f"sampler.{key}", field) for key, field in keys)))
+    return "\n\n".join(parts)
+
+
+def _towers() -> str:
+    """`model.tower`: a subsection per registered tower, with its own keys."""
+    from model.config import register_towers
+    from model.tower_settings import DEFAULT_TOWER, tower_settings
+
+    register_towers()
+    names = ", ".join(code(name) for name in tower_settings())
+    intro = (
+        f"`model.tower.name` is one of {names} (default {code(DEFAULT_TOWER)}); the other keys "
+        "are those of the tower it names, with that tower's defaults "
+        "([query towers](../concepts/towers.md))."
+    )
+    parts = [intro]
+    for name, settings in tower_settings().items():
+        summary = first_paragraph(sys.modules[settings.__module__].__doc__)
+        keys = [(key, field) for key, field in settings.model_fields.items() if key != "name"]
+        rows = (_row(f"model.tower.{key}", field) for key, field in keys)
+        parts.extend([f"### model.tower: {name}", summary])
+        parts.extend([table(HEADER, rows)] if keys else [])
     return "\n\n".join(parts)
 
 
