@@ -134,20 +134,22 @@ class PositionalInput(nn.Module):
     The input layer of the frequency-domain towers (FMLP-Rec's and BSARec's embedding layer).
     """
 
-    def __init__(self, table: nn.Embedding, max_len: int, dropout: float) -> None:
+    def __init__(self, dim: int, max_len: int, dropout: float) -> None:
         super().__init__()
-        self.table = table
         self.max_len = max_len
-        self.positions = nn.Embedding(max_len, table.embedding_dim)
-        nn.init.normal_(self.positions.weight, std=table.embedding_dim**-0.5)
-        self.norm = nn.LayerNorm(table.embedding_dim)
+        self.positions = nn.Embedding(max_len, dim)
+        nn.init.normal_(self.positions.weight, std=dim**-0.5)
+        self.norm = nn.LayerNorm(dim)
         self.drop = FastDropout(dropout)
 
-    def forward(self, seq: Tensor) -> Tensor:
-        """`seq [B, L]` -> `[B, L, d]`; positions count from the end of the window."""
+    def forward(self, items: Tensor, seq: Tensor) -> Tensor:
+        """`items [B, L, d]` (the ids' rows), `seq [B, L]` -> `[B, L, d]`.
+
+        Positions count from the end of the window.
+        """
         length = seq.shape[1]
         where = torch.arange(self.max_len - length, self.max_len, device=seq.device)
-        x = self.drop(self.norm(self.table(seq) + self.positions(where)))
+        x = self.drop(self.norm(items + self.positions(where)))
         return x * kept(seq, x)
 
 
@@ -172,8 +174,10 @@ class ResidualFeedForward(nn.Module):
 class BlockTower(QueryTowerBase):
     """A tower of an input layer and residual blocks, zero at padding between blocks.
 
-    A block is called as `block(x [B, L, d], pad [B, L]) -> [B, L, d]` (`pad`: True at
-    padding); the last block's output, normalised with `normalize`, is the query.
+    The input layer is called as `inputs(rows [B, L, d], seq [B, L])` with the ids' rows of
+    the tower's table (which it does not hold: the table is saved once), a block as
+    `block(x [B, L, d], pad [B, L]) -> [B, L, d]` (`pad`: True at padding); the last block's
+    output, normalised with `normalize`, is the query.
     """
 
     def __init__(self, shape: TowerShape) -> None:
@@ -181,12 +185,12 @@ class BlockTower(QueryTowerBase):
         self.max_len = shape.max_len
         self.normalize = shape.normalize
         self.item_embedding = item_embedding(shape.num_items, shape.dim, shape.sparse)
-        self.inputs: nn.Module = nn.Identity()
+        self.inputs: nn.Module
         self.blocks = nn.ModuleList()
 
     def forward(self, seq: Tensor) -> Tensor:
         """`seq [B, L]` left-padded -> `[B, L, d]`; position t sees positions <= t only."""
-        x = self.inputs(seq)
+        x = self.inputs(self.item_embedding(seq), seq)
         keep = kept(seq, x)
         pad = seq == 0
         for block in self.blocks:

@@ -82,5 +82,5 @@ class BsarecTower(BlockTower):
         super().__init__(shape)
         settings.check_sizes(shape.dim, shape.max_len)
         width = settings.ffn_width(shape.dim)
-        self.inputs = PositionalInput(self.item_embedding, shape.max_len, shape.dropout)
+        self.inputs = PositionalInput(shape.dim, shape.max_len, shape.dropout)
         self.blocks.extend(MixedBlock(settings, shape, width) for _ in range(settings.num_layers))

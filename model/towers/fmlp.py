@@ -56,7 +56,7 @@ class FmlpTower(BlockTower):
     def __init__(self, settings: FmlpSettings, shape: TowerShape) -> None:
         super().__init__(shape)
         width = settings.ffn_width(shape.dim)
-        self.inputs = PositionalInput(self.item_embedding, shape.max_len, shape.dropout)
+        self.inputs = PositionalInput(shape.dim, shape.max_len, shape.dropout)
         self.blocks.extend(
             FilterBlock(shape.dim, shape.max_len, shape.dropout, width)
             for _ in range(settings.num_layers)

@@ -94,15 +94,14 @@ class RecurrentBlock(nn.Module):
 class _Inputs(nn.Module):
     """LRURec's input layer: item embeddings, dropout, LayerNorm (no positions)."""
 
-    def __init__(self, table: nn.Embedding, dropout: float) -> None:
+    def __init__(self, dim: int, dropout: float) -> None:
         super().__init__()
-        self.table = table
         self.drop = FastDropout(dropout)
-        self.norm = nn.LayerNorm(table.embedding_dim)
+        self.norm = nn.LayerNorm(dim)
 
-    def forward(self, seq: Tensor) -> Tensor:
-        """`seq [B, L]` -> `[B, L, d]`, zero at padding."""
-        x = self.norm(self.drop(self.table(seq)))
+    def forward(self, items: Tensor, seq: Tensor) -> Tensor:
+        """`items [B, L, d]` (the ids' rows), `seq [B, L]` -> `[B, L, d]`, zero at padding."""
+        x = self.norm(self.drop(items))
         return x * (seq != 0).unsqueeze(-1).to(x.dtype)
 
 
@@ -113,7 +112,7 @@ class LruTower(BlockTower):
     def __init__(self, settings: LruSettings, shape: TowerShape) -> None:
         super().__init__(shape)
         width = settings.ffn_width(shape.dim)
-        self.inputs = _Inputs(self.item_embedding, shape.dropout)
+        self.inputs = _Inputs(shape.dim, shape.dropout)
         self.blocks.extend(
             RecurrentBlock(settings, shape, width) for _ in range(settings.num_layers)
         )
