@@ -26,10 +26,11 @@ TRIALS = 600
 COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.float32)])
 
 
-def _setup(name: str, per_query: bool, seed: int = 0):
+def _setup(name: str, per_query: bool, seed: int = 0, per_sequence: bool = False):
     torch.manual_seed(seed)
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.5)
     every = {"per_query": per_query, "leaf_size": 4, "features": 64, "ratio": 1.5}
+    every |= {"per_sequence": True} if per_sequence else {}
     own = {key: value for key, value in every.items() if key in SETTINGS[name].model_fields}
     cfg = validate_sampler({"name": name, "num_negatives": NUM, **own})  # shared-only: no per_query
     sampler = SAMPLERS[name](cfg, ctx)
@@ -121,6 +122,34 @@ def test_frequencies_match_log_q(name: str, per_query: bool) -> None:
     reported = expected_count / expected_count.sum(1, keepdim=True)
     tv = 0.5 * (empirical - reported).abs().sum(1)
     assert float(tv.max()) < 0.06, tv
+
+
+SHARE_BY_HISTORY = sorted(n for n, cls in SETTINGS.items() if "per_sequence" in cls.model_fields)
+
+
+@pytest.mark.parametrize("name", SHARE_BY_HISTORY)
+def test_draws_shared_by_history_match_the_log_q_of_their_mixture(name: str) -> None:
+    """per_sequence: a history's positions share its draws and report the same log q, and the
+    draws' frequencies match it as every sampler's own draws do."""
+    sampler, queries = _setup(name, per_query=True, seed=2, per_sequence=True)
+    groups = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2], device=DEVICE)  # three histories
+    counts = torch.zeros(3, N_ITEMS + 1, dtype=torch.float64)
+    q_sum = torch.zeros(3, N_ITEMS + 1, dtype=torch.float64)
+    draws = 5 * NUM  # per history: TRIALS / 4 calls of 60 draws
+    for _ in range(TRIALS // 4):
+        neg = sampler.sample(queries, _positives(), draws, groups=groups)
+        first = torch.tensor([0, 3, 5], device=DEVICE)  # each history's first position
+        assert torch.equal(neg.ids, neg.ids[first][groups])
+        assert torch.equal(neg.log_q, neg.log_q[first][groups])
+        ids, expected = neg.ids[first].cpu(), neg.log_q[first].double().exp().cpu()
+        counts.scatter_add_(1, ids, torch.ones_like(expected))
+        q_sum.scatter_add_(1, ids, expected)
+    expected_count = q_sum / counts.clamp_min(1)
+    totals = expected_count.sum(1)
+    assert torch.all(totals > 0.97 * draws) and torch.all(totals < 1.02 * draws), totals
+    empirical = counts / counts.sum(1, keepdim=True)
+    reported = expected_count / expected_count.sum(1, keepdim=True)
+    assert float((0.5 * (empirical - reported).abs().sum(1)).max()) < 0.06
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLERS))

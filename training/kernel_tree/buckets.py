@@ -92,28 +92,40 @@ def bins(count: Tensor, width: int) -> list[Tensor]:
     return out
 
 
-def pick_grouped(tree: NodeSums, h: Tensor, leaf: Tensor, num: int, pos: Tensor | None) -> Picked:
-    """Items `[Q, m]` in buckets `leaf [Q, cols]` (column m: `pos [Q]`'s bucket, if given).
+def pick_grouped(
+    tree: NodeSums,
+    h: Tensor,
+    leaf: Tensor,
+    num: int,
+    pos: Tensor | None,
+    coef: Tensor | None = None,
+) -> Picked:
+    """Items `[Q, m]` in buckets `leaf [Q, cols]` (columns m on: `pos [Q]` or `[Q, k]`'s).
 
-    Each bin of buckets scores its pairs in one `[G, c, d] x [G, d, b]` bmm; each draw then
-    finds its slot in its pair's CDF (`pick_slots`; the forced column takes the positive's).
+    A row's weights are the exact kernel of its query `h [Q, d]`, or, with `coef [Q, R]`, the
+    mixture sum_r coef_r K(h_r, c) of its R queries `h [Q, R, d]` (a history's positions).
+    Each bin of buckets scores its pairs in one `[G, c R, d] x [G, d, b]` bmm; each draw then
+    finds its slot in its pair's CDF (`pick_slots`; the forced columns take the positives').
+    Returns ids, log shares `[Q, m]` and the positives' `[Q]` (`[Q, k]`).
     """
     q, cols = leaf.shape
     pairs = pairs_of(leaf)
     fixed = torch.full((q, cols), -1, dtype=torch.long, device=leaf.device)
     if pos is not None:
-        fixed[:, num] = (pos - 1) % tree.b
+        fixed[:, num:] = ((pos - 1) % tree.b).view(q, -1)
     fixed = fixed.flatten()[pairs.order]
     slots, log_w = torch.empty_like(fixed), torch.empty(fixed.shape, device=leaf.device)
-    for group in bins(pairs.pair_count, h.shape[1] + 3 * tree.b):
+    width = (1 if coef is None else coef.shape[1]) * (h.shape[-1] + tree.b) + 2 * tree.b
+    for group in bins(pairs.pair_count, width):
         idx, _ = bin_pairs(pairs, group)
         draws, cell = bin_draws(pairs, group, idx.shape[1])
-        weights = bin_weights(tree, h, pairs, group, idx)
+        weights = bin_weights(tree, h, coef, pairs.query[idx], pairs.bucket[group])
         slots[draws], log_w[draws] = pick_slots(weights, cell, fixed[draws])
     unsorted = torch.empty_like(slots).index_copy_(0, pairs.order, slots)
     log_w = torch.empty_like(log_w).index_copy_(0, pairs.order, log_w).view(q, cols)
     ids = (leaf.flatten() * tree.b + unsorted + 1).view(q, cols)
-    return ids[:, :num], log_w[:, :num], None if pos is None else log_w[:, num]
+    pos_log_w = None if pos is None else log_w[:, num:].view(pos.shape)
+    return ids[:, :num], log_w[:, :num], pos_log_w
 
 
 def bin_draws(pairs: Pairs, group: Tensor, width: int) -> tuple[Tensor, Tensor]:
@@ -160,15 +172,22 @@ def bin_pairs(pairs: Pairs, group: Tensor) -> tuple[Tensor, Tensor]:
     return start.unsqueeze(1) + torch.minimum(j, count.unsqueeze(1) - 1), ok
 
 
-def bin_weights(tree: NodeSums, h: Tensor, pairs: Pairs, group: Tensor, idx: Tensor) -> Tensor:
-    """`[G c, b]` exact kernel weights of a bin's pairs `idx [G, c]`.
+def bin_weights(
+    tree: NodeSums, h: Tensor, coef: Tensor | None, queries: Tensor, buckets: Tensor
+) -> Tensor:
+    """`[G c, b]` exact kernel weights of a bin's pairs: `queries [G, c]` in `buckets [G]`.
 
-    TINY-clamped, and 0 at the padding slots of the last bucket.
+    With `coef`, each pair's weights are its queries' mixture (`pick_grouped`). TINY-clamped,
+    and 0 at the padding slots of the last bucket.
     """
-    rows, ok = tree.bucket_rows(pairs.bucket[group])  # [G, b]
-    left = h.index_select(0, pairs.query[idx.flatten()]).view(*idx.shape, -1)
+    rows, ok = tree.bucket_rows(buckets)  # [G, b]
+    left = h.index_select(0, queries.flatten()).view(queries.shape[0], -1, h.shape[-1])
     right = tree.items.index_select(0, rows.flatten()).view(*rows.shape, -1)
-    weights = tree.fmap.grouped_kernel(left, right).clamp_min_(TINY)  # [G, c, b]
+    weights = tree.fmap.grouped_kernel(left, right)  # [G, c R, b]
+    if coef is not None:
+        mix = coef.index_select(0, queries.flatten()).view(*queries.shape, -1, 1)  # [G, c, R, 1]
+        weights = (weights.view(*mix.shape[:3], -1) * mix).sum(2)
+    weights = weights.clamp_min_(TINY)
     if not bool(ok.all()):  # the last bucket's padding slots
         weights.masked_fill_(~ok.unsqueeze(1), 0.0)
     return weights.flatten(0, 1)

@@ -62,18 +62,18 @@ def path_probs(tree: NodeSums, p: Tensor, levels: int) -> Tensor:
 
 
 def pick_nodes(w: Tensor, num: int, forced: Tensor | None) -> tuple[Tensor, Tensor]:
-    """`num` nodes per row by inverse CDF over the float64 weights `w [Q, T]`; `forced [Q]`.
+    """`num` nodes per row by inverse CDF over the float64 weights `w [Q, T]`; `forced [Q, k]`.
 
     x = (1 - u) total lies in (0, total], and the first node whose CDF reaches x has a positive
     weight, so an empty node is never drawn. The float32 log-probabilities are those of this
-    pick, log w - log total (the total is 1 but for float rounding); `forced` is column m.
+    pick, log w - log total (the total is 1 but for float rounding); `forced` are columns m on.
     """
     cdf = w.cumsum(1)
     total = cdf[:, -1:]
     x = (1.0 - torch.rand(w.shape[0], num, dtype=w.dtype, device=w.device)) * total
     node = torch.searchsorted(cdf, x).clamp_max_(w.shape[1] - 1)
     if forced is not None:
-        node = torch.cat([node, forced.unsqueeze(1)], 1)
+        node = torch.cat([node, forced], 1)
     log_p = torch.log(w.gather(1, node)) - torch.log(total)
     return node, log_p.float()
 
@@ -83,8 +83,9 @@ def descend_gathered(
 ) -> tuple[Tensor, Tensor]:
     """Descend `node [Q, cols]` from level `first` to the buckets one draw at a time.
 
-    Gathers each draw's two children, O(m F) per level and query; column m (if `forced`, the
-    forced buckets `[Q]`) follows its own path. Returns buckets and their log-probs from `first`.
+    Gathers each draw's two children, O(m F) per level and query; columns m on (if `forced`,
+    the forced buckets `[Q, k]`) follow their own paths. Returns buckets and their log-probs
+    from `first`.
     """
     q, cols = node.shape
     log_p = p.new_zeros(q, cols)
@@ -98,8 +99,8 @@ def descend_gathered(
         pair = clamped(raw.view(q, cols, 2), ok.view(q, cols, 2), tree.floor)
         total = pair.sum(-1)
         go_right = torch.rand(q, num, device=p.device) * total[:, :num] >= pair[:, :num, 0]
-        if forced is not None:  # the forced column draws nothing
-            go_right = torch.cat([go_right, ((forced >> below) & 1 == 1)[:, None]], 1)
+        if forced is not None:  # the forced columns draw nothing
+            go_right = torch.cat([go_right, (forced >> below) & 1 == 1], 1)
         chosen = torch.where(go_right, pair[..., 1], pair[..., 0])
         log_p += torch.log(chosen) - torch.log(total)
         node = 2 * node + go_right.long()
@@ -109,12 +110,15 @@ def descend_gathered(
 def descend(
     tree: NodeSums, p: Tensor, num: int, forced_leaf: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """`num` buckets per query row of `p [Q, F]` and their log-probs, `[Q, m]` (`[Q, m + 1]`).
+    """`num` buckets per query row of `p [Q, F]` and their log-probs, `[Q, m]` (`[Q, m + k]`).
 
-    `forced_leaf [Q]` adds a column m on the path to that bucket, drawing nothing. The whole
-    levels (`whole_levels`) are scored in blocks of queries; the rest draw by draw.
+    `forced_leaf [Q]` or `[Q, k]` adds columns m on the paths to those buckets, drawing
+    nothing. The whole levels (`whole_levels`) are scored in blocks of queries; the rest draw
+    by draw.
     """
-    q, cols = p.shape[0], num + (forced_leaf is not None)
+    if forced_leaf is not None and forced_leaf.dim() == 1:
+        forced_leaf = forced_leaf.unsqueeze(1)
+    q, cols = p.shape[0], num + (0 if forced_leaf is None else forced_leaf.shape[1])
     levels = whole_levels(tree, q, cols)
     width = tree.z[levels].shape[0]
     rows = max(1, CHUNK // (8 * width + p.shape[1]))  # scores; float64 probabilities, CDF

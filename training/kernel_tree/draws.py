@@ -90,6 +90,62 @@ class KernelTree(NodeSums):
         pos_log_p = None if pos_log_w is None else log_p[:, num] + pos_log_w
         return ids, log_p[:, :num] + log_w, pos_log_p
 
+    @torch.no_grad()
+    def sample_grouped(
+        self, h: Tensor, groups: Tensor, num: int, positives: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """`num` draws per group of queries (a history's positions), shared by its queries.
+
+        Group s draws from its summed kernel sum_{t in s} K(h_t, c), the mixture of its
+        queries' kernel distributions weighted by their masses, as the batch's shared draws
+        do for the whole batch: one descent with p_s = mean_t phi(h_t) / Z_s, bucket weights
+        sum_t K(h_t, c_j) / (L_s Z_s). Each positive rides along as a forced column of its
+        group's descent, so its log-probability is under its own group's proposal.
+
+        Args:
+            h: `[N, d]` query embeddings.
+            groups: `[N]` a group id per query (any integers).
+            num: Draws m per group.
+            positives: `[N]` item_idx of each query's positive.
+
+        Returns:
+            item_idx `[N, m]` and their log-probabilities `[N, m]` (every row of a group is
+            its group's), and the positives' `[N]`.
+
+        """
+        rows, mean, pos, at = self._by_group(h.detach().to(self.items), groups, positives)
+        p_sum = self.fmap.bucket_sums(rows, mean)
+        mass = (p_sum @ self.z[0][0]).clamp_min(self.floor).unsqueeze(1)
+        with record_function("kernel_tree.descent"):
+            leaf, log_p = descend(self, p_sum / mass, num, (pos - 1) // self.b)
+        with record_function("kernel_tree.bucket_pick"):
+            ids, log_w, pos_log_w = pick_grouped(self, rows, leaf, num, pos, mean / mass)
+        assert pos_log_w is not None
+        log_p, pos_log_p = log_p[:, :num] + log_w, log_p[:, num:] + pos_log_w
+        return ids[at[0]], log_p[at[0]], pos_log_p[at]
+
+    def _by_group(
+        self, h: Tensor, groups: Tensor, positives: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor]]:
+        """Queries laid out by group: rows `[S, L, d]`, weights `[S, L]`, positives `[S, L]`.
+
+        A group's weights are 1 / L_s (0 at padding, whose rows are 0 and whose positive is
+        the group's first, unused); also each query's place (group, slot).
+        """
+        _, group, counts = torch.unique(
+            groups.to(h.device), return_inverse=True, return_counts=True
+        )
+        order = torch.argsort(group, stable=True)
+        slot = torch.empty_like(group)
+        first = (counts.cumsum(0) - counts)[group[order]]
+        slot[order] = torch.arange(group.numel(), device=h.device) - first
+        at, shape = (group, slot), (counts.numel(), int(counts.max()))
+        rows = h.new_zeros(*shape, h.shape[1]).index_put_(at, h)
+        mean = h.new_zeros(shape).index_put_(at, 1.0 / counts[group].to(h))
+        pos = torch.zeros(shape, dtype=torch.long, device=h.device)
+        pos = pos.index_put_(at, positives.to(h.device))
+        return rows, mean, torch.where(mean > 0, pos, pos[:, :1]), at
+
     def _sample_shared(self, h: Tensor, p: Tensor, coef: Tensor, num: int) -> tuple[Tensor, Tensor]:
         """Shared draws `[m]` from the summed kernel: one descent with p_bar, summed weights."""
         leaf, log_p = descend(self, p, num)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
@@ -30,7 +30,8 @@ from training.loop.validation_round import ValidationRound
 from training.losses import SampledLoss
 from training.precision import matmul_precision, precision_line, undo_autocast
 from training.sampler_settings import SampledSettings, TracksTheTable
-from training.samplers import NegativeSampler
+from training.samplers import Negatives, NegativeSampler
+from training.samplers.base import SharesBySequence
 
 log = logging.getLogger("recsys.train")
 
@@ -106,10 +107,8 @@ class RetrievalModule(pl.LightningModule):
                 items = self.model.item_tower.all_embeddings()  # [n + 1, d]
                 loss = self.full_loss(queries, items, positives, tau, user_items)  # type: ignore[misc]
                 return weight * loss, None
-        settings = self.cfg.sampler
-        assert isinstance(settings, SampledSettings)  # a module with a sampler: sampled ones
         with record_function(PHASES["sampler"]):
-            neg = self.sampler.sample(queries.detach(), positives, settings.num_negatives)
+            neg = self._draw(queries.detach(), positives, keep)
         with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
             ids = neg.ids.to(queries.device)
             pos_scores = (queries * self.model.item_tower(positives)).sum(-1)  # [N]
@@ -123,6 +122,20 @@ class RetrievalModule(pl.LightningModule):
             )
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
+
+    def _draw(self, queries: Tensor, positives: Tensor, keep: Tensor) -> Negatives:
+        """The sampler's negatives for the kept positions `keep [B, L]` of a batch.
+
+        A sampler that shares draws by history (`per_sequence`) also hears each query's row.
+        """
+        settings = self.cfg.sampler
+        assert isinstance(settings, SampledSettings) and self.sampler is not None
+        num = settings.num_negatives
+        if not getattr(settings, "per_sequence", False):
+            return self.sampler.sample(queries, positives, num)
+        rows = torch.arange(keep.shape[0], device=keep.device).unsqueeze(1).expand_as(keep)
+        sharing = cast(SharesBySequence, self.sampler)  # its settings say so
+        return sharing.sample(queries, positives, num, groups=rows[keep])
 
     @property
     def tau(self) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import Tensor
 
 from training.feature_maps import FeatureMap
@@ -22,9 +22,22 @@ class KernelTreeSettings(TracksTheTable, PerQueryDraws):
     """Settings every kernel-tree sampler shares; per query by default (as in the papers)."""
 
     per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
+    per_sequence: bool = Field(
+        False,
+        description="With per_query: m draws per history, shared by its positions, from the "
+        "sum of their kernels; each logit corrected by that mixture's log q.",
+    )
     leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
     score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
     unit_kernel: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _sequences_share_per_query_draws(self) -> KernelTreeSettings:
+        if self.per_sequence and not self.per_query:
+            raise ValueError(
+                "per_sequence shares per-query draws by history: it needs per_query: true"
+            )
+        return self
 
 
 def leaf_size(configured: int, features: int, dim: int) -> int:
@@ -51,6 +64,7 @@ class KernelTreeSampler:
         self.num_items = ctx.num_items
         self.temperature = ctx.temperature
         self.per_query = cfg.per_query
+        self.per_sequence = cfg.per_sequence
         self._make_map = make_map
         self.tree: KernelTree | None = None
 
@@ -82,14 +96,22 @@ class KernelTreeSampler:
         self._built().update(item_idx, item_emb)
 
     @torch.no_grad()
-    def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
+    def sample(
+        self, queries: Tensor, positives: Tensor, num: int, groups: Tensor | None = None
+    ) -> Negatives:
         """Shared `[m]` draws from the batch's summed kernel, or `[N, m]` per query (per_query).
 
-        log_q = log(m q_i) with q_i the probability under the tree as it is now; pos_log_q
-        the same for each positive (per query, one more path in the draws' descent).
+        With per_sequence and `groups [N]` (each query's history), `[N, m]` with the m draws of
+        each history's summed kernel in every row of its positions. log_q = log(m q_i) with
+        q_i the probability under the tree as it is now; pos_log_q the same for each positive
+        under its own proposal (per query or history, one more path in the draws' descent).
         """
         tree = self._built()
-        ids, log_p, pos_log_p = tree.sample(queries, num, not self.per_query, positives)
+        if self.per_sequence and groups is not None:
+            ids, log_p, pos = tree.sample_grouped(queries, groups, num, positives)
+            pos_log_p: Tensor | None = pos
+        else:
+            ids, log_p, pos_log_p = tree.sample(queries, num, not self.per_query, positives)
         assert pos_log_p is not None  # positives were given
         dev = queries.device
         return Negatives(

@@ -116,6 +116,21 @@ class NegativeSampler(Protocol):
         ...
 
 
+class SharesBySequence(Protocol):
+    """A sampler whose settings say `per_sequence`: the trainer also passes each query's history.
+
+    `groups [N]` holds each query's history (its row of the batch); the m draws of a history
+    are shared by its positions, and `ids`, `log_q` are `[N, m]` with every row of a history
+    its history's.
+    """
+
+    def sample(
+        self, queries: Tensor, positives: Tensor, num: int, groups: Tensor | None = None
+    ) -> Negatives:
+        """Draw negatives, shared by the queries of one group when `groups` is given."""
+        ...
+
+
 # each factory takes its own settings class: `Any` here, checked by `register_sampler`'s caller
 SamplerFactory = Callable[[Any, SamplerContext], NegativeSampler]
 SAMPLERS: dict[str, SamplerFactory] = {}
