@@ -146,3 +146,12 @@ def test_grouped_pick_equals_the_brute_force(chunk: int, monkeypatch: pytest.Mon
     for row in (0, 29):
         counts = torch.bincount(ids[row], minlength=201).numpy()[1:]
         assert chi2_pvalue(counts, brute[row, 1:].exp().numpy()) > 1e-3
+
+
+def test_a_step_without_queries_draws_nothing() -> None:
+    tree, none = built("rff", n=40, b=4), torch.zeros(0, dtype=torch.long)
+    for ids, log_p, pos in (
+        tree.sample(unit(0, 6, seed=1), 5, False, none),
+        tree.sample_grouped(unit(0, 6, seed=1), none, 5, none),
+    ):
+        assert ids.shape == log_p.shape == (0, 5) and pos is not None and pos.shape == (0,)

@@ -80,6 +80,8 @@ def bins(count: Tensor, width: int) -> list[Tensor]:
     A bin's counts lie within SLACK of its largest, and it holds at most CHUNK floats of
     `width` per padded pair.
     """
+    if count.numel() == 0:
+        return []
     order = torch.argsort(count, descending=True, stable=True)
     sizes = count[order].tolist()
     out, first = [], 0
@@ -112,7 +114,7 @@ def pick_grouped(
     pairs = pairs_of(leaf)
     fixed = torch.full((q, cols), -1, dtype=torch.long, device=leaf.device)
     if pos is not None:
-        fixed[:, num:] = ((pos - 1) % tree.b).view(q, -1)
+        fixed[:, num:] = ((pos - 1) % tree.b).view(q, cols - num)
     fixed = fixed.flatten()[pairs.order]
     slots, log_w = torch.empty_like(fixed), torch.empty(fixed.shape, device=leaf.device)
     width = (1 if coef is None else coef.shape[1]) * (h.shape[-1] + tree.b) + 2 * tree.b

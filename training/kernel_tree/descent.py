@@ -119,6 +119,8 @@ def descend(
     if forced_leaf is not None and forced_leaf.dim() == 1:
         forced_leaf = forced_leaf.unsqueeze(1)
     q, cols = p.shape[0], num + (0 if forced_leaf is None else forced_leaf.shape[1])
+    if q == 0:
+        return p.new_zeros(0, cols, dtype=torch.long), p.new_zeros(0, cols)
     levels = whole_levels(tree, q, cols)
     width = tree.z[levels].shape[0]
     rows = max(1, CHUNK // (8 * width + p.shape[1]))  # scores; float64 probabilities, CDF

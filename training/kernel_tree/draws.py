@@ -113,6 +113,8 @@ class KernelTree(NodeSums):
             its group's), and the positives' `[N]`.
 
         """
+        if h.shape[0] == 0:  # nothing to group
+            return h.new_zeros(0, num, dtype=torch.long), h.new_zeros(0, num), h.new_zeros(0)
         rows, mean, pos, at = self._by_group(h.detach().to(self.items), groups, positives)
         p_sum = self.fmap.bucket_sums(rows, mean)
         mass = (p_sum @ self.z[0][0]).clamp_min(self.floor).unsqueeze(1)
