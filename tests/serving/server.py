@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -31,36 +32,60 @@ def running_server(
 
     Waits for /health (and /ready when `wait_ready`); the server log goes to home/server.log.
     """
-    port = free_port()
+    with running_servers(home, 1, env, wait_ready, timeout) as servers:
+        yield servers[0][0]
+
+
+@contextmanager
+def running_servers(
+    home: Path,
+    count: int,
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+    timeout: float = 60,
+) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """Start `count` servers on one home at once (replicas); yield (URL, process) pairs.
+
+    Each logs to home/server.log (the first) or home/server-<n>.log; all are stopped afterwards.
+    """
     full_env = {**os.environ, "RECSYS_RELOAD_INTERVAL": "0.2", **(env or {})}
     home.mkdir(parents=True, exist_ok=True)
-    log = open(home / "server.log", "w")  # noqa: SIM115 - closed in finally
-    cmd = [sys.executable, "-m", "app", "serve", "--home", str(home)]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
+    started: list[tuple[str, subprocess.Popen[bytes], Any]] = []
     try:
-        _wait(url, proc, "/ready" if wait_ready else "/health", timeout, home)
-        yield url
+        for n in range(count):
+            port = free_port()
+            log = open(home / ("server.log" if n == 0 else f"server-{n}.log"), "w")  # noqa: SIM115
+            cmd = [sys.executable, "-m", "app", "serve", "--home", str(home)]
+            cmd += ["--host", "127.0.0.1", "--port", str(port)]
+            proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=log)
+            started.append((f"http://127.0.0.1:{port}", proc, log))
+        for url, proc, log in started:
+            _wait(url, proc, "/ready" if wait_ready else "/health", timeout, Path(log.name))
+        yield [(url, proc) for url, proc, _ in started]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        for _, proc, log in started:
+            _stop(proc)
+            log.close()
 
 
-def _wait(url: str, proc: subprocess.Popen[bytes], path: str, timeout: float, home: Path) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes], path: str, timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {(home / 'server.log').read_text()[-2000:]}")
+            raise RuntimeError(f"server exited: {log.read_text()[-2000:]}")
         try:
             if httpx.get(url + path, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"server not {path} in {timeout} s: {(home / 'server.log').read_text()}")
+    raise RuntimeError(f"server not {path} in {timeout} s: {log.read_text()}")
