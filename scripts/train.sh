@@ -6,6 +6,7 @@
 #
 # Environment: RECSYS_HOME (workspace, default ./workspace), RECSYS_DATASET (a log file or
 # `synthetic`), RECSYS_SAMPLER (negative sampler; default: the config's), RECSYS_RETRAIN=1.
+# Arguments are passed on to `recsys train` (`--json`: the result as one JSON object).
 set -euo pipefail
 
 export RECSYS_HOME="${RECSYS_HOME:-workspace}"
@@ -20,4 +21,4 @@ if [[ -n "${RECSYS_SAMPLER:-}" ]]; then
     train_args+=(--sampler "${RECSYS_SAMPLER}")
 fi
 echo "train: recsys train ${train_args[*]} (home ${RECSYS_HOME})" >&2
-exec recsys train "${train_args[@]}"
+exec recsys train "${train_args[@]}" "$@"

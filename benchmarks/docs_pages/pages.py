@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from benchmarks.docs_pages import blocks, choice, operations, quality, towers
+from benchmarks.docs_pages import blocks, choice, operations, quality, quickstart, towers
 from benchmarks.paths import REPO, RESULTS
 from benchmarks.sweeps.recipe_report import PLOT, recipe_table
 from data.errors import RecsysInputError
@@ -34,7 +34,9 @@ def _sweep(study: str) -> Block:
 
 INDEX = "docs/benchmarks/index.md"
 PAGES: dict[str, dict[str, Block]] = {
-    "README.md": {"results": quality.readme_results},
+    "README.md": {"results": quality.readme_results, "quickstart": quickstart.training_time},
+    "docs/getting-started/docker.md": {"quickstart": quickstart.training_time},
+    "docs/getting-started/local.md": {"quickstart": quickstart.training_time},
     "docs/guides/choosing-a-sampler.md": {"sampler-choice": choice.sampler_choice},
     INDEX: {
         "defaults": quality.defaults, "samplers": quality.compared,
