@@ -1,4 +1,4 @@
-"""The quick start's training time, from `bench quickstart`'s record, for the getting-started."""
+"""The quick start's training time, from `bench quickstart`'s record, for the quick start pages."""
 
 from __future__ import annotations
 
