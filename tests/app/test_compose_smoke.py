@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "compose-smoke.sh"
+LIB = ROOT / "scripts" / "smoke-lib.sh"  # the stages and helpers it shares with replicas-smoke.sh
 
 
 def _engine() -> str | None:
@@ -31,8 +32,9 @@ def _engine() -> str | None:
 
 def test_smoke_script_is_valid_bash_and_executable() -> None:
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+    subprocess.run(["bash", "-n", str(LIB)], check=True)
     assert os.access(SCRIPT, os.X_OK)
-    text = SCRIPT.read_text()
+    text = SCRIPT.read_text() + LIB.read_text()
     assert "recsys retrain --logs /logs/new.csv" in text  # the documented compose retrain
     # the outcome checked is the one the gate's JSON decision states, within a bounded wait
     assert "--json" in text and '"published"' in text and "SWITCH_WAIT" in text
