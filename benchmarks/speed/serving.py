@@ -66,7 +66,7 @@ def synthetic_bundle(
             "popularity": rng.zipf(1.5, num_items).astype(np.int64),
         }
     )
-    version = f"bench-{num_items}"
+    version = f"bench-{num_items}" if dim == 64 else f"bench-{num_items}-d{dim}"
     models = home / "models"
     if not (models / version).is_dir():
         manifest = Manifest(
@@ -146,9 +146,13 @@ async def _load(
 
 
 def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, Any]:
-    """Time `index.search` alone (k + 20 over-fetch, one query at a time) on the cached index."""
+    """Time `index.search` alone (k + 20 over-fetch, one query at a time) on the cached index.
+
+    Also the index's recall@10 against exact search for the bench's own session queries.
+    """
     from model.bundle import ModelBundle
     from serving.index import IndexParams, build_index
+    from serving.index_recall import recall_at_k
     from serving.recommender import Recommender
 
     bundle = ModelBundle.load(bundle_dir)
@@ -156,6 +160,7 @@ def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, A
     rec = Recommender(bundle, index)
     hist = [[bundle.id_to_idx[i] for i in json.loads(b)["items"]] for b in bodies[:500]]
     queries = rec.encode(hist)
+    recall = recall_at_k(index, bundle.item_embeddings[1:], queries, K)
     times = options.search_seconds(index, queries, K + HISTORY)
     import torch
 
@@ -168,6 +173,7 @@ def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, A
     us = np.asarray(times) * 1e6
     return {
         "index": index.describe(),
+        "recall_at_10_vs_exact": round(recall, 4),
         "search_p50_us": round(float(np.percentile(us, 50)), 1),
         "search_p99_us": round(float(np.percentile(us, 99)), 1),
         "query_tower_encode_ms": round(encode_ms, 3),
@@ -175,12 +181,19 @@ def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, A
 
 
 def run_size(
-    num_items: int, work: Path, *, kind: str, duration: float, concurrency: int, rate: float
+    num_items: int,
+    work: Path,
+    *,
+    kind: str,
+    duration: float,
+    concurrency: int,
+    rate: float,
+    dim: int = 64,
 ) -> dict[str, Any]:
     """Bundle, server, loads and raw search for one catalogue size."""
-    home = work / f"home-{num_items}"
+    home = work / f"home-{num_items}-d{dim}"
     t0 = time.perf_counter()
-    bundle_dir = synthetic_bundle(home, num_items, dim=64, seed=0)
+    bundle_dir = synthetic_bundle(home, num_items, dim=dim, seed=0)
     bundle_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     raw = _raw_search(bundle_dir, _bodies(num_items, 500, seed=1), kind)  # builds the cache
@@ -200,6 +213,7 @@ def run_size(
         proc.wait(timeout=30)
     return {
         "items": num_items,
+        "dim": dim,
         "bundle_write_s": round(bundle_s, 1),
         "index_build_and_raw_search_s": round(index_s, 1),
         "server_ready_s": round(ready_s, 1),
@@ -241,6 +255,9 @@ def bench_serving(
     concurrency: Annotated[int, typer.Option(min=1, help="Concurrent client connections.")] = 32,
     rate: Annotated[float, typer.Option(help="Open-loop request rate (req/s).")] = 300.0,
     index: Annotated[str, typer.Option(help="Index kind: auto|flat|hnsw|ivf|ivfpq.")] = "hnsw",
+    dim: Annotated[
+        int, typer.Option(min=1, help="Embedding width d (the model's default: 256).")
+    ] = 64,
     work_dir: Annotated[
         Path | None, typer.Option(help="Where bundles go.", show_default="a temporary folder")
     ] = None,
@@ -260,7 +277,8 @@ def bench_serving(
         "items": sizes, "duration_s": duration, "concurrency": concurrency,
         "open_loop_rate": rate, "index": index,
         "request": f"POST /recommend, {HISTORY} random items, k={K}",
-        "embeddings": "random L2-normalised, d=64; default query tower, random weights",
+        "dim": dim,
+        "embeddings": f"random L2-normalised, d={dim}; default query tower, random weights",
         "server": "recsys serve: uvicorn, uvloop + httptools, opportunistic request batching",
         "client": "uvloop keep-alive HTTP/1.1 on localhost, same machine as the server",
     }  # fmt: skip
@@ -271,7 +289,7 @@ def bench_serving(
         runs = []
         for n in sizes:
             runs.append(run_size(n, work, kind=index, duration=duration,
-                                 concurrency=concurrency, rate=rate))  # fmt: skip
+                                 concurrency=concurrency, rate=rate, dim=dim))  # fmt: skip
             typer.echo(json.dumps(runs[-1]), err=True)
     metrics = {"runs": runs, "python": platform.python_version()}
     body = records.save(json_path, setup, metrics, started)
