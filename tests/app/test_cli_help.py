@@ -120,4 +120,5 @@ def test_version_is_the_projects_one_and_the_release_files_say_it() -> None:
     assert citation["version"] == declared
     changelog = (root / "CHANGELOG.md").read_text().splitlines()
     releases = [line for line in changelog if line.startswith("## [")]
+    releases = [line for line in releases if line != "## [Unreleased]"]  # changes to come
     assert releases[0] == f"## [{declared}] - {citation['date-released']}"
