@@ -14,7 +14,7 @@ def test_bench_serving_loads_a_real_server_and_plots(
     out_json, out_png = tmp_path / "serving.json", tmp_path / "serving.png"
     result = run_bench(
         capsys, "serving", "--items", "2000", "--duration", "1", "--concurrency", "4",
-        "--rate", "50", "--index", "flat", "--work-dir", str(tmp_path / "work"),
+        "--rate", "50", "--index", "flat", "--dim", "32", "--work-dir", str(tmp_path / "work"),
         "--out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -22,6 +22,8 @@ def test_bench_serving_loads_a_real_server_and_plots(
     assert record["machine"]["load_before"] >= 0 and record["machine"]["load_after"] >= 0
     (run,) = record["metrics"]["runs"]
     assert run["items"] == 2000 and run["raw"]["index"]["kind"] == "flat"
+    assert run["dim"] == record["config"]["dim"] == run["raw"]["index"]["dim"] == 32
+    assert run["raw"]["recall_at_10_vs_exact"] == 1.0  # flat is the exact search
     open_loop, closed = run["loads"]
     assert open_loop["mode"].startswith("open loop") and closed["mode"].startswith("closed")
     for load in (open_loop, closed):
