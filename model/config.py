@@ -14,21 +14,11 @@ from model.tower_settings import (
     validate_tower,
 )
 
-__all__ = ["ModelConfig", "Section", "register_towers"]
-
-
-def register_towers() -> None:
-    """Register the built-in query towers: their modules do it when imported.
-
-    Called when a config is read, not when this module is imported: the towers import torch,
-    which the CLI does not load to start.
-    """
-    import model.towers  # noqa: F401
+__all__ = ["ModelConfig", "Section"]
 
 
 def _tower(value: Any) -> TowerSettings:
-    register_towers()
-    return validate_tower(value)
+    return validate_tower(value)  # torch-free: the settings registry needs no tower module
 
 
 class ModelConfig(Section):
@@ -37,7 +27,7 @@ class ModelConfig(Section):
     tower: Annotated[SerializeAsAny[TowerSettings], PlainValidator(_tower)] = Field(
         default_factory=lambda: _tower(DEFAULT_TOWER),
         description="The query tower: its `name` (sasrec, mean, fmlp, bsarec, lru) picks its "
-        "settings class (model/towers/); a bare name takes that tower's defaults.",
+        "settings class (model/tower_settings.py); a bare name takes that tower's defaults.",
     )
     dim: int = Field(256, ge=2, description="Embedding size d of both towers.")
     max_len: int = Field(20, ge=1, description="Query history length L.")
@@ -77,7 +67,6 @@ class ModelConfig(Section):
             return data
         former = {k: data[k] for k in FORMER_MODEL_KEYS if k in data}
         rest = {k: v for k, v in data.items() if k not in FORMER_MODEL_KEYS}
-        register_towers()
         return {**rest, "tower": validate_tower(rest.get("tower", DEFAULT_TOWER), former)}
 
     @model_validator(mode="after")

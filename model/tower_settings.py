@@ -1,17 +1,19 @@
 """The query towers' settings (`model.tower`): one class per tower, chosen by its `name`.
 
-Each tower's module (under `model/towers/`) defines its settings class, a subclass of
-`TowerSettings` with its own keys and defaults, and registers it with the tower in one call
-(`register_tower`). `model.config` validates a `tower:` mapping (or a bare name) against the
-class its name picks. Torch-free: the CLI reads this at start-up.
+A tower's settings class is a subclass of `TowerSettings` with its own keys and defaults; its
+module class is registered with it in one call (`@register_tower(Settings)`), which also adds
+the settings to the registry. The built-in towers' settings are defined here, below, so that
+a manifest or a config validates without torch (`recsys models list` reads every manifest and
+never imports it); a tower defined elsewhere keeps its settings in its own module.
+`model.config` validates a `tower:` mapping (or a bare name) against the class its name picks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from model.section import Section, settings_name, validate_named
 
@@ -70,34 +72,43 @@ class AttentionSettings(BlockSettings):
             )
 
 
-TOWERS: dict[str, tuple[type[TowerSettings], type[Any]]] = {}
+SETTINGS: dict[str, type[TowerSettings]] = {}  # name -> settings class
+CLASSES: dict[str, type[Any]] = {}  # name -> the tower's module class, once its module is imported
 T = TypeVar("T")
 
 
 def register_tower(settings: type[TowerSettings]) -> Callable[[type[T]], type[T]]:
-    """Class decorator: register a tower class under its settings' name.
+    """Class decorator: register a tower's module class under its settings' name.
 
-    The tower class is built as `cls(settings, shape)` (`model.build.TowerShape`).
+    The tower class is built as `cls(settings, shape)` (`model.towers.base.TowerShape`).
     """
-    name = settings_name(settings)
+    name = register_settings(settings)
 
     def add(cls: type[T]) -> type[T]:
-        if name in TOWERS:
+        if name in CLASSES:
             raise ValueError(f"tower {name!r} registered twice")
-        TOWERS[name] = (settings, cls)
+        CLASSES[name] = cls
         return cls
 
     return add
 
 
+def register_settings(settings: type[TowerSettings]) -> str:
+    """Add a tower's settings class to the registry (again: the same class only); its name."""
+    name = settings_name(settings)
+    if SETTINGS.setdefault(name, settings) is not settings:
+        raise ValueError(f"tower {name!r} registered twice")
+    return name
+
+
 def tower_settings() -> dict[str, type[TowerSettings]]:
     """Name -> settings class of every registered tower."""
-    return {name: settings for name, (settings, _) in TOWERS.items()}
+    return dict(SETTINGS)
 
 
 def tower_class(name: str) -> type[Any]:
-    """The module class registered under `name` (KeyError: no such tower)."""
-    return TOWERS[name][1]
+    """The module class registered under `name` (KeyError: its module is not imported)."""
+    return CLASSES[name]
 
 
 def validate_tower(value: Any, former_keys: dict[str, Any] | None = None) -> TowerSettings:
@@ -114,3 +125,67 @@ def validate_tower(value: Any, former_keys: dict[str, Any] | None = None) -> Tow
         fields = own.model_fields if own is not None else {}
         mapping = {**{k: v for k, v in former_keys.items() if k in fields}, **mapping}
     return validate_named(mapping, tower_settings(), "tower", DEFAULT_TOWER)
+
+
+# the built-in towers (their module classes: model/towers/)
+
+
+class SasrecSettings(AttentionSettings):
+    """`sasrec`: causal multi-head self-attention blocks (SASRec); ffn_dim null: d."""
+
+    name: Literal["sasrec"] = "sasrec"
+
+
+class MeanSettings(TowerSettings):
+    """`mean`: a causal running mean of the input embeddings, then a map; no keys."""
+
+    name: Literal["mean"] = "mean"
+
+
+class FmlpSettings(BlockSettings):
+    """`fmlp`: learnable frequency-domain filter blocks (FMLP-Rec); ffn_dim null: 4 d."""
+
+    name: Literal["fmlp"] = "fmlp"
+    ffn_factor: ClassVar[int] = 4
+
+
+class BsarecSettings(AttentionSettings):
+    """`bsarec`: attention mixed with a frequency rescaling (BSARec); published alpha 0.7, c 5."""
+
+    name: Literal["bsarec"] = "bsarec"
+    num_heads: int = Field(1, ge=1, description="Attention heads; dim must be divisible by it.")
+    alpha: float = Field(
+        0.7, ge=0.0, le=1.0, description="The frequency view's share; 1 - alpha: attention's."
+    )
+    cutoff: int = Field(
+        5, ge=1, description="c: the low band is the window's lowest c // 2 + 1 frequencies."
+    )
+    ffn_factor: ClassVar[int] = 4
+    search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
+        **AttentionSettings.search_space,
+        "alpha": ("float", 0.1, 0.9),
+        "cutoff": ("int", 1, 9),
+    }
+
+
+class LruSettings(BlockSettings):
+    """`lru`: linear recurrent unit blocks (LRURec); published r in [0.8, 0.99], 4 d wide."""
+
+    name: Literal["lru"] = "lru"
+    r_min: float = Field(0.8, ge=0.0, lt=1.0, description="Smallest initial |lambda|.")
+    r_max: float = Field(0.99, gt=0.0, lt=1.0, description="Largest initial |lambda|.")
+    ffn_factor: ClassVar[int] = 4
+    search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
+        **BlockSettings.search_space,
+        "r_min": ("float", 0.0, 0.9),
+    }
+
+    @model_validator(mode="after")
+    def _ordered_radii(self) -> LruSettings:
+        if self.r_min > self.r_max:
+            raise ValueError(f"r_min {self.r_min} is above r_max {self.r_max}")
+        return self
+
+
+for _settings in (SasrecSettings, MeanSettings, FmlpSettings, BsarecSettings, LruSettings):
+    register_settings(_settings)

@@ -256,7 +256,7 @@ class RecsysConfig(Section):
     """The whole run configuration."""
 
     data: DataConfig = DataConfig()
-    model: ModelConfig = ModelConfig()
+    model: ModelConfig = Field(default_factory=ModelConfig)  # its tower loads torch: at use
     sampler: Annotated[SerializeAsAny[AnySampler], PlainValidator(_sampler)] = Field(
         default_factory=lambda: _sampler({}),
         description="The negative sampler: its `name` picks its settings class "

@@ -4,7 +4,8 @@ A run's record holds its training settings (`training_settings`) as its config. 
 when today's settings train as it did (`same_settings`), or when they differ only in when early
 stopping ends a run and the recorded run provably trained as today's would (`stops_alike`);
 `stands_for` is either. A key a record lacks was added since it was made, with the default it
-has today (a study whose runs had another pins that value in its protocol).
+has today (its own sampler's, for a sampler key; a study whose runs had another pins that value
+in its protocol); a model section is read in today's layout.
 """
 
 from __future__ import annotations
@@ -27,10 +28,42 @@ def training_settings(cfg: Any) -> dict[str, Any]:
 
 
 def _as_recorded(stored: dict[str, Any], section: str) -> dict[str, Any]:
-    """A recorded section completed with today's defaults for the keys added since."""
+    """A recorded section completed with today's defaults for the keys added since.
+
+    A model section is read in today's layout (a former flat tower key moves into the tower).
+    """
+    recorded = {**_defaults(stored, section), **stored.get(section, {})}
+    return _in_todays_layout(recorded) if section == "model" else recorded
+
+
+def _defaults(stored: dict[str, Any], section: str) -> dict[str, Any]:
+    """Today's defaults of a section; of a sampler section, its own sampler's."""
     from training.config import RecsysConfig
 
-    return {**training_settings(RecsysConfig())[section], **stored.get(section, {})}
+    defaults = training_settings(RecsysConfig())[section]
+    name = (stored.get("sampler") or {}).get("name") if section == "sampler" else None
+    if name is None:
+        return defaults
+    from pydantic import ValidationError
+
+    from training.sampler_settings import validate_sampler
+
+    try:
+        return dict(json.loads(validate_sampler({"name": name}).model_dump_json()))
+    except ValidationError:
+        return defaults  # a sampler no longer known: the record stands for nothing today
+
+
+def _in_todays_layout(model: dict[str, Any]) -> dict[str, Any]:
+    """A recorded model section as `ModelConfig` reads it today; as it is if it no longer reads."""
+    from pydantic import ValidationError
+
+    from model.config import ModelConfig
+
+    try:
+        return dict(json.loads(ModelConfig.model_validate(model).model_dump_json()))
+    except ValidationError:
+        return model
 
 
 def same_settings(stored: dict[str, Any], current: dict[str, Any]) -> bool:

@@ -10,13 +10,10 @@ causally (`model/towers/filters.py`).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
-
 import torch
-from pydantic import Field
 from torch import Tensor, nn
 
-from model.tower_settings import AttentionSettings, register_tower
+from model.tower_settings import BsarecSettings, register_tower
 from model.towers.base import (
     BlockTower,
     FastDropout,
@@ -26,25 +23,6 @@ from model.towers.base import (
     causal_attention_mask,
 )
 from model.towers.filters import causal_conv, low_pass_taps
-
-
-class BsarecSettings(AttentionSettings):
-    """`tower: {name: bsarec}`: attention and frequency blocks (published: alpha 0.7, c 5)."""
-
-    name: Literal["bsarec"] = "bsarec"
-    num_heads: int = Field(1, ge=1, description="Attention heads; dim must be divisible by it.")
-    alpha: float = Field(
-        0.7, ge=0.0, le=1.0, description="The frequency view's share; 1 - alpha: attention's."
-    )
-    cutoff: int = Field(
-        5, ge=1, description="c: the low band is the window's lowest c // 2 + 1 frequencies."
-    )
-    ffn_factor: ClassVar[int] = 4
-    search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
-        **AttentionSettings.search_space,
-        "alpha": ("float", 0.1, 0.9),
-        "cutoff": ("int", 1, 9),
-    }
 
 
 class MixedBlock(nn.Module):

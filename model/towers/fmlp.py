@@ -9,12 +9,10 @@ gets what the published filter gives the last position of the window ending at t
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
-
 import torch
 from torch import Tensor, nn
 
-from model.tower_settings import BlockSettings, register_tower
+from model.tower_settings import FmlpSettings, register_tower
 from model.towers.base import (
     BlockTower,
     FastDropout,
@@ -23,13 +21,6 @@ from model.towers.base import (
     TowerShape,
 )
 from model.towers.filters import causal_conv, circular_taps
-
-
-class FmlpSettings(BlockSettings):
-    """`tower: {name: fmlp}`: filter blocks (ffn_dim null: 4 d, as published)."""
-
-    name: Literal["fmlp"] = "fmlp"
-    ffn_factor: ClassVar[int] = 4
 
 
 class FilterBlock(nn.Module):

@@ -12,34 +12,13 @@ imaginary parts as real matrices (the same family of maps as complex ones).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import Field, model_validator
 from torch import Tensor, nn
 
-from model.tower_settings import BlockSettings, register_tower
+from model.tower_settings import LruSettings, register_tower
 from model.towers.base import BlockTower, FastDropout, ResidualFeedForward, TowerShape
 from model.towers.filters import causal_conv
-
-
-class LruSettings(BlockSettings):
-    """`tower: {name: lru}`: recurrent blocks (published: r in [0.8, 0.99], 4 d feed-forward)."""
-
-    name: Literal["lru"] = "lru"
-    r_min: float = Field(0.8, ge=0.0, lt=1.0, description="Smallest initial |lambda|.")
-    r_max: float = Field(0.99, gt=0.0, lt=1.0, description="Largest initial |lambda|.")
-    ffn_factor: ClassVar[int] = 4
-    search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
-        **BlockSettings.search_space,
-        "r_min": ("float", 0.0, 0.9),
-    }
-
-    @model_validator(mode="after")
-    def _ordered_radii(self) -> LruSettings:
-        if self.r_min > self.r_max:
-            raise ValueError(f"r_min {self.r_min} is above r_max {self.r_max}")
-        return self
 
 
 class Recurrence(nn.Module):

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from torch import Tensor, nn
 
-from model.tower_settings import TowerSettings, register_tower
+from model.tower_settings import MeanSettings, register_tower
 from model.towers.base import QueryTowerBase, TowerShape, item_embedding, kept, unit_or_plain
-
-
-class MeanSettings(TowerSettings):
-    """`tower: {name: mean}`: no keys of its own (and no dropout)."""
-
-    name: Literal["mean"] = "mean"
 
 
 @register_tower(MeanSettings)

@@ -6,12 +6,10 @@ counted from the end of the window, item embeddings scaled by sqrt(d).
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import Tensor, nn
 
-from model.tower_settings import AttentionSettings, register_tower
+from model.tower_settings import SasrecSettings, register_tower
 from model.towers.base import (
     FastDropout,
     QueryTowerBase,
@@ -22,12 +20,6 @@ from model.towers.base import (
     kept,
     unit_or_plain,
 )
-
-
-class SasrecSettings(AttentionSettings):
-    """`tower: {name: sasrec}`: self-attention blocks (ffn_dim null: d, SASRec's width)."""
-
-    name: Literal["sasrec"] = "sasrec"
 
 
 class _Block(nn.Module):

@@ -93,10 +93,8 @@ def _sampler(name: str, settings: type[BaseModel]) -> str:
 
 def _towers() -> str:
     """`model.tower`: a subsection per registered tower, with its own keys."""
-    from model.config import register_towers
     from model.tower_settings import DEFAULT_TOWER, tower_settings
 
-    register_towers()
     names = ", ".join(code(name) for name in tower_settings())
     intro = (
         f"`model.tower.name` is one of {names} (default {code(DEFAULT_TOWER)}); the other keys "
@@ -105,7 +103,7 @@ def _towers() -> str:
     )
     parts = [intro]
     for name, settings in tower_settings().items():
-        summary = first_paragraph(sys.modules[settings.__module__].__doc__)
+        summary = first_paragraph(settings.__doc__)
         keys = [(key, field) for key, field in settings.model_fields.items() if key != "name"]
         rows = (_row(f"model.tower.{key}", field) for key, field in keys)
         parts.extend([f"### model.tower: {name}", summary])
