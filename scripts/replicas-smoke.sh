@@ -239,6 +239,10 @@ done_stage record
 
 stage down
 compose down -v >"$TMP/down.log" 2>&1 || { cat "$TMP/down.log" >&2; die "compose down -v failed"; }
+swept=$(sweep)
+[[ -z "$swept" ]] || log "down left $(wc -w <<<"$swept") containers (scaled replicas): removed"
+left=$("$ENGINE" ps -a -q --filter "label=com.docker.compose.project=$PROJECT")
+[[ -z "$left" ]] || die "containers left after down: $left"
 done_stage down
 summary
 [[ "$FAILED" == 0 ]] || die "$FAILED client requests failed (by status: see $RECORD)"

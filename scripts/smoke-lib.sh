@@ -201,9 +201,20 @@ cleanup() {
     else
         (cd "$TMP" 2>/dev/null && env "${COMPOSE_ENV[@]}" "${COMPOSE[@]}" -p "$PROJECT" \
             "${COMPOSE_FILE_ARGS[@]}" down -v >/dev/null 2>&1) || true
+        sweep >/dev/null 2>&1 || true
         rm -rf "$TMP"
     fi
     exit "$rc"
+}
+sweep() {  # the project's containers `down` left (podman-compose's down misses --scale's extra
+    # replicas), removed, then `down -v` once more for its network and volume; prints their ids
+    local left
+    left=$("$ENGINE" ps -a -q --filter "label=com.docker.compose.project=$PROJECT")
+    [[ -n "$left" ]] || return 0
+    echo $left
+    # shellcheck disable=SC2086
+    "$ENGINE" rm -f $left >/dev/null 2>&1 || true
+    env "${COMPOSE_ENV[@]}" "${COMPOSE[@]}" -p "$PROJECT" "${COMPOSE_FILE_ARGS[@]}" down -v >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
