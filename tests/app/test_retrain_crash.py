@@ -115,6 +115,7 @@ def _checkpoint(ws: Workspace) -> Path | None:
     return path if version and path.is_file() else None
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it; `make test` keeps CI within 8 minutes
 def test_sigkill_at_ingest_training_and_export_then_the_rerun_resumes(tmp_path: Path) -> None:
     events = generate_events(200, 120, 3000, seed=2)
     cuts = events["timestamp"].quantile(0.7), events["timestamp"].quantile(0.85)

@@ -111,6 +111,7 @@ def test_ranks_reading_their_own_users_train_and_measure_every_user(
     assert bundle.popularity.tolist() == expected
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it; `make test` keeps CI within 8 minutes
 def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None:
     """The kernel trees are compared across ranks every validation round (a drift fails the run)."""
     home, log = tmp_path / "home", tmp_path / "log.csv"

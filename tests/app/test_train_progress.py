@@ -15,6 +15,7 @@ import sys
 import termios
 from pathlib import Path
 
+import pytest
 import torch
 
 from data.synth import generate_events
@@ -69,6 +70,7 @@ def test_validation_every_n_steps_adds_a_line_per_round(tmp_path: Path) -> None:
     assert len(rounds) == len(steps)  # one logged round per line
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it; `make test` keeps CI within 8 minutes
 def test_thread_setting_is_honoured(tmp_path: Path) -> None:
     log = tmp_path / "log.csv"
     generate_events(100, 50, 1200, seed=4).write_csv(log)

@@ -15,6 +15,7 @@ from data.synth import generate_events
 from tests.benchmarks.helpers import run_bench
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it; `make test` keeps CI within 8 minutes
 def test_bench_ddp_measures_one_and_two_processes(tmp_path: Path) -> None:
     out = tmp_path / "ddp.json"
     args = ["ddp", "--items", "300", "--users", "80", "--events", "3000"]
