@@ -115,15 +115,16 @@ def validate_tower(value: Any, former_keys: dict[str, Any] | None = None) -> Tow
     """The settings class the tower's name picks, validated (a bare name is `{name: ...}`).
 
     `former_keys` are tower keys given at the top of `model:`, as configs written before
-    towers had their own settings did; those the tower has join its settings (a key given in
-    the tower mapping itself wins), the others were ignored by that tower then and are now.
+    towers had their own settings did (or `--set model.num_layers=3`); those the tower has join
+    its settings, over the tower mapping's own (the former spelling is only ever given on
+    purpose), the others were ignored by that tower then and are now.
     """
     mapping = {"name": value} if isinstance(value, str) else value
     if former_keys and isinstance(mapping, dict):
         name = mapping.get("name", DEFAULT_TOWER)
         own = tower_settings().get(name)
         fields = own.model_fields if own is not None else {}
-        mapping = {**{k: v for k, v in former_keys.items() if k in fields}, **mapping}
+        mapping = {**mapping, **{k: v for k, v in former_keys.items() if k in fields}}
     return validate_named(mapping, tower_settings(), "tower", DEFAULT_TOWER)
 
 

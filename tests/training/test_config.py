@@ -82,3 +82,13 @@ def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], messag
         return
     with pytest.raises(RecsysInputError, match=message):
         load_config(overrides=overrides)
+
+
+def test_a_tower_key_at_its_former_place_still_sets_the_tower() -> None:
+    default_yaml = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+    cfg = load_config([default_yaml], ["model.num_layers=3"])  # over the file's tower mapping
+    assert (cfg.model.tower.name, cfg.model.tower.num_layers) == ("sasrec", 3)
+    fmlp = load_config(overrides=["model.tower=fmlp", "model.num_heads=4"])  # fmlp has no heads
+    assert fmlp.model.tower.model_dump() == {"name": "fmlp", "num_layers": 2, "ffn_dim": None}
+    with pytest.raises(RecsysInputError, match="not a key of the sasrec tower"):
+        load_config(overrides=["model.tower.alpha=0.5"])
