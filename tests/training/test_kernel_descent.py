@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
+from tests.training.frequency import chi2_pvalue
 from training.feature_maps import QuadraticFeatures, RandomFourierFeatures
 from training.kernel_tree import KernelTree, buckets, descent
 
@@ -58,22 +58,6 @@ def reference_draws(tree: KernelTree, p: torch.Tensor, num: int, seed: int) -> t
         right = torch.rand(node.shape, generator=gen) * s.sum(-1) >= s[..., 0]
         node = 2 * node + right.long()
     return node
-
-
-def chi2_pvalue(counts: np.ndarray, probs: np.ndarray) -> float:
-    """Chi-square of `counts` against `probs`, bins expected below 5 merged."""
-    expected = probs * counts.sum()
-    order = np.argsort(expected)
-    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for i in order:
-        acc_o, acc_e = acc_o + counts[i], acc_e + expected[i]
-        if acc_e >= 5:
-            obs.append(acc_o)
-            exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    obs[-1] += acc_o
-    exp[-1] += acc_e
-    return float(chisquare(np.array(obs), np.array(exp) * sum(obs) / sum(exp)).pvalue)
 
 
 @pytest.mark.parametrize("whole", [None, 0, 2])  # as planned; every level gathered; 2 whole

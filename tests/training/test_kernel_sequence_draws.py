@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
+from tests.training.frequency import chi2_pvalue
 from training.config_loading import load_config
 from training.loop.trainer import build_module
 from training.sampler_settings import validate_sampler
@@ -30,22 +29,6 @@ def sequence_sampler(name: str):
     table[0] = 0.0
     sampler.refresh(table)
     return sampler, table
-
-
-def chi2_pvalue(counts: np.ndarray, probs: np.ndarray) -> float:
-    """Chi-square of `counts` against `probs`, bins expected below 5 merged."""
-    expected = probs * counts.sum()
-    order = np.argsort(expected)
-    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for i in order:
-        acc_o, acc_e = acc_o + counts[i], acc_e + expected[i]
-        if acc_e >= 5:
-            obs.append(acc_o)
-            exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    obs[-1] += acc_o
-    exp[-1] += acc_e
-    return float(chisquare(np.array(obs), np.array(exp) * sum(obs) / sum(exp)).pvalue)
 
 
 @pytest.mark.parametrize("name", ["quadratic", "rff"])

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
+from tests.training import frequency
 from training.feature_maps import QuadraticFeatures, RandomFourierFeatures
 from training.kernel_tree import KernelTree
 
@@ -35,19 +34,7 @@ def brute_quadratic(h: torch.Tensor, emb: torch.Tensor, alpha: float) -> torch.T
 def chi2_pvalue(ids: torch.Tensor, probs: torch.Tensor) -> float:
     """Chi-square of draw counts against `probs [n + 1]`, merging bins expected below 5."""
     counts = torch.bincount(ids.flatten(), minlength=probs.numel()).double().numpy()
-    expected = probs.double().numpy() * ids.numel()
-    order = np.argsort(expected)
-    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for i in order:
-        acc_o, acc_e = acc_o + counts[i], acc_e + expected[i]
-        if acc_e >= 5:
-            obs.append(acc_o)
-            exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    obs[-1] += acc_o
-    exp[-1] += acc_e
-    exp_arr = np.array(exp) * (sum(obs) / sum(exp))
-    return float(chisquare(np.array(obs), exp_arr).pvalue)
+    return frequency.chi2_pvalue(counts, probs.double().numpy())
 
 
 @pytest.mark.parametrize(("n", "b"), [(37, 5), (64, 8), (3, 8), (1, 4), (100, 1)])
