@@ -141,7 +141,7 @@ def test_no_refit_where_it_would_not_run_or_not_be_used_and_one_in_data_parallel
     sets: list[str], used: bool, overrides: dict, refit: int
 ) -> None:
     cfg = load_config(overrides=sets)
-    assert _idle_refit_dropped(cfg, cfg.train.refit_epochs, used, overrides) == refit
+    assert _idle_refit_dropped(cfg.train.refit_epochs, used, overrides) == refit
 
 
 def test_a_cap_with_time_left_runs_every_refit_epoch(tmp_path: Path) -> None:

@@ -183,9 +183,8 @@ def train_on(
     """
     run_dir = ws.runs_dir / version
     refit_epochs = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
-    refit_epochs = _idle_refit_dropped(
-        cfg, refit_epochs, export or "test" in measured, trainer_overrides
-    )
+    used = export or "test" in measured
+    refit_epochs = _idle_refit_dropped(refit_epochs, used, trainer_overrides)
     if not distributed.launched_as_secondary():
         owner.claim(ws.run_owner_path(version))  # a killed run is left unfinished: `recsys clean`
         if cfg.train.devices * cfg.train.num_nodes > 1:  # the ranks Lightning starts copy it
@@ -227,9 +226,7 @@ def _kept_round(
     return val
 
 
-def _idle_refit_dropped(
-    cfg: RecsysConfig, epochs: int, used: bool, overrides: dict[str, Any]
-) -> int:
+def _idle_refit_dropped(epochs: int, used: bool, overrides: dict[str, Any]) -> int:
     """The refit's `epochs`, or 0 where a refit would not be used or run.
 
     Not used: neither test metrics nor a bundle come of the run (a study on validation). Not
