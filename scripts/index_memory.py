@@ -6,17 +6,23 @@ the index from it as the server does (on `--threads` threads: `RECSYS_THREADS`, 
 and reports the growth of its resident memory (VmRSS) over the table, the peak (VmHWM) and the
 index's serialised size, each per million items. Every kind but HNSW runs at `--items`
 (default 1e6); HNSW, whose build takes long on a small machine, at `--hnsw-items` (default
-1e5), its per-item figures scaled (they do not depend on n). Prints one JSON line per kind; the
-serving guide's memory table comes from a run of it.
+1e5), its per-item figures scaled (they do not depend on n). Writes one record per kind
+(`benchmarks/results/index_memory/<kind>.json`, or under `--out`) and prints its metrics; the
+serving guide's memory table is generated from them.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing as mp
 import sys
 import time
+from pathlib import Path
+
+from benchmarks import records
+from benchmarks.paths import RESULTS
 
 KINDS = ("flat", "hnsw", "ivf", "ivfpq")
 
@@ -65,23 +71,34 @@ def _child(kind: str, items: int, dim: int, threads: int, out: mp.Queue) -> None
     out.put(measure(kind, items, dim, threads))
 
 
+def _config(kind: str, items: int, args: argparse.Namespace) -> dict[str, object]:
+    """What a kind's run measured: its size, width, threads and the server's index defaults."""
+    from serving.index_kinds import IndexParams
+
+    params = dataclasses.asdict(IndexParams(kind=kind))
+    return {"items": items, "dim": args.dim, "threads": args.threads, "index": params}
+
+
 def main(argv: list[str]) -> int:
-    """Measure every kind, each in a fresh process; one JSON line each on stdout."""
+    """Measure every kind, each in a fresh process; one record each, its metrics on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--hnsw-items", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=RESULTS / "index_memory")
     args = parser.parse_args(argv)
     ctx = mp.get_context("spawn")  # a fresh process: no memory left over from another kind
     for kind in args.kinds:
         items = args.hnsw_items if kind == "hnsw" else args.items
-        queue = ctx.Queue()
+        queue, started = ctx.Queue(), records.start()
         child = ctx.Process(target=_child, args=(kind, items, args.dim, args.threads, queue))
         child.start()
         result = queue.get()
         child.join()
+        path = args.out / f"{kind}.json"
+        records.save(path, _config(kind, items, args), result, started, threads=args.threads)
         print(json.dumps(result), flush=True)
     return 0
 
