@@ -11,6 +11,7 @@ from training.samplers import (  # noqa: E402, F401
     bernoulli,
     exact,
     in_batch,
+    midx,
     mixed,
     popularity,
     quadratic,

@@ -1,0 +1,121 @@
+"""Two codebooks over the item table, as the inverted multi-index of the `midx` sampler uses them.
+
+Each item i gets two codewords whose sum approximates its vector, v_i ~ C1[a_i] + C2[b_i]:
+- `residual` quantization: C1 by k-means over the items, C2 by k-means over what C1 leaves
+  (v_i - C1[a_i]);
+- `product` quantization: C1 by k-means over the first half of the coordinates, C2 over the
+  second half, each stored zero-padded to the full width so the sum is the concatenation.
+The pair (a_i, b_i) is item i's cell of the K x K grid; `Cells` keeps the items of each cell
+contiguous, so an item can be drawn uniformly from a cell in O(1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+Quantizer = Literal["residual", "product"]
+_CHUNK = 1 << 16  # rows per block of the nearest-codeword search
+
+
+def nearest(x: Tensor, centres: Tensor) -> Tensor:
+    """`[n]` index of the centre nearest to each row of `x` (squared Euclidean distance)."""
+    half_norms = 0.5 * centres.pow(2).sum(1)
+    parts = [
+        (x[i : i + _CHUNK] @ centres.T - half_norms).argmax(1) for i in range(0, len(x), _CHUNK)
+    ]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long, device=x.device)
+
+
+def kmeans(x: Tensor, k: int, iters: int, generator: torch.Generator) -> Tensor:
+    """`[min(k, n), d]` centres of Lloyd's k-means over the rows of `x`, from k random rows.
+
+    A centre that loses all its rows keeps its place.
+    """
+    start = torch.randperm(len(x), generator=generator)[:k].to(x.device)
+    centres = x[start].clone()
+    for _ in range(iters):
+        assign = nearest(x, centres)
+        sums = torch.zeros_like(centres).index_add_(0, assign, x)
+        counts = torch.bincount(assign, minlength=len(centres)).unsqueeze(1)
+        centres = torch.where(counts > 0, sums / counts.clamp_min(1), centres)
+    return centres
+
+
+@dataclass
+class Codebooks:
+    """Codewords `first [K1, d]`, `second [K2, d]` and each item's pair `a, b [n]` (row 0 too)."""
+
+    first: Tensor
+    second: Tensor
+    a: Tensor
+    b: Tensor
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(K1, K2): the cells are K1 x K2."""
+        return len(self.first), len(self.second)
+
+    def cell(self, items: Tensor) -> Tensor:
+        """Each item's cell, `a * K2 + b`."""
+        return self.a[items] * len(self.second) + self.b[items]
+
+    def assign(self, items: Tensor, vectors: Tensor, quantizer: Quantizer) -> None:
+        """Give rows `items` whose vectors are now `vectors` their nearest codewords."""
+        self.a[items] = nearest(vectors, self.first)
+        rest = vectors - self.first[self.a[items]] if quantizer == "residual" else vectors
+        self.b[items] = nearest(rest, self.second)
+
+
+def fit(
+    table: Tensor, k: int, iters: int, quantizer: Quantizer, sample: int, seed: int
+) -> Codebooks:
+    """Codebooks of `k` codewords each over rows 1..n of `table`, fitted on `sample` of them."""
+    generator = torch.Generator().manual_seed(seed)
+    items = table[1:]
+    fitted = items[torch.randperm(len(items), generator=generator)[:sample].to(items.device)]
+    if quantizer == "product":
+        half = table.shape[1] // 2
+        left = kmeans(fitted[:, :half], k, iters, generator)
+        right = kmeans(fitted[:, half:], k, iters, generator)
+        first = torch.cat([left, left.new_zeros(len(left), table.shape[1] - half)], 1)
+        second = torch.cat([right.new_zeros(len(right), half), right], 1)
+    else:
+        first = kmeans(fitted, k, iters, generator)
+        second = kmeans(fitted - first[nearest(fitted, first)], k, iters, generator)
+    rows = torch.zeros(len(table), dtype=torch.long, device=table.device)
+    books = Codebooks(first, second, rows, rows.clone())
+    books.assign(torch.arange(len(table), device=table.device), table, quantizer)
+    return books
+
+
+@dataclass
+class Cells:
+    """The items of each cell, contiguous: `members[start[c] : start[c] + count[c]]`."""
+
+    members: Tensor
+    start: Tensor
+    count: Tensor
+
+    @classmethod
+    def of(cls, books: Codebooks, num_items: int) -> Cells:
+        """The cells of items 1..n under `books`."""
+        k1, k2 = books.grid
+        cells = books.cell(torch.arange(1, num_items + 1, device=books.a.device))
+        order = torch.argsort(cells, stable=True)
+        count = torch.bincount(cells, minlength=k1 * k2)
+        start = torch.cumsum(count, 0) - count
+        return cls(members=order + 1, start=start, count=count)
+
+    def log_sizes(self) -> Tensor:
+        """`[K1 K2]` log of each cell's size (-inf for an empty cell)."""
+        return self.count.float().log()
+
+    def pick(self, cells: Tensor) -> Tensor:
+        """One item drawn uniformly from each of `cells` (any shape)."""
+        offset = (torch.rand(cells.shape, device=cells.device) * self.count[cells]).long()
+        offset = torch.minimum(offset, self.count[cells] - 1)  # rand() < 1, but float rounding
+        return self.members[self.start[cells] + offset]
