@@ -5,7 +5,8 @@
 # /logs/new.csv`, with --json) on new logs, read the gate's decision from its JSON and check the
 # outcome it states (published: the api switches to that version within a bounded wait; kept
 # out: the api keeps the old one), then stop (the api must exit cleanly) and `down -v`. Prints
-# each stage's time and the image size; exit 0 only when all held.
+# each stage's time and the image size, and writes them as a record (RECSYS_SMOKE_RECORD,
+# default benchmarks/results/compose_smoke/smoke.json); exit 0 only when all held.
 #
 # The decision is certain by construction: every user of the new logs ends with two events on
 # items the first model has never seen, so each of the gate's validation rows (the users with
@@ -20,6 +21,7 @@ SMOKE_NAME=smoke
 COMPOSE_FILES=(docker-compose.yml)
 # shellcheck source=scripts/smoke-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/smoke-lib.sh"
+RECORD="${RECSYS_SMOKE_RECORD:-$ROOT/benchmarks/results/compose_smoke/smoke.json}"
 
 # --------------------------------------------------------------------------------------- up
 stage up
@@ -70,7 +72,8 @@ if [[ "$PUBLISHED" == true ]]; then
             || die "the api serves ${V2:-nothing} ${SWITCH_WAIT}s after $NEW_VERSION was published"
         sleep 1
     done
-    log "api switched model_version: $V1 -> $V2 ($(($(date +%s) - T_DECIDED))s after the retrain)"
+    SWITCHED=$(($(date +%s) - T_DECIDED))
+    log "api switched model_version: $V1 -> $V2 (${SWITCHED}s after the retrain)"
     check "GET /similar (new item)" 'r["item_id"] == "i-new-0" and r["items"]' "$BASE/similar/i-new-0?k=5"
     check "GET /recommend (new model)" 'r["model_version"] == "'"$V2"'"' "$BASE/recommend?user_id=$USER_ID&k=5"
 else
@@ -101,4 +104,17 @@ done_stage down
 
 log "image $IMAGE: $((SIZE / 1000000)) MB"
 summary
+write_record() {  # the stage times, the image's size and the switch as the run's record
+    local figures="$TMP/figures.txt" py="$ROOT/.venv/bin/python"; [[ -x "$py" ]] || py=python3
+    { printf '%s\n' "${STAGE_SECONDS[@]}"
+      echo "image_mb=$((SIZE / 1000000))"; echo "base_image_mb=$((BASE_SIZE / 1000000))"
+      echo "switch_after_retrain_s=$SWITCHED"; echo "config.engine=$ENGINE"
+      echo "config.dataset=$cut events for the first model, $NEW_EVENTS new ($USERS users, $ITEMS items)"
+      echo "config.gate=$DECISION"; } >"$figures"
+    "$py" "$ROOT/scripts/smoke_record.py" --timings "$figures" --out "$RECORD" \
+        --wall-seconds "$(since "$T_ALL")" --load-before "$SMOKE_LOAD_BEFORE" 2>/dev/null \
+        || die "could not write the record $RECORD"
+    log "record: $RECORD"
+}
+write_record
 log "PASS"

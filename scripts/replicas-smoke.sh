@@ -229,7 +229,7 @@ stage record
   fig config.dataset "$USERS users, $ITEMS items, $EVENTS events (synthetic)"; fig config.index auto
   fig config.versions "$V1 -> $NEW_VERSION"; fig config.gate "$DECISION"; }
 mkdir -p "$(dirname "$RECORD")"
-"$PY" "$ROOT/scripts/replicas_probe.py" record --load "$TMP/load.json" --timings "$FIGURES" \
+"$PY" "$ROOT/scripts/smoke_record.py" --load "$TMP/load.json" --timings "$FIGURES" \
     --out "$RECORD" --wall-seconds "$(since "$T_LOAD")" --load-before "$LOAD_BEFORE" 2>"$TMP/record.log" \
     || { cat "$TMP/record.log" >&2; die "could not write the record"; }
 FAILED=$(json_get 'r["summary"]["failed"]' <"$TMP/load.json")

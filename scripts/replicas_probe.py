@@ -1,4 +1,4 @@
-"""The replicas smoke's client side: bounded load through the balancer, and its record.
+"""The replicas smoke's client side: bounded load through the balancer on loopback.
 
 `load`: a few threads send GET /recommend?user_id= and POST /recommend (a session of the
 known items) alternately through the balancer on loopback, on an open-loop schedule (request j
@@ -7,9 +7,8 @@ appears. Each answer's status (or the connection error's name), latency from its
 send time, and model_version go to a JSON file. A request the client sees fail counts as
 failed; nginx's retries on another replica are invisible here, as they are to any client.
 
-`record`: the load's figures and the smoke's timings (KEY=VALUE lines written by
-scripts/replicas-smoke.sh) as a record of the project's schema (benchmarks/records.py).
-Standard library only, except `record`, which imports the repo's benchmarks package.
+Standard library only; scripts/smoke_record.py turns the summary and the smoke's timings into
+the run's record.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
 K = 10
 
 
@@ -143,36 +141,6 @@ def cmd_load(a: argparse.Namespace) -> None:
     print(json.dumps(summary), file=sys.stderr)
 
 
-def cmd_record(a: argparse.Namespace) -> None:
-    """`record`: the load's summary and the timings file as a record at --out."""
-    sys.path.insert(0, str(ROOT))
-    from benchmarks import records
-
-    started = records.Started(time.perf_counter() - a.wall_seconds, a.load_before)
-    timings = dict(
-        line.strip().split("=", 1)
-        for line in Path(a.timings).read_text().splitlines()
-        if "=" in line
-    )
-    config = {
-        k.removeprefix("config."): _number(v) for k, v in timings.items() if k.startswith("config.")
-    }
-    figures = {k: _number(v) for k, v in timings.items() if not k.startswith("config.")}
-    summary = json.loads(Path(a.load).read_text())["summary"]
-    body = records.save(Path(a.out), config, {"load": summary, **figures}, started)
-    print(json.dumps(body["metrics"], indent=1), file=sys.stderr)
-
-
-def _number(text: str) -> Any:
-    """A figure's text as a bool, int or float where it reads as one."""
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return float(text) if "." in text else int(text)
-    except ValueError:
-        return text
-
-
 def main() -> None:
     """The command line: `load` or `record`."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -188,12 +156,6 @@ def main() -> None:
     load.add_argument("--stop", required=True, help="stop early once this file exists")
     load.add_argument("--out", required=True)
     load.set_defaults(func=cmd_load)
-    rec = sub.add_parser("record", help="the run's record")
-    for name in ("--load", "--timings", "--out"):
-        rec.add_argument(name, required=True)
-    rec.add_argument("--wall-seconds", type=float, required=True)
-    rec.add_argument("--load-before", type=float, required=True)
-    rec.set_defaults(func=cmd_record)
     a = p.parse_args()
     a.func(a)
 

@@ -45,9 +45,10 @@ PROJECT="recsys-${SMOKE_NAME:-smoke}-$$"
 COMPOSE_FILE_ARGS=()
 for f in "${COMPOSE_FILES[@]:-docker-compose.yml}"; do COMPOSE_FILE_ARGS+=(-f "$ROOT/$f"); done
 
-declare -a STAGES=()
+declare -a STAGES=() STAGE_SECONDS=()  # printed lines; stage.NAME=SECONDS for a record
 T_STAGE=0
 T_ALL=$(date +%s.%N)
+SMOKE_LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)  # the machine's 1-minute load as the run began
 log() { printf '[%s %s] %s\n' "${SMOKE_NAME:-smoke}" "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(date +%s.%N)"; }
@@ -55,6 +56,7 @@ stage() { T_STAGE=$(date +%s.%N); log "== $1"; }
 done_stage() {
     local took; took=$(since "$T_STAGE")
     STAGES+=("$(printf '%-10s %7ss' "$1" "$took")")
+    STAGE_SECONDS+=("stage.$1=$took")
     log "== $1 done in ${took}s"
 }
 summary() {
@@ -252,7 +254,8 @@ print(user, items[0], items[1] if len(items) > 1 else items[0])
 EOF
 )
 chmod -R a+rX "$TMP"
-log "dataset: $cut events (user $USER_ID, items $ITEM_A $ITEM_B), new logs: $(($(wc -l < "$TMP/logs/new.csv") - 1)) events (3 new items, each user's last two)"
+NEW_EVENTS=$(($(wc -l < "$TMP/logs/new.csv") - 1))
+log "dataset: $cut events (user $USER_ID, items $ITEM_A $ITEM_B), new logs: $NEW_EVENTS events (3 new items, each user's last two)"
 rm -f "$TMP/all.csv"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 COMPOSE_ENV=(RECSYS_PORT="$PORT" RECSYS_DATA_DIR="$TMP/datasets" RECSYS_LOGS_DIR="$TMP/logs"

@@ -13,7 +13,9 @@ from typing import Annotated
 
 import typer
 
-from benchmarks.docs_pages import blocks, choice, operations, quality, quickstart, towers
+from benchmarks.docs_pages import (
+    blocks, choice, operations, quality, quickstart, serving_guide, towers,
+)
 from benchmarks.paths import REPO, RESULTS
 from benchmarks.sweeps.recipe_report import PLOT, recipe_table
 from data.errors import RecsysInputError
@@ -38,6 +40,10 @@ PAGES: dict[str, dict[str, Block]] = {
     "docs/getting-started/docker.md": {"quickstart": quickstart.training_time},
     "docs/getting-started/local.md": {"quickstart": quickstart.training_time},
     "docs/guides/choosing-a-sampler.md": {"sampler-choice": choice.sampler_choice},
+    "docs/guides/serving.md": {
+        "index-memory": serving_guide.index_memory, "replicas": serving_guide.replicas,
+        "smoke-stages": serving_guide.smoke_stages,
+    },
     INDEX: {
         "defaults": quality.defaults, "samplers": quality.compared,
         "catalogue": quality.catalogue, "retraining": operations.retraining,

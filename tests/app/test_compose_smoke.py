@@ -7,6 +7,7 @@ daemon with `docker compose`. Skipped, with the reason, where neither is availab
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "compose-smoke.sh"
 LIB = ROOT / "scripts" / "smoke-lib.sh"  # the stages and helpers it shares with replicas-smoke.sh
+STAGES = ("prepare", "build", "data", "train", "healthy", "checks", "retrain", "down")
 
 
 def _engine() -> str | None:
@@ -42,13 +44,19 @@ def test_smoke_script_is_valid_bash_and_executable() -> None:
 
 
 @pytest.mark.slow
-def test_compose_smoke_script_passes() -> None:
+def test_compose_smoke_script_passes(tmp_path: Path) -> None:
     engine = _engine()
     if engine is None:
         pytest.skip("no container engine: neither podman nor a running Docker daemon")
+    record = tmp_path / "smoke.json"  # not the committed record
+    env = {**os.environ, "RECSYS_SMOKE_RECORD": str(record)}
     run = subprocess.run(
-        ["bash", str(SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=3600
+        ["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600
     )
     tail = run.stderr[-6000:]
     assert run.returncode == 0, f"compose smoke failed ({engine}):\n{tail}"
     assert "PASS" in run.stderr and "api switched model_version" in run.stderr
+    facts = json.loads(record.read_text())
+    stages = {k for k in facts["metrics"] if k.startswith("stage.")}
+    assert stages == {f"stage.{s}" for s in STAGES}
+    assert facts["config"]["gate"] == "publish" and facts["metrics"]["image_mb"] > 0
