@@ -21,12 +21,20 @@ Quantizer = Literal["residual", "product"]
 _CHUNK = 1 << 16  # rows per block of the nearest-codeword search
 
 
-def nearest(x: Tensor, centres: Tensor) -> Tensor:
-    """`[n]` index of the centre nearest to each row of `x` (squared Euclidean distance)."""
+def nearest(x: Tensor, centres: Tensor, shift: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """`[n]` index of the centre nearest to each row of `x` (squared Euclidean distance).
+
+    With `shift = (cross [K1, K], first [n])`, the centre nearest to the residual x - C1[first]
+    where cross = C1 @ centres.T, found as argmax x . c - cross[first, c] - |c|^2 / 2 without
+    forming the residuals.
+    """
     half_norms = 0.5 * centres.pow(2).sum(1)
-    parts = [
-        (x[i : i + _CHUNK] @ centres.T - half_norms).argmax(1) for i in range(0, len(x), _CHUNK)
-    ]
+    parts = []
+    for i in range(0, len(x), _CHUNK):
+        scores = x[i : i + _CHUNK] @ centres.T - half_norms
+        if shift is not None:
+            scores -= shift[0][shift[1][i : i + _CHUNK]]
+        parts.append(scores.argmax(1))
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long, device=x.device)
 
 
@@ -65,9 +73,10 @@ class Codebooks:
 
     def assign(self, items: Tensor, vectors: Tensor, quantizer: Quantizer) -> None:
         """Give rows `items` whose vectors are now `vectors` their nearest codewords."""
-        self.a[items] = nearest(vectors, self.first)
-        rest = vectors - self.first[self.a[items]] if quantizer == "residual" else vectors
-        self.b[items] = nearest(rest, self.second)
+        first = nearest(vectors, self.first)
+        self.a[items] = first
+        shift = (self.first @ self.second.T, first) if quantizer == "residual" else None
+        self.b[items] = nearest(vectors, self.second, shift)
 
 
 def fit(
@@ -119,3 +128,41 @@ class Cells:
         offset = (torch.rand(cells.shape, device=cells.device) * self.count[cells]).long()
         offset = torch.minimum(offset, self.count[cells] - 1)  # rand() < 1, but float rounding
         return self.members[self.start[cells] + offset]
+
+
+@dataclass
+class CellLaw:
+    """Per row, a law over the cells: its logits, their log normaliser and their running sum.
+
+    log P(c) = logits[c] - log_norm; `cdf` holds the cumulative exp(logits - max), the
+    inverse-CDF draws' table, in float32 (one pass over the [R, K^2] table each).
+    """
+
+    logits: Tensor
+    log_norm: Tensor
+    cdf: Tensor
+
+    @classmethod
+    def of(cls, logits: Tensor) -> CellLaw:
+        """The law of `logits [R, C]` (-inf for an impossible cell)."""
+        top = logits.max(dim=1, keepdim=True).values
+        cdf = torch.cumsum((logits - top).exp_(), dim=1)
+        return cls(logits=logits, log_norm=top + cdf[:, -1:].log(), cdf=cdf)
+
+    def log_prob(self, cells: Tensor, rows: Tensor | None = None) -> Tensor:
+        """log P of `cells [R, k]` under each row (or under row `rows[r]` for row r)."""
+        if rows is None:
+            return self.logits.gather(1, cells) - self.log_norm
+        return self.logits[rows.unsqueeze(1), cells] - self.log_norm[rows]
+
+    def draw(self, num: int) -> Tensor:
+        """`[R, num]` cells drawn with replacement from each row (inverse CDF)."""
+        u = torch.rand(len(self.cdf), num, device=self.cdf.device) * self.cdf[:, -1:]
+        return torch.searchsorted(self.cdf, u, right=True).clamp_max(self.cdf.shape[1] - 1)
+
+    def mixture(self, groups: Tensor, count: int) -> CellLaw:
+        """The law of each group's mean of its rows' laws (`groups [R]` in 0..count-1)."""
+        probs = (self.logits - self.log_norm).exp()
+        sums = torch.zeros(count, probs.shape[1], device=probs.device).index_add_(0, groups, probs)
+        sizes = torch.bincount(groups, minlength=count).unsqueeze(1)
+        return CellLaw.of((sums / sizes).log())

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from training.sampler_settings import PerQueryDraws, TracksTheTable
 from training.samplers.base import Negatives, SamplerContext, register_sampler
-from training.samplers.codebooks import Cells, Codebooks, Quantizer, fit
+from training.samplers.codebooks import CellLaw, Cells, Codebooks, Quantizer, fit
 
 
 class MidxSettings(TracksTheTable, PerQueryDraws):
@@ -111,36 +111,22 @@ class MidxSampler:
             self._cells = Cells.of(self._built(), self.num_items)
         return self._cells
 
-    def _cell_log_probs(self, queries: Tensor) -> Tensor:
-        """`[N, K^2]` log P(cell | query): log |cell| + the cell's quantised logit, normalised."""
+    def _cells_given(self, queries: Tensor) -> CellLaw:
+        """Each query's law over the K^2 cells: |cell| exp(quantised logit), normalised."""
         books, cells = self._built(), self._index()
         u = queries.detach().float().to(books.first.device) / self.temperature
         scores = (u @ books.first.T).unsqueeze(2) + (u @ books.second.T).unsqueeze(1)
-        return torch.log_softmax(scores.flatten(1) + cells.log_sizes(), dim=1)
+        return CellLaw.of(scores.flatten(1).add_(cells.log_sizes()))
 
-    @staticmethod
-    def _mixture(log_p: Tensor, groups: Tensor, count: int) -> Tensor:
-        """`[count, K^2]` log of the mean of the rows of `log_p` in each group."""
-        sums = torch.zeros(count, log_p.shape[1], device=log_p.device, dtype=torch.float64)
-        sums.index_add_(0, groups, log_p.double().exp())
-        sizes = torch.bincount(groups, minlength=count).unsqueeze(1)
-        return (sums / sizes).log().float()
-
-    @staticmethod
-    def _draw_cells(log_p: Tensor, num: int) -> Tensor:
-        """`[R, num]` cells drawn with replacement from each row's distribution (inverse CDF)."""
-        cdf = torch.cumsum(log_p.double().exp(), dim=1)
-        u = torch.rand(len(log_p), num, device=log_p.device, dtype=torch.float64) * cdf[:, -1:]
-        return torch.searchsorted(cdf, u, right=True).clamp_max(log_p.shape[1] - 1)
-
-    def _negatives(self, log_p: Tensor, rows: Tensor, positives: Tensor, num: int) -> Negatives:
-        """Draw `num` per row of `log_p`; query n reads row `rows[n]` (ids, log q and its positive)."""
+    def _negatives(self, law: CellLaw, rows: Tensor, positives: Tensor, num: int) -> Negatives:
+        """Draw `num` per row of `law`; query n reads row `rows[n]` (ids, log q and its positive)."""
         cells, books = self._index(), self._built()
-        drawn = self._draw_cells(log_p, num)
+        drawn = law.draw(num)
         ids = cells.pick(drawn)
-        log_q = log_p.gather(1, drawn) - cells.log_sizes()[drawn] + math.log(num)
+        log_q = law.log_prob(drawn) - cells.log_sizes()[drawn] + math.log(num)
         pos_cell = books.cell(positives.to(books.a.device))
-        pos = log_p[rows, pos_cell] - cells.log_sizes()[pos_cell] + math.log(num)
+        pos = law.log_prob(pos_cell.unsqueeze(1), rows).squeeze(1)
+        pos = pos - cells.log_sizes()[pos_cell] + math.log(num)
         dev = positives.device
         return Negatives(ids=ids.to(dev), log_q=log_q.to(dev), pos_log_q=pos.to(dev))
 
@@ -149,26 +135,28 @@ class MidxSampler:
         self, queries: Tensor, positives: Tensor, num: int, groups: Tensor | None = None
     ) -> Negatives:
         """`[N, m]` per query, `[m]` shared, or `[N, m]` shared by each history (`groups [N]`)."""
-        log_p = self._cell_log_probs(queries)
-        everyone = torch.arange(len(queries), device=log_p.device)
+        law = self._cells_given(queries)
+        everyone = torch.arange(len(queries), device=law.logits.device)
         if not self.per_query:
-            shared = self._mixture(log_p, torch.zeros_like(everyone), 1)
-            neg = self._negatives(shared, torch.zeros_like(everyone), positives, num)
+            one = torch.zeros_like(everyone)
+            neg = self._negatives(law.mixture(one, 1), one, positives, num)
             return Negatives(ids=neg.ids[0], log_q=neg.log_q[0], pos_log_q=neg.pos_log_q)
         if not self.cfg.per_sequence or groups is None:
-            return self._negatives(log_p, everyone, positives, num)
-        _, rows = torch.unique(groups.to(log_p.device), return_inverse=True)
-        mixed = self._mixture(log_p, rows, int(rows.max()) + 1)
-        neg = self._negatives(mixed, rows, positives, num)
+            return self._negatives(law, everyone, positives, num)
+        _, rows = torch.unique(groups.to(everyone.device), return_inverse=True)
+        neg = self._negatives(law.mixture(rows, int(rows.max()) + 1), rows, positives, num)
         return Negatives(ids=neg.ids[rows], log_q=neg.log_q[rows], pos_log_q=neg.pos_log_q)
 
     @torch.no_grad()
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log q of one draw per query (shared: the batch's mixture), column 0 -inf."""
-        log_p = self._cell_log_probs(queries)
+        law = self._cells_given(queries)
         if not self.per_query:
-            everyone = torch.zeros(len(queries), dtype=torch.long, device=log_p.device)
-            log_p = self._mixture(log_p, everyone, 1).expand(len(queries), -1)
+            one = torch.zeros(len(queries), dtype=torch.long, device=law.logits.device)
+            law = law.mixture(one, 1)
+        log_p = law.logits - law.log_norm
+        if not self.per_query:
+            log_p = log_p.expand(len(queries), -1)
         items = torch.arange(1, self.num_items + 1, device=log_p.device)
         cell = self._built().cell(items)
         per_item = log_p[:, cell] - self._index().log_sizes()[cell]
