@@ -27,6 +27,11 @@ def _parameters(kind: str, index: dict[str, Any]) -> str:
     }[kind]
 
 
+def _duration(seconds: float) -> str:
+    """Seconds under a minute and a half, minutes above."""
+    return f"{seconds:.1f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
 def _memory_row(kind: str, page: str) -> list[str]:
     run = f"index_memory/{kind}"
     facts, config = metrics(run), record(run)["config"]
@@ -35,7 +40,7 @@ def _memory_row(kind: str, page: str) -> list[str]:
         f"`{kind}` ({_parameters(kind, config['index'])})",
         f"{facts['index_serialised_mb_per_1e6']:,.0f} MB", f"{index_mb:,.0f} MB",
         f"{(index_mb + table_mb) / 1000:.2f} GB",
-        f"{facts['build_seconds'] / 60:.1f} min for {config['items']:,} items",
+        f"{_duration(facts['build_seconds'])} for {config['items']:,} items",
         cite(run, page),
     ]  # fmt: skip
 
@@ -59,7 +64,7 @@ def smoke_stages(page: str) -> str:
     """One paragraph: how long each stage of the compose smoke took, and on what."""
     facts, run = metrics(SMOKE), record(SMOKE)
     stages = {k.removeprefix("stage."): v for k, v in facts.items() if k.startswith("stage.")}
-    parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.items())
+    parts = ", ".join(f"{name} {seconds:.{int(seconds < 10)}f} s" for name, seconds in stages.items())
     machine = run["machine"]
     return (
         f"Its stage times on a {machine['cores']}-core machine with {run['config']['engine']} "
