@@ -76,10 +76,17 @@ class PerQueryDraws(SampledSettings):
 
 
 class TracksTheTable(SampledSettings):
-    """A sampler that keeps a copy of the item table, patched each step, rebuilt periodically."""
+    """A sampler that keeps a copy of the item table, patched each step, rebuilt periodically.
+
+    Class attribute `refits_sparse`: its state holds what the step's updates cannot keep
+    current (midx's codebooks), so it is rebuilt every `refresh_every` steps with sparse
+    tables too; the others are rebuilt only with dense Adam, which moves every row.
+    """
+
+    refits_sparse: ClassVar[bool] = False
 
     refresh_every: int = Field(
-        100, ge=1, description="Full rebuild every N steps (dense optimiser only)."
+        100, ge=1, description="Full rebuild every N steps (dense optimiser only, but midx)."
     )
 
 

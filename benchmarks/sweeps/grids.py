@@ -14,12 +14,12 @@ from benchmarks.sweeps.final_grid import final, final_report
 from benchmarks.sweeps.recipe_grid import recipe
 from benchmarks.sweeps.recipe_report import recipe_report
 from benchmarks.sweeps.sweep import SWEEP_DIR
-from benchmarks.sweeps.sweep_grid import Planner, catalogue, comparison
+from benchmarks.sweeps.sweep_grid import Planner, catalogue, comparison, midx_today
 from benchmarks.sweeps.tower_grid import towers
 
 GRIDS: dict[str, Planner] = {
     "comparison": comparison, "catalogue": catalogue, "recipe": recipe, "final": final,
-    "towers": towers,
+    "towers": towers, "midx": midx_today,
 }  # fmt: skip
 RESULT_DIRS = {
     "comparison": SWEEP_DIR,
@@ -27,6 +27,7 @@ RESULT_DIRS = {
     "recipe": RESULTS / "recipe_study",
     "final": RESULTS / "recipe_final",
     "towers": RESULTS / "tower_study",
+    "midx": SWEEP_DIR,
 }
 VALIDATION_ONLY = frozenset({"recipe", "towers"})  # a study chosen on val: its runs never rank test
 # grid -> its markdown report from (result folder, bootstrap resamples)

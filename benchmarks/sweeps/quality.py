@@ -211,7 +211,7 @@ def quality_command(
     ] = None,
     grid: Annotated[
         str | None,
-        typer.Option(help="Run a named sweep instead: comparison, catalogue, recipe or final."),
+        typer.Option(help=f"Run a named sweep instead: {', '.join(GRIDS)}."),
     ] = None,
     out: Annotated[
         Path | None,

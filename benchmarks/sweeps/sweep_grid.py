@@ -1,7 +1,9 @@
 """The sampler sweeps of issue 13: which runs `bench quality --grid NAME` trains.
 
-`comparison`: every sampler on amazon-beauty and amazon-toys (below); `catalogue`: the
-samplers against the full softmax on a synthetic log over 1,000,000 items (at the end).
+`comparison`: every sampler on amazon-beauty and amazon-toys (below); `midx`: the inverted
+multi-index sampler on both, beside the comparison's full softmax at today's model settings;
+`catalogue`: the samplers against the full softmax on a synthetic log over 1,000,000 items
+(at the end).
 
 A run is a `RunSpec`: a dataset, a sampler with its preset (its settings class's defaults),
 m, optionally another loss and extra `--set` overrides. The grid is ordered so that the most
@@ -165,6 +167,17 @@ def comparison(out: Path) -> tuple[list[RunSpec], int]:
     return specs, planned
 
 
+def midx_today(out: Path) -> tuple[list[RunSpec], int]:
+    """The `midx` sampler at m = 64 and 256 with today's model, beside `preset_today`'s full
+    softmax on both datasets (its bias against the full softmax under the same budget)."""
+    specs = [
+        RunSpec(dataset, "midx-tau0.1-len20", "midx", m, sets=TODAYS_MODEL)
+        for m in (M, 256)
+        for dataset in (BEAUTY, TOYS)
+    ]
+    return specs, len(specs)
+
+
 # Issue 13, item 5: where sampling is for. `recsys synth --users 20000 --items 1000000 --events
 # 3000000` writes the log (<data root>/synthetic-1m/interactions.csv); each sampler gets the same
 # 30 minutes, one run at a time on both cores. At 1e6 items a validation round ranks a fixed
@@ -188,6 +201,7 @@ def catalogue(out: Path) -> tuple[list[RunSpec], int]:
         RunSpec(CATALOGUE, "tapas-r8", "tapas", CATALOGUE_M, sets=(*SPARSE, "sampler.ratio=8")),
         RunSpec(CATALOGUE, "in-batch", "in-batch", None, sets=SPARSE),
         RunSpec(CATALOGUE, "mixed", "mixed", CATALOGUE_M, sets=SPARSE),
+        RunSpec(CATALOGUE, "midx", "midx", CATALOGUE_M, sets=SPARSE),
     ]
     return specs, len(specs)
 

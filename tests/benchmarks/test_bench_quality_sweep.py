@@ -174,13 +174,16 @@ def test_every_run_of_the_catalogue_grid_trains(
         [*TINY, "train.max_epochs=1", "train.val_users=30"], {"enable_progress_bar": False},
     )  # fmt: skip
     specs, planned = sweep_grid.catalogue(settings.out)
-    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 7
+    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 8
     for spec in specs:
         config = records.read(settings.result_path(spec))["config"]
         assert config["train"]["threads"] == 2 and config["sampler"]["name"] == spec.sampler
         assert config["train"]["sparse_embeddings"] == (spec.sampler != "full")
     rff = next(s for s in specs if s.sampler == "rff")
     assert records.read(settings.result_path(rff))["config"]["sampler"]["leaf_size"] == 32
+
+
+NOT_RUN_YET = {"catalogue": ["midx_m256"]}  # added to the grid, its 30-minute run still to come
 
 
 @pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue"])
@@ -193,8 +196,8 @@ def test_committed_runs_keep_their_settings_after_a_default_changed(grid: str) -
     specs, _ = GRIDS[grid](RESULT_DIRS[grid])
     paths = {spec: sweep.Sweep(RESULT_DIRS[grid]).result_path(spec) for spec in specs}
     committed = [spec for spec, path in paths.items() if path.is_file()]
-    pending = [spec for spec in specs if spec not in committed]
-    assert pending == []  # every run of these grids is in
+    pending = [spec.name for spec in specs if spec not in committed]
+    assert pending == NOT_RUN_YET.get(grid, [])  # every other run of these grids is in
     for spec in committed:
         record = records.read(paths[spec])
         current = reuse.training_settings(sweep.run_config(spec, sweep.Sweep()))

@@ -196,6 +196,7 @@ class RecordingSampler:
         (["sampler.name=exact", "sampler.refresh_every=3"], False),
         (["sampler.name=exact", "sampler.refresh_every=3"], True),
         (["sampler.name=uniform"], False),  # stateless: nothing to rebuild
+        (["sampler.name=midx", "sampler.refresh_every=3", "sampler.codewords=4"], True),
     ],
 )
 def test_sampler_updates_and_refreshes(splits: Splits, sets: list[str], sparse: bool) -> None:
@@ -208,7 +209,8 @@ def test_sampler_updates_and_refreshes(splits: Splits, sets: list[str], sparse: 
     _fit(cfg, splits, module, epochs=1, limit_train_batches=7, limit_val_batches=0)
     assert module.clock.steps == 7
     assert spy.progress == pytest.approx([step / 7 for step in range(7)])  # before each step
-    if sparse or not isinstance(cfg.sampler, TracksTheTable):  # refresh only at the start
+    refits = isinstance(cfg.sampler, TracksTheTable) and (cfg.sampler.refits_sparse or not sparse)
+    if not refits:  # refresh only at the start
         assert spy.refreshes == 1 and len(spy.updates) == 7
     else:  # start + steps 3 and 6
         assert spy.refreshes == 3 and len(spy.updates) == 5

@@ -214,15 +214,16 @@ class RetrievalModule(pl.LightningModule):
     def _sync_sampler(self, touched: Tensor | None) -> None:
         """Keep stateful samplers in step with the item table after an optimiser step.
 
-        Sparse optimisers change only the touched rows, so updates suffice. Dense Adam moves
-        every row a little (momentum), so a periodic full refresh bounds the drift.
+        Sparse optimisers change only the touched rows, so updates suffice, unless the sampler
+        refits what updates keep (`refits_sparse`). Dense Adam moves every row a little
+        (momentum), so a periodic full refresh bounds the drift.
         """
         self.clock.steps += 1
         if self.sampler is None or touched is None:
             return
         cfg, steps = self.cfg.sampler, self.clock.steps  # stateless samplers never rebuild
         due = isinstance(cfg, TracksTheTable) and steps % cfg.refresh_every == 0
-        if due and not self.cfg.train.sparse_embeddings:
+        if due and (cfg.refits_sparse or not self.cfg.train.sparse_embeddings):
             self.sampler.refresh(self.model.item_tower.all_embeddings())
         else:  # every rank applies every rank's rows: the samplers' trees stay identical
             touched = distributed.gather_union(touched)

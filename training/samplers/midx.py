@@ -23,7 +23,7 @@ mixture; `per_sequence`, one draw per history from the mixture of its positions'
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from pydantic import Field, model_validator
@@ -38,6 +38,7 @@ class MidxSettings(TracksTheTable, PerQueryDraws):
     """`sampler: {name: midx}`: K x K cells of two codebooks, per query by default."""
 
     name: Literal["midx"] = "midx"
+    refits_sparse: ClassVar[bool] = True  # updates move rows between cells, never the codewords
     per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
     per_sequence: bool = Field(
         False,
