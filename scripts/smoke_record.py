@@ -34,7 +34,9 @@ def figures(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     pairs = dict(
         line.strip().split("=", 1) for line in path.read_text().splitlines() if "=" in line
     )
-    config = {k.removeprefix("config."): number(v) for k, v in pairs.items() if k.startswith("config.")}
+    config = {
+        k.removeprefix("config."): number(v) for k, v in pairs.items() if k.startswith("config.")
+    }
     metrics = {k: number(v) for k, v in pairs.items() if not k.startswith("config.")}
     return config, metrics
 

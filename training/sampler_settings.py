@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from model.section import Section, settings_name, validate_named
 
@@ -73,6 +73,25 @@ class PerQueryDraws(SampledSettings):
     """A sampler that can draw each query's own negatives."""
 
     per_query: bool = Field(False, description="Per-query negatives [N, m] instead of [m].")
+
+
+class PerSequenceDraws(PerQueryDraws):
+    """A sampler drawing per query by default, whose draws a history's positions may share."""
+
+    per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
+    per_sequence: bool = Field(
+        False,
+        description="With per_query: m draws per history, shared by its positions, from the "
+        "mixture of their proposals; each logit corrected by that mixture's log q.",
+    )
+
+    @model_validator(mode="after")
+    def _sequences_share_per_query_draws(self) -> PerSequenceDraws:
+        if self.per_sequence and not self.per_query:
+            raise ValueError(
+                "per_sequence shares per-query draws by history: it needs per_query: true"
+            )
+        return self
 
 
 class TracksTheTable(SampledSettings):

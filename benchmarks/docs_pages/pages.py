@@ -14,7 +14,13 @@ from typing import Annotated
 import typer
 
 from benchmarks.docs_pages import (
-    blocks, choice, operations, quality, quickstart, serving_guide, towers,
+    blocks,
+    choice,
+    operations,
+    quality,
+    quickstart,
+    serving_guide,
+    towers,
 )
 from benchmarks.paths import REPO, RESULTS
 from benchmarks.sweeps.recipe_report import PLOT, recipe_table

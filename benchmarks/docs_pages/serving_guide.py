@@ -64,14 +64,15 @@ def smoke_stages(page: str) -> str:
     """One paragraph: how long each stage of the compose smoke took, and on what."""
     facts, run = metrics(SMOKE), record(SMOKE)
     stages = {k.removeprefix("stage."): v for k, v in facts.items() if k.startswith("stage.")}
-    parts = ", ".join(f"{name} {seconds:.{int(seconds < 10)}f} s" for name, seconds in stages.items())
+    parts = ", ".join(f"{name} {secs:.{int(secs < 10)}f} s" for name, secs in stages.items())
     machine = run["machine"]
     return (
         f"Its stage times on a {machine['cores']}-core machine with {run['config']['engine']} "
         f"(load {load(machine)}): {parts}; {run['wall_seconds'] / 60:.1f} minutes in all. The "
         f"image is {facts['image_mb']:,} MB; the api switched {facts['switch_after_retrain_s']} s "
         f"after the retrain published. Dataset: {run['config']['dataset']}. A first run on a "
-        f"fresh machine adds the prepare and build stages' downloads. Record: {cite(SMOKE, page)}.\n"
+        "fresh machine adds the prepare and build stages' downloads. "
+        f"Record: {cite(SMOKE, page)}.\n"
     )
 
 
@@ -92,7 +93,8 @@ def replicas(page: str) -> str:
          f"{facts['killed_replica_ready_s']} s (restarted {facts['killed_replica_restarts']}"
          f" time{'s' * (facts['killed_replica_restarts'] != 1)})"],
         ["events posted to one replica, shown by another",
-         f"{facts['events_other_replica_s']} s (through the balancer {facts['events_balancer_s']} s)"],
+         f"{facts['events_other_replica_s']} s "
+         f"(through the balancer {facts['events_balancer_s']} s)"],
         [f"publish to every replica serving it (reload interval {config['reload_interval_s']} s)",
          f"{facts['publish_to_every_replica_s']:.1f} s (the first "
          f"{facts['publish_to_first_replica_s']:.1f} s)"],

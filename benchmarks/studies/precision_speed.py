@@ -57,6 +57,7 @@ def tower_ms(mode: str) -> tuple[float, float]:
     cfg = {"dim": DIM, "max_len": 50, "dropout": 0.5, "tower": {"name": "sasrec", "num_heads": 2}}
     tower = build_query_tower(cfg, ITEMS).train()
     if mode == "compiled":
+        assert isinstance(tower.blocks, torch.nn.ModuleList)  # sasrec's blocks
         for block in tower.blocks:
             block.compile(dynamic=True)
     seq = torch.randint(1, ITEMS, (128, 20))

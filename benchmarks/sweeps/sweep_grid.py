@@ -168,8 +168,10 @@ def comparison(out: Path) -> tuple[list[RunSpec], int]:
 
 
 def midx_today(out: Path) -> tuple[list[RunSpec], int]:
-    """The `midx` sampler at m = 64 and 256 with today's model, beside `preset_today`'s full
-    softmax on both datasets (its bias against the full softmax under the same budget)."""
+    """The `midx` sampler at m = 64 and 256 with today's model, on both datasets.
+
+    Beside `preset_today`'s full softmax: its bias against the full softmax, same budget.
+    """
     specs = [
         RunSpec(dataset, "midx-tau0.1-len20", "midx", m, sets=TODAYS_MODEL)
         for m in (M, 256)

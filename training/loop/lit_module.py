@@ -222,8 +222,12 @@ class RetrievalModule(pl.LightningModule):
         if self.sampler is None or touched is None:
             return
         cfg, steps = self.cfg.sampler, self.clock.steps  # stateless samplers never rebuild
-        due = isinstance(cfg, TracksTheTable) and steps % cfg.refresh_every == 0
-        if due and (cfg.refits_sparse or not self.cfg.train.sparse_embeddings):
+        sparse = self.cfg.train.sparse_embeddings
+        if (
+            isinstance(cfg, TracksTheTable)
+            and steps % cfg.refresh_every == 0
+            and (cfg.refits_sparse or not sparse)
+        ):
             self.sampler.refresh(self.model.item_tower.all_embeddings())
         else:  # every rank applies every rank's rows: the samplers' trees stay identical
             touched = distributed.gather_union(touched)

@@ -7,37 +7,23 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 from torch import Tensor
 
 from training.feature_maps import FeatureMap
 from training.kernel_tree import KernelTree
-from training.sampler_settings import PerQueryDraws, TracksTheTable
+from training.sampler_settings import PerSequenceDraws, TracksTheTable
 from training.samplers.base import Negatives, SamplerContext
 
 _PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_probs
 
 
-class KernelTreeSettings(TracksTheTable, PerQueryDraws):
+class KernelTreeSettings(TracksTheTable, PerSequenceDraws):
     """Settings every kernel-tree sampler shares; per query by default (as in the papers)."""
 
-    per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
-    per_sequence: bool = Field(
-        False,
-        description="With per_query: m draws per history, shared by its positions, from the "
-        "sum of their kernels; each logit corrected by that mixture's log q.",
-    )
     leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
     score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
     unit_kernel: ClassVar[bool] = True
-
-    @model_validator(mode="after")
-    def _sequences_share_per_query_draws(self) -> KernelTreeSettings:
-        if self.per_sequence and not self.per_query:
-            raise ValueError(
-                "per_sequence shares per-query draws by history: it needs per_query: true"
-            )
-        return self
 
 
 def leaf_size(configured: int, features: int, dim: int) -> int:

@@ -150,7 +150,7 @@ class CellLaw:
         return cls(logits=logits, log_norm=top + cdf[:, -1:].log(), cdf=cdf)
 
     def log_prob(self, cells: Tensor, rows: Tensor | None = None) -> Tensor:
-        """log P of `cells [R, k]` under each row (or under row `rows[r]` for row r)."""
+        """The log P of `cells [R, k]` under each row (or under row `rows[r]` for row r)."""
         if rows is None:
             return self.logits.gather(1, cells) - self.log_norm
         return self.logits[rows.unsqueeze(1), cells] - self.log_norm[rows]

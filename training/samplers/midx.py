@@ -26,39 +26,25 @@ import math
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 from torch import Tensor
 
-from training.sampler_settings import PerQueryDraws, TracksTheTable
+from training.sampler_settings import PerSequenceDraws, TracksTheTable
 from training.samplers.base import Negatives, SamplerContext, register_sampler
 from training.samplers.codebooks import CellLaw, Cells, Codebooks, Quantizer, fit
 
 
-class MidxSettings(TracksTheTable, PerQueryDraws):
+class MidxSettings(TracksTheTable, PerSequenceDraws):
     """`sampler: {name: midx}`: K x K cells of two codebooks, per query by default."""
 
     name: Literal["midx"] = "midx"
     refits_sparse: ClassVar[bool] = True  # updates move rows between cells, never the codewords
-    per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
-    per_sequence: bool = Field(
-        False,
-        description="With per_query: m draws per history, shared by its positions, from the "
-        "mixture of their proposals; each logit corrected by that mixture's log q.",
-    )
     codewords: int = Field(64, ge=1, description="K codewords per codebook: K^2 cells.")
     quantizer: Quantizer = Field("residual", description="residual or product quantization.")
     kmeans_iters: int = Field(8, ge=0, description="Lloyd iterations of each codebook's fit.")
     kmeans_sample: int = Field(
         65536, ge=1, description="Items the codebooks are fitted on (all are then assigned)."
     )
-
-    @model_validator(mode="after")
-    def _sequences_share_per_query_draws(self) -> MidxSettings:
-        if self.per_sequence and not self.per_query:
-            raise ValueError(
-                "per_sequence shares per-query draws by history: it needs per_query: true"
-            )
-        return self
 
 
 @register_sampler(MidxSettings)
@@ -119,8 +105,10 @@ class MidxSampler:
         scores = (u @ books.first.T).unsqueeze(2) + (u @ books.second.T).unsqueeze(1)
         return CellLaw.of(scores.flatten(1).add_(cells.log_sizes()))
 
-    def _negatives(self, law: CellLaw, rows: Tensor, positives: Tensor, num: int) -> Negatives:
-        """Draw `num` per row of `law`; query n reads row `rows[n]` (ids, log q and its positive)."""
+    def _draws(
+        self, law: CellLaw, rows: Tensor, positives: Tensor, num: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """`num` ids per row of `law` and their log q; each positive's under row `rows[n]`."""
         cells, books = self._index(), self._built()
         drawn = law.draw(num)
         ids = cells.pick(drawn)
@@ -129,7 +117,7 @@ class MidxSampler:
         pos = law.log_prob(pos_cell.unsqueeze(1), rows).squeeze(1)
         pos = pos - cells.log_sizes()[pos_cell] + math.log(num)
         dev = positives.device
-        return Negatives(ids=ids.to(dev), log_q=log_q.to(dev), pos_log_q=pos.to(dev))
+        return ids.to(dev), log_q.to(dev), pos.to(dev)
 
     @torch.no_grad()
     def sample(
@@ -140,13 +128,14 @@ class MidxSampler:
         everyone = torch.arange(len(queries), device=law.logits.device)
         if not self.per_query:
             one = torch.zeros_like(everyone)
-            neg = self._negatives(law.mixture(one, 1), one, positives, num)
-            return Negatives(ids=neg.ids[0], log_q=neg.log_q[0], pos_log_q=neg.pos_log_q)
+            ids, log_q, pos = self._draws(law.mixture(one, 1), one, positives, num)
+            return Negatives(ids=ids[0], log_q=log_q[0], pos_log_q=pos)
         if not self.cfg.per_sequence or groups is None:
-            return self._negatives(law, everyone, positives, num)
+            ids, log_q, pos = self._draws(law, everyone, positives, num)
+            return Negatives(ids=ids, log_q=log_q, pos_log_q=pos)
         _, rows = torch.unique(groups.to(everyone.device), return_inverse=True)
-        neg = self._negatives(law.mixture(rows, int(rows.max()) + 1), rows, positives, num)
-        return Negatives(ids=neg.ids[rows], log_q=neg.log_q[rows], pos_log_q=neg.pos_log_q)
+        ids, log_q, pos = self._draws(law.mixture(rows, int(rows.max()) + 1), rows, positives, num)
+        return Negatives(ids=ids[rows], log_q=log_q[rows], pos_log_q=pos)
 
     @torch.no_grad()
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
