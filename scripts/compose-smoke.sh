@@ -112,8 +112,8 @@ write_record() {  # the stage times, the image's size and the switch as the run'
       echo "config.dataset=$cut events for the first model, $NEW_EVENTS new ($USERS users, $ITEMS items)"
       echo "config.gate=$DECISION"; } >"$figures"
     "$py" "$ROOT/scripts/smoke_record.py" --timings "$figures" --out "$RECORD" \
-        --wall-seconds "$(since "$T_ALL")" --load-before "$SMOKE_LOAD_BEFORE" 2>/dev/null \
-        || die "could not write the record $RECORD"
+        --wall-seconds "$(since "$T_ALL")" --load-before "$SMOKE_LOAD_BEFORE" 2>"$TMP/record.log" \
+        || { cat "$TMP/record.log" >&2; die "could not write the record $RECORD"; }
     log "record: $RECORD"
 }
 write_record
