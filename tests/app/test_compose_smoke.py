@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,20 @@ def test_compose_smoke_script_passes(tmp_path: Path) -> None:
     stages = {k for k in facts["metrics"] if k.startswith("stage.")}
     assert stages == {f"stage.{s}" for s in STAGES}
     assert facts["config"]["gate"] == "publish" and facts["metrics"]["image_mb"] > 0
+
+
+def test_a_smoke_figures_file_becomes_a_record(tmp_path: Path) -> None:
+    from benchmarks import records
+
+    figures = tmp_path / "figures.txt"
+    figures.write_text(
+        "stage.build=57.9\nimage_mb=1913\nconfig.engine=podman\nconfig.gate=publish\n"
+    )
+    out = tmp_path / "compose_smoke" / "smoke.json"
+    script = ROOT / "scripts" / "smoke_record.py"
+    args = ["--timings", str(figures), "--out", str(out), "--wall-seconds", "12.5"]
+    subprocess.run([sys.executable, str(script), *args, "--load-before", "0.5"], check=True)
+    facts = records.read(out)
+    assert facts["config"] == {"engine": "podman", "gate": "publish"}
+    assert facts["metrics"] == {"stage.build": 57.9, "image_mb": 1913}
+    assert facts["machine"]["load_before"] == 0.5 and facts["wall_seconds"] >= 12.5
