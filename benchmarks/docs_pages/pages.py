@@ -20,6 +20,7 @@ from benchmarks.docs_pages import (
     quality,
     quickstart,
     serving_guide,
+    steps,
     towers,
 )
 from benchmarks.paths import REPO, RESULTS
@@ -60,7 +61,7 @@ PAGES: dict[str, dict[str, Block]] = {
     },
     "docs/benchmarks/catalogue-1m.md": {
         "catalogue": quality.catalogue, "choice": choice.sampler_choice,
-        "report": _sweep(quality.CATALOGUE),
+        "report": _sweep(quality.CATALOGUE), "step-1m": steps.step_at_a_million,
     },
     "docs/benchmarks/recipe-study.md": {
         "recipe": recipe, "defaults": quality.defaults, "published": quality.published,
