@@ -81,8 +81,9 @@ class PerSequenceDraws(PerQueryDraws):
     per_query: bool = Field(True, description="Per-query negatives [N, m] instead of [m].")
     per_sequence: bool = Field(
         False,
-        description="With per_query: m draws per history, shared by its positions, from the "
-        "mixture of their proposals; each logit corrected by that mixture's log q.",
+        description="With per_query: m draws per history, shared by its positions, from a "
+        "mixture of their proposals (the kernel trees weigh each by its kernel's mass); each "
+        "logit corrected by that mixture's log q.",
     )
 
     @model_validator(mode="after")
@@ -105,7 +106,9 @@ class TracksTheTable(SampledSettings):
     refits_sparse: ClassVar[bool] = False
 
     refresh_every: int = Field(
-        100, ge=1, description="Full rebuild every N steps (dense optimiser only, but midx)."
+        100,
+        ge=1,
+        description="Full rebuild every N steps (with sparse tables, only a sampler that refits).",
     )
 
 

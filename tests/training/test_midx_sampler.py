@@ -58,19 +58,43 @@ def test_log_q_of_a_draw_is_its_cell_probability_over_the_cell_size() -> None:
     torch.testing.assert_close(neg.pos_log_q, own + math.log(7))
 
 
-def test_an_update_moves_rows_to_their_nearest_codewords_and_rebuilds_the_cells() -> None:
-    sampler, table, queries = _sampler(codewords=3)
-    books = sampler.books
-    moved = torch.tensor([2, 9])
-    target = books.first[(books.a[1] + 1) % 3] + books.second[0]  # another cell's exact vector
-    sampler.update(moved, target.expand(2, -1))
+@pytest.mark.parametrize("quantizer", ["residual", "product"])
+def test_an_update_gives_rows_their_nearest_codewords_and_rebuilds_the_cells(quantizer) -> None:
+    sampler, _, queries = _sampler(codewords=3, quantizer=quantizer)
+    books, moved = sampler.books, torch.arange(1, 11)
+    vectors = F.normalize(torch.randn(10, DIM), dim=1)
+    sampler.update(moved, vectors)
+    # brute force: the first codeword nearest the vector, then the second nearest what is left
+    first = torch.cdist(vectors, books.first).argmin(1)
+    rest = vectors - books.first[first] if quantizer == "residual" else vectors
+    assert torch.equal(books.a[moved], first)
+    assert torch.equal(books.b[moved], torch.cdist(rest, books.second).argmin(1))
     cells = sampler._index()
-    cell = books.cell(moved)
-    assert torch.all(cell == cell[0])
-    members = cells.members[cells.start[cell[0]] : cells.start[cell[0]] + cells.count[cell[0]]]
-    assert set(moved.tolist()) <= set(members.tolist())
+    for item, cell in zip(moved.tolist(), books.cell(moved).tolist(), strict=True):
+        members = cells.members[cells.start[cell] : cells.start[cell] + cells.count[cell]]
+        assert item in members.tolist()
     assert int(cells.count.sum()) == N_ITEMS  # every item in exactly one cell
     assert torch.isfinite(sampler.sample(queries, torch.arange(1, 6), 4).log_q).all()
+
+
+def test_shared_draws_keep_a_finite_log_q_where_every_query_underflows() -> None:
+    # every query points at item 1 at a low temperature; the positive lies opposite, where
+    # each query's probability is about exp(-600), zero in float32
+    sampler, table, _ = _sampler(codewords=8, per_query=False)
+    sampler.temperature = 0.01
+    queries = 3 * table[1].expand(4, -1)
+    opposite = int((table[1:] @ table[1]).argmin()) + 1
+    neg = sampler.sample(queries, torch.full((4,), opposite), 16)
+    assert torch.isfinite(neg.log_q).all() and torch.isfinite(neg.pos_log_q).all()
+    assert float(neg.pos_log_q.max()) < -100  # it is that unlikely, not rounded up
+
+
+def test_per_sequence_with_no_kept_position_draws_nothing() -> None:
+    sampler, _, _ = _sampler(codewords=3, per_sequence=True)
+    empty = torch.zeros(0, DIM)
+    none = torch.zeros(0, dtype=torch.long)
+    neg = sampler.sample(empty, none, 4, groups=none)
+    assert neg.ids.shape == (0, 4) and neg.pos_log_q.shape == (0,)
 
 
 def test_cells_hold_every_item_once_and_picks_stay_in_their_cell() -> None:

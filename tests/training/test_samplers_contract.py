@@ -29,7 +29,8 @@ COUNTS = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1, dtype=torch.flo
 def _setup(name: str, per_query: bool, seed: int = 0, per_sequence: bool = False):
     torch.manual_seed(seed)
     ctx = SamplerContext(num_items=N_ITEMS, item_counts=COUNTS.clone(), temperature=0.5)
-    every = {"per_query": per_query, "leaf_size": 4, "features": 64, "ratio": 1.5}
+    # midx with 3 codewords: 9 cells of several items, so draws inside a cell are exercised too
+    every = {"per_query": per_query, "leaf_size": 4, "features": 64, "ratio": 1.5, "codewords": 3}
     every |= {"per_sequence": True} if per_sequence else {}
     own = {key: value for key, value in every.items() if key in SETTINGS[name].model_fields}
     cfg = validate_sampler({"name": name, "num_negatives": NUM, **own})  # shared-only: no per_query

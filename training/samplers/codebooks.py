@@ -11,6 +11,7 @@ contiguous, so an item can be drawn uniformly from a cell in O(1).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -73,9 +74,9 @@ class Codebooks:
 
     def assign(self, items: Tensor, vectors: Tensor, quantizer: Quantizer) -> None:
         """Give rows `items` whose vectors are now `vectors` their nearest codewords."""
-        first = nearest(vectors, self.first)
-        self.a[items] = first
-        shift = (self.first @ self.second.T, first) if quantizer == "residual" else None
+        nearest_first = nearest(vectors, self.first)
+        self.a[items] = nearest_first
+        shift = (self.first @ self.second.T, nearest_first) if quantizer == "residual" else None
         self.b[items] = nearest(vectors, self.second, shift)
 
 
@@ -103,11 +104,17 @@ def fit(
 
 @dataclass
 class Cells:
-    """The items of each cell, contiguous: `members[start[c] : start[c] + count[c]]`."""
+    """The items of each cell, contiguous: `members[start[c] : start[c] + count[c]]`.
+
+    The laws over cells range over the occupied ones only: `occupied[j]` is column j's cell,
+    `column[c]` cell c's column (-1 when it is empty), so no draw can land in an empty cell.
+    """
 
     members: Tensor
     start: Tensor
     count: Tensor
+    occupied: Tensor
+    column: Tensor
 
     @classmethod
     def of(cls, books: Codebooks, num_items: int) -> Cells:
@@ -117,7 +124,10 @@ class Cells:
         order = torch.argsort(cells, stable=True)
         count = torch.bincount(cells, minlength=k1 * k2)
         start = torch.cumsum(count, 0) - count
-        return cls(members=order + 1, start=start, count=count)
+        occupied = torch.nonzero(count).flatten()
+        column = torch.full_like(count, -1)
+        column[occupied] = torch.arange(len(occupied), device=count.device)
+        return cls(order + 1, start, count, occupied, column)
 
     def log_sizes(self) -> Tensor:
         """`[K1 K2]` log of each cell's size (-inf for an empty cell)."""
@@ -132,10 +142,10 @@ class Cells:
 
 @dataclass
 class CellLaw:
-    """Per row, a law over the cells: its logits, their log normaliser and their running sum.
+    """Per row, a law over C columns (cells): its logits, their log normaliser, their running sum.
 
-    log P(c) = logits[c] - log_norm; `cdf` holds the cumulative exp(logits - max), the
-    inverse-CDF draws' table, in float32 (one pass over the [R, K^2] table each).
+    log P(j) = logits[j] - log_norm; `cdf` holds the cumulative exp(logits - max), the
+    inverse-CDF draws' table, in float32 (one pass over the [R, C] table each).
     """
 
     logits: Tensor
@@ -156,13 +166,21 @@ class CellLaw:
         return self.logits[rows.unsqueeze(1), cells] - self.log_norm[rows]
 
     def draw(self, num: int) -> Tensor:
-        """`[R, num]` cells drawn with replacement from each row (inverse CDF)."""
+        """`[R, num]` columns drawn with replacement from each row (inverse CDF)."""
         u = torch.rand(len(self.cdf), num, device=self.cdf.device) * self.cdf[:, -1:]
         return torch.searchsorted(self.cdf, u, right=True).clamp_max(self.cdf.shape[1] - 1)
 
     def mixture(self, groups: Tensor, count: int) -> CellLaw:
-        """The law of each group's mean of its rows' laws (`groups [R]` in 0..count-1)."""
-        probs = (self.logits - self.log_norm).exp()
-        sums = torch.zeros(count, probs.shape[1], device=probs.device).index_add_(0, groups, probs)
+        """The law of each group's mean of its rows' laws (`groups [R]` in 0..count-1).
+
+        Summed in log space (each column's largest row factored out), so a column that
+        underflows in every row keeps a finite log P.
+        """
+        log_p = self.logits - self.log_norm
+        index = groups.unsqueeze(1).expand_as(log_p)
+        top = torch.full((count, log_p.shape[1]), -math.inf, device=log_p.device)
+        top = top.scatter_reduce(0, index, log_p, "amax")
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        sums = torch.zeros_like(top).index_add_(0, groups, (log_p - top[groups]).exp())
         sizes = torch.bincount(groups, minlength=count).unsqueeze(1)
-        return CellLaw.of((sums / sizes).log())
+        return CellLaw.of(top + sums.log() - sizes.log())

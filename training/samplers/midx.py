@@ -46,6 +46,10 @@ class MidxSettings(TracksTheTable, PerSequenceDraws):
         65536, ge=1, description="Items the codebooks are fitted on (all are then assigned)."
     )
 
+    def fixes_the_temperature(self) -> bool:
+        """Always: the quantised logits are divided by the starting temperature, kept."""
+        return True
+
 
 @register_sampler(MidxSettings)
 class MidxSampler:
@@ -99,11 +103,12 @@ class MidxSampler:
         return self._cells
 
     def _cells_given(self, queries: Tensor) -> CellLaw:
-        """Each query's law over the K^2 cells: |cell| exp(quantised logit), normalised."""
+        """Each query's law over the occupied cells: |cell| exp(quantised logit), normalised."""
         books, cells = self._built(), self._index()
         u = queries.detach().float().to(books.first.device) / self.temperature
         scores = (u @ books.first.T).unsqueeze(2) + (u @ books.second.T).unsqueeze(1)
-        return CellLaw.of(scores.flatten(1).add_(cells.log_sizes()))
+        logits = scores.flatten(1).index_select(1, cells.occupied)
+        return CellLaw.of(logits.add_(cells.log_sizes()[cells.occupied]))
 
     def _draws(
         self, law: CellLaw, rows: Tensor, positives: Tensor, num: int
@@ -111,10 +116,10 @@ class MidxSampler:
         """`num` ids per row of `law` and their log q; each positive's under row `rows[n]`."""
         cells, books = self._index(), self._built()
         drawn = law.draw(num)
-        ids = cells.pick(drawn)
-        log_q = law.log_prob(drawn) - cells.log_sizes()[drawn] + math.log(num)
+        ids = cells.pick(cells.occupied[drawn])
+        log_q = law.log_prob(drawn) - cells.log_sizes()[cells.occupied[drawn]] + math.log(num)
         pos_cell = books.cell(positives.to(books.a.device))
-        pos = law.log_prob(pos_cell.unsqueeze(1), rows).squeeze(1)
+        pos = law.log_prob(cells.column[pos_cell].unsqueeze(1), rows).squeeze(1)
         pos = pos - cells.log_sizes()[pos_cell] + math.log(num)
         dev = positives.device
         return ids.to(dev), log_q.to(dev), pos.to(dev)
@@ -133,8 +138,8 @@ class MidxSampler:
         if not self.cfg.per_sequence or groups is None:
             ids, log_q, pos = self._draws(law, everyone, positives, num)
             return Negatives(ids=ids, log_q=log_q, pos_log_q=pos)
-        _, rows = torch.unique(groups.to(everyone.device), return_inverse=True)
-        ids, log_q, pos = self._draws(law.mixture(rows, int(rows.max()) + 1), rows, positives, num)
+        histories, rows = torch.unique(groups.to(everyone.device), return_inverse=True)
+        ids, log_q, pos = self._draws(law.mixture(rows, len(histories)), rows, positives, num)
         return Negatives(ids=ids[rows], log_q=log_q[rows], pos_log_q=pos)
 
     @torch.no_grad()
@@ -144,10 +149,8 @@ class MidxSampler:
         if not self.per_query:
             one = torch.zeros(len(queries), dtype=torch.long, device=law.logits.device)
             law = law.mixture(one, 1)
-        log_p = law.logits - law.log_norm
-        if not self.per_query:
-            log_p = log_p.expand(len(queries), -1)
-        items = torch.arange(1, self.num_items + 1, device=log_p.device)
-        cell = self._built().cell(items)
-        per_item = log_p[:, cell] - self._index().log_sizes()[cell]
+        log_p = (law.logits - law.log_norm).expand(len(queries), -1)
+        cells = self._index()
+        cell = self._built().cell(torch.arange(1, self.num_items + 1, device=log_p.device))
+        per_item = log_p[:, cells.column[cell]] - cells.log_sizes()[cell]
         return torch.cat([torch.full_like(per_item[:, :1], -math.inf), per_item], dim=1)
