@@ -14,7 +14,7 @@ from benchmarks.sweeps.final_grid import final, final_report
 from benchmarks.sweeps.recipe_grid import recipe
 from benchmarks.sweeps.recipe_report import recipe_report
 from benchmarks.sweeps.sweep import SWEEP_DIR
-from benchmarks.sweeps.sweep_grid import Planner, catalogue, comparison, midx_today
+from benchmarks.sweeps.sweep_grid import Planner, RunSpec, catalogue, comparison, midx_today
 from benchmarks.sweeps.tower_grid import towers
 
 GRIDS: dict[str, Planner] = {
@@ -35,6 +35,13 @@ REPORTS: dict[str, Callable[[Path, int, Path | None], str]] = {
     "recipe": recipe_report,
     "final": final_report,
 }
+
+
+def shared_plan(grid: str, out: Path) -> tuple[list[RunSpec], int]:
+    """The runs and planned count of `grid` and every grid writing to the same folder."""
+    sharing = [g for g, folder in RESULT_DIRS.items() if folder == RESULT_DIRS[grid]]
+    plans = [GRIDS[g](out) for g in sharing]
+    return [spec for specs, _ in plans for spec in specs], sum(count for _, count in plans)
 
 
 def result_dir(grid: str, out: Path | None) -> Path:

@@ -19,7 +19,7 @@ from benchmarks import records
 from benchmarks.harness import options
 from benchmarks.harness.paired import paired_interval
 from benchmarks.paths import DOCS
-from benchmarks.sweeps.grids import GRIDS, REPORTS, result_dir
+from benchmarks.sweeps.grids import GRIDS, REPORTS, result_dir, shared_plan
 from benchmarks.sweeps.run_records import load_ndcg, load_results
 from data.errors import RecsysInputError
 
@@ -203,7 +203,7 @@ def build_report(
 ) -> dict[str, Any]:
     """Intervals, plots, the record `report.json` and the markdown (into `doc` if given)."""
     started = records.start()
-    specs, planned = GRIDS[grid](out) if grid in GRIDS else ([], 0)
+    specs, planned = shared_plan(grid, out) if grid in GRIDS else ([], 0)
     order = {(s.dataset, s.name): i for i, s in enumerate(specs)}
     by_dataset = {}
     for dataset, runs in load_results(out).items():
