@@ -31,8 +31,8 @@ def step_at_a_million(page: str) -> str:
     note = (
         f"\n{first['items']:,} items, d = {first['dim']}, B = {first['batch']} histories of "
         f"L = {first['history']} ({first['queries']:,} queries), m = {first['num_negatives']} "
-        f"per query, `{first['tower']}` tower, {first['optimizer']}; the mean of the timed "
-        f"steps on {machine['cores']} cores, {machine['torch_threads']} threads, load "
+        f"per query, `{first['tower']}` tower, {first['optimizer']}; averaged over the timed "
+        f"steps, on {machine['cores']} cores, {machine['torch_threads']} threads, load "
         f"{load(machine)}. Record: {cite(RUN, page)}.\n"
     )
     return table(head, body) + note

@@ -39,7 +39,8 @@ REPORTS: dict[str, Callable[[Path, int, Path | None], str]] = {
 
 def shared_plan(grid: str, out: Path) -> tuple[list[RunSpec], int]:
     """The runs and planned count of `grid` and every grid writing to the same folder."""
-    sharing = [g for g, folder in RESULT_DIRS.items() if folder == RESULT_DIRS[grid]]
+    home = RESULT_DIRS.get(grid)
+    sharing = [g for g, folder in RESULT_DIRS.items() if folder == home] if home else [grid]
     plans = [GRIDS[g](out) for g in sharing]
     return [spec for specs, _ in plans for spec in specs], sum(count for _, count in plans)
 
