@@ -13,7 +13,7 @@ from torch import Tensor
 from training.feature_maps import FeatureMap
 from training.kernel_tree import KernelTree
 from training.sampler_settings import PerSequenceDraws, TracksTheTable
-from training.samplers.base import Negatives, SamplerContext
+from training.samplers.base import Negatives, SamplerContext, require_whole_table
 
 _PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_probs
 
@@ -62,10 +62,7 @@ class KernelTreeSampler:
     @torch.no_grad()
     def refresh(self, item_emb: Tensor) -> None:
         """Rebuild the tree from `item_emb [n + 1, d]` (row 0 is padding)."""
-        if item_emb.shape[0] != self.num_items + 1:
-            raise ValueError(
-                f"item_emb has {item_emb.shape[0]} rows, expected n + 1 = {self.num_items + 1}"
-            )
+        require_whole_table(item_emb, self.num_items)
         if self.tree is None:
             dim = int(item_emb.shape[1])
             fmap = self._make_map(dim)

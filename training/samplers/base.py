@@ -153,6 +153,12 @@ def register_sampler(settings: type[SampledSettings]) -> Callable[[_Factory], _F
     return add
 
 
+def require_whole_table(item_emb: Tensor, num_items: int) -> None:
+    """Refuse a `refresh` table that is not the whole item table `[n + 1, d]` (row 0 padding)."""
+    if item_emb.shape[0] != num_items + 1:
+        raise ValueError(f"item_emb has {item_emb.shape[0]} rows, expected n + 1 = {num_items + 1}")
+
+
 class Stateless:
     """No-op `update`, `refresh` and `set_progress` for samplers that track nothing."""
 

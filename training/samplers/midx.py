@@ -30,7 +30,12 @@ from pydantic import Field
 from torch import Tensor
 
 from training.sampler_settings import PerSequenceDraws, TracksTheTable
-from training.samplers.base import Negatives, SamplerContext, register_sampler
+from training.samplers.base import (
+    Negatives,
+    SamplerContext,
+    register_sampler,
+    require_whole_table,
+)
 from training.samplers.codebooks import CellLaw, Cells, Codebooks, Quantizer, fit
 
 
@@ -69,10 +74,7 @@ class MidxSampler:
     @torch.no_grad()
     def refresh(self, item_emb: Tensor) -> None:
         """Fit both codebooks to `item_emb [n + 1, d]` (row 0 is padding) and assign every item."""
-        if item_emb.shape[0] != self.num_items + 1:
-            raise ValueError(
-                f"item_emb has {item_emb.shape[0]} rows, expected n + 1 = {self.num_items + 1}"
-            )
+        require_whole_table(item_emb, self.num_items)
         cfg, seed = self.cfg, self.seed + self._refreshes
         table = item_emb.detach().float()
         self.books = fit(
@@ -116,8 +118,9 @@ class MidxSampler:
         """`num` ids per row of `law` and their log q; each positive's under row `rows[n]`."""
         cells, books = self._index(), self._built()
         drawn = law.draw(num)
-        ids = cells.pick(cells.occupied[drawn])
-        log_q = law.log_prob(drawn) - cells.log_sizes()[cells.occupied[drawn]] + math.log(num)
+        drawn_cells = cells.occupied[drawn]
+        ids = cells.pick(drawn_cells)
+        log_q = law.log_prob(drawn) - cells.log_sizes()[drawn_cells] + math.log(num)
         pos_cell = books.cell(positives.to(books.a.device))
         pos = law.log_prob(cells.column[pos_cell].unsqueeze(1), rows).squeeze(1)
         pos = pos - cells.log_sizes()[pos_cell] + math.log(num)
