@@ -1,5 +1,8 @@
 """Wall clocks on the phases of a timed training step, behind `bench train-step`'s rows.
 
+It also counts the item rows each sampler update was handed (the step's touched rows, which
+`step_traffic` prices).
+
 A `PhaseClock` wraps the sampler's draw (`sample`, its log q included) and update (`update`,
 `refresh`), the backward callable and every optimiser's `step` of one module in wall clocks,
 without a profiler, so the timed step runs exactly as it would unwrapped. The rest of a step
@@ -26,10 +29,25 @@ class PhaseClock:
     def __init__(self) -> None:
         """No phase timed yet."""
         self.seconds: dict[str, float] = {}
+        self.updated_rows: list[int] = []  # the rows of each sampler update: what a step moved
 
     def reset(self) -> None:
         """Forget what was timed (the warm-up step)."""
         self.seconds = {}
+        self.updated_rows = []
+
+    def touched_rows(self) -> float:
+        """Mean distinct item rows per sampler update since the last reset (0 without one)."""
+        return sum(self.updated_rows) / len(self.updated_rows) if self.updated_rows else 0.0
+
+    def counted(self, update: Callable[..., Any]) -> Callable[..., Any]:
+        """`update(item_idx, item_emb)` that also records how many rows it was handed."""
+
+        def run(item_idx: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            self.updated_rows.append(int(item_idx.numel()))
+            return update(item_idx, *args, **kwargs)
+
+        return run
 
     def timed(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`fn` with its wall time added to `phase` at each call."""
@@ -49,7 +67,7 @@ class PhaseClock:
         sampler = module.sampler
         if sampler is not None:
             sampler.sample = self.timed(DRAW, sampler.sample)
-            sampler.update = self.timed(UPDATE, sampler.update)
+            sampler.update = self.timed(UPDATE, self.counted(sampler.update))
             sampler.refresh = self.timed(UPDATE, sampler.refresh)
         for opt in optimizers:
             opt.step = self.timed(OPTIMIZER, opt.step)

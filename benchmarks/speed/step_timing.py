@@ -9,7 +9,8 @@ it (per-query draws where that is its default), then the `--set` overrides. Targ
 Sampled runs use sparse id tables (`SparseAdam`, only touched rows move); the full softmax
 needs dense Adam, since every row gets a gradient. The item table is random and the histories
 are drawn from a Zipf-like popularity, so timings do not depend on data. Each row also says
-where the step's time went (`step_phases`) and the sampler's shape as built.
+where the step's time went (`step_phases`), the sampler's shape as built, the item rows the
+step touched and the memory traffic that implies (`step_traffic`, per-query draws).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from benchmarks.harness import options
 from benchmarks.harness.sampler_keys import own_keys
 from benchmarks.speed.step_phases import PhaseClock, sampler_shape
+from benchmarks.speed.step_traffic import traffic_mb
 from data.errors import RecsysInputError
 from training.config import RecsysConfig
 from training.config_loading import build_run_config, parse_override
@@ -131,7 +133,8 @@ def bench_one(
 ) -> dict[str, Any]:
     """One cell's row: ms per step (median, minimum) of a sampler and tower on n items.
 
-    With the mean ms of each phase (`step_phases`) and the sampler's shape as built.
+    With the mean ms of each phase (`step_phases`), the sampler's shape as built, the rows
+    touched and their modelled traffic (`step_traffic`).
     """
     sampler = cfg.sampler.name
     tower = getattr(cfg.model.tower, "name", cfg.model.tower)  # a settings section, or its name
@@ -152,7 +155,7 @@ def bench_one(
             times.append((time.perf_counter() - started) * 1000)
         else:
             clock.reset()
-    return {
+    row = {
         "sampler": sampler,
         "tapas_ratio": tapas_ratio,
         "items": n,
@@ -167,7 +170,9 @@ def bench_one(
         "ms_per_step": round(statistics.median(times), 3),
         "ms_per_step_min": round(min(times), 3),
         "phases_ms": clock.per_step_ms(times),
+        "touched_rows": round(clock.touched_rows()),
     }
+    return {**row, "traffic_mb": traffic_mb(row, module.sampler, clock.touched_rows())}
 
 
 def run_benchmark(setting: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.speed.step_phases import PhaseClock
 from benchmarks.speed.step_timing import random_batch, step_config, zipf_counts
+from benchmarks.speed.step_traffic import traffic_mb
 from tests.benchmarks.helpers import run_bench
 from training.loop.trainer import build_module
 
@@ -33,6 +35,28 @@ def test_sampled_step_moves_only_the_batch_items_and_negatives() -> None:
     untouched_batch_items = set(changed.tolist()) - set(batch_items.flatten().tolist())
     assert len(untouched_batch_items) <= SMALL["num_negatives"]  # only negatives beside the batch
     assert changed.numel() < before.shape[0] // 2  # most of the 200 rows stay put
+
+
+def test_a_step_counts_the_rows_it_moved_and_prices_their_traffic() -> None:
+    n, args = 200, {**SMALL, "overrides": ["sampler.per_query=true"]}
+    counts = zipf_counts(n, torch.Generator().manual_seed(0))
+    module = build_module(step_config("uniform", "mean", args), n, counts)
+    module.on_train_start()
+    opts, clock = module.standalone_optimizers(), PhaseClock()
+    backward = clock.attach(module, opts)
+    batch = random_batch(counts, SMALL["batch"], SMALL["length"], torch.Generator(), every=True)
+    before = module.model.item_embedding_weight.detach().clone()
+    module.optimisation_step(batch, opts, backward)
+    moved = (before != module.model.item_embedding_weight.detach()).any(dim=1).sum()
+    assert clock.touched_rows() == moved > SMALL["num_negatives"]
+    q, m, d = SMALL["batch"] * SMALL["length"], SMALL["num_negatives"], SMALL["dim"]
+    row = {"sampler": "uniform", "per_query": True, "queries": q, "num_negatives": m, "dim": d,
+           "items": n}  # fmt: skip
+    mb = traffic_mb(row, module.sampler, clock.touched_rows())
+    assert mb is not None and mb["sampler_update"] == 0.0
+    assert mb["negatives_logits"] == round(4 * q * m * d * 4 / 1e6, 1)
+    assert mb["optimizer"] == round(7 * int(moved) * d * 4 / 1e6, 1)
+    assert traffic_mb({**row, "sampler": "in-batch"}, module.sampler, 1.0) is None
 
 
 def test_full_softmax_step_moves_every_row() -> None:
@@ -124,6 +148,11 @@ def test_cli_times_the_train_preset_under_set_overrides(
                                "forward_and_loss"}  # fmt: skip
         assert phases["draw"] > 0 and phases["backward"] > 0
         assert sum(phases.values()) == pytest.approx(row["ms_per_step"], rel=0.05, abs=0.05)
+    assert uniform["traffic_mb"] is None  # shared draws: not modelled
+    assert rff["touched_rows"] > 0 and rff["traffic_mb"]["draw"] > 0
+    assert rff["traffic_mb"]["total"] == pytest.approx(
+        sum(v for k, v in rff["traffic_mb"].items() if k != "total"), abs=0.3
+    )
 
 
 def test_cli_refuses_a_sampler_key_no_timed_sampler_has(
