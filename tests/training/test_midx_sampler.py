@@ -77,11 +77,13 @@ def test_an_update_gives_rows_their_nearest_codewords_and_rebuilds_the_cells(qua
     assert torch.isfinite(sampler.sample(queries, torch.arange(1, 6), 4).log_q).all()
 
 
-def test_shared_draws_keep_a_finite_log_q_where_every_query_underflows() -> None:
+@pytest.mark.parametrize("temperature", [0.01, 0.001])
+def test_shared_draws_keep_a_finite_log_q_where_every_query_underflows(temperature) -> None:
     # every query points at item 1 at a low temperature; the positive lies opposite, where
-    # each query's probability is about exp(-600), zero in float32
+    # each query's probability is about exp(-600) (zero in float32) or exp(-6000) (zero in
+    # float64 too: its log q is summed in log space)
     sampler, table, _ = _sampler(codewords=8, per_query=False)
-    sampler.temperature = 0.01
+    sampler.temperature = temperature
     queries = 3 * table[1].expand(4, -1)
     opposite = int((table[1:] @ table[1]).argmin()) + 1
     neg = sampler.sample(queries, torch.full((4,), opposite), 16)
@@ -118,3 +120,18 @@ def test_refits_use_a_new_seed_and_refuse_a_table_of_another_size() -> None:
 def test_per_sequence_needs_per_query() -> None:
     with pytest.raises(ValueError, match="per_sequence"):
         validate_sampler({"name": "midx", "per_query": False, "per_sequence": True})
+
+
+def test_group_mixtures_are_the_mean_of_their_queries_laws() -> None:
+    sampler, _, _ = _sampler(codewords=3, per_sequence=True)
+    queries = F.normalize(torch.randn(7, DIM), dim=1)
+    rows = torch.tensor([0, 1, 0, 2, 1, 0, 2])
+    per_query = sampler._cells_given(queries)
+    own = (per_query.logits - per_query.log_norm).exp()
+    expected = torch.stack([own[rows == g].mean(0) for g in range(3)]).log()
+    mixed = sampler._mixtures(queries, rows, 3)
+    law = mixed.law(sampler._index())
+    torch.testing.assert_close(law.logits - law.log_norm, expected, atol=1e-5, rtol=0)
+    cells = sampler._index().occupied[torch.arange(7) % len(sampler._index().occupied)]
+    exact = expected[rows, sampler._index().column[cells]]  # each under its query's group
+    torch.testing.assert_close(mixed.log_prob(cells), exact, atol=1e-5, rtol=0)

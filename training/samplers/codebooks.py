@@ -11,7 +11,6 @@ contiguous, so an item can be drawn uniformly from a cell in O(1).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -169,18 +168,3 @@ class CellLaw:
         """`[R, num]` columns drawn with replacement from each row (inverse CDF)."""
         u = torch.rand(len(self.cdf), num, device=self.cdf.device) * self.cdf[:, -1:]
         return torch.searchsorted(self.cdf, u, right=True).clamp_max(self.cdf.shape[1] - 1)
-
-    def mixture(self, groups: Tensor, count: int) -> CellLaw:
-        """The law of each group's mean of its rows' laws (`groups [R]` in 0..count-1).
-
-        Summed in log space (each column's largest row factored out), so a column that
-        underflows in every row keeps a finite log P.
-        """
-        log_p = self.logits - self.log_norm
-        index = groups.unsqueeze(1).expand_as(log_p)
-        top = torch.full((count, log_p.shape[1]), -math.inf, device=log_p.device)
-        top = top.scatter_reduce(0, index, log_p, "amax")
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        sums = torch.zeros_like(top).index_add_(0, groups, (log_p - top[groups]).exp())
-        sizes = torch.bincount(groups, minlength=count).unsqueeze(1)
-        return CellLaw.of(top + sums.log() - sizes.log())

@@ -17,7 +17,8 @@ step touched to their nearest codewords. Draws and log q always come from the sa
 the correction is exact whatever the index's age; its age only moves q away from the softmax.
 
 Per query (the default) each query draws from its own q; shared, one draw from the batch's
-mixture; `per_sequence`, one draw per history from the mixture of its positions' q.
+mixture; `per_sequence`, one draw per history from the mixture of its positions' q. The
+mixtures come from two small products per group, not a per-query table (`cell_mixtures`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from training.samplers.base import (
     register_sampler,
     require_whole_table,
 )
+from training.samplers.cell_mixtures import Mixtures
 from training.samplers.codebooks import CellLaw, Cells, Codebooks, Quantizer, fit
 
 
@@ -104,56 +106,74 @@ class MidxSampler:
             self._cells = Cells.of(self._built(), self.num_items)
         return self._cells
 
+    def _scores(self, queries: Tensor) -> tuple[Tensor, Tensor]:
+        """Each query's scores against the two codebooks, `[N, K1]` and `[N, K2]`, over tau."""
+        books = self._built()
+        u = queries.detach().float().to(books.first.device) / self.temperature
+        return u @ books.first.T, u @ books.second.T
+
     def _cells_given(self, queries: Tensor) -> CellLaw:
         """Each query's law over the occupied cells: |cell| exp(quantised logit), normalised."""
-        books, cells = self._built(), self._index()
-        u = queries.detach().float().to(books.first.device) / self.temperature
-        scores = (u @ books.first.T).unsqueeze(2) + (u @ books.second.T).unsqueeze(1)
+        cells = self._index()
+        s1, s2 = self._scores(queries)
+        scores = s1.unsqueeze(2) + s2.unsqueeze(1)
         logits = scores.flatten(1).index_select(1, cells.occupied)
         return CellLaw.of(logits.add_(cells.log_sizes()[cells.occupied]))
 
-    def _draws(
-        self, law: CellLaw, rows: Tensor, positives: Tensor, num: int
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """`num` ids per row of `law` and their log q; each positive's under row `rows[n]`."""
-        cells, books = self._index(), self._built()
+    def _mixtures(self, queries: Tensor, rows: Tensor, count: int) -> Mixtures:
+        """The laws of `count` groups of queries (`rows [N]`: each query's group)."""
+        k1, k2 = self._built().grid
+        sizes = self._index().count.view(k1, k2)
+        return Mixtures(*self._scores(queries), sizes, rows.to(sizes.device), count)
+
+    def _draws(self, law: CellLaw, num: int) -> tuple[Tensor, Tensor]:
+        """`num` ids per row of `law` and their log q (m draws: log m added)."""
+        cells = self._index()
         drawn = law.draw(num)
         drawn_cells = cells.occupied[drawn]
-        ids = cells.pick(drawn_cells)
         log_q = law.log_prob(drawn) - cells.log_sizes()[drawn_cells] + math.log(num)
-        pos_cell = books.cell(positives.to(books.a.device))
-        pos = law.log_prob(cells.column[pos_cell].unsqueeze(1), rows).squeeze(1)
-        pos = pos - cells.log_sizes()[pos_cell] + math.log(num)
-        dev = positives.device
-        return ids.to(dev), log_q.to(dev), pos.to(dev)
+        return cells.pick(drawn_cells), log_q
+
+    def _positives(self, positives: Tensor, log_p_cell: Tensor, num: int) -> Tensor:
+        """The positives' log q of m draws from the log P of their cells `log_p_cell [N]`."""
+        cell = self._built().cell(positives.to(log_p_cell.device))
+        return log_p_cell - self._index().log_sizes()[cell] + math.log(num)
 
     @torch.no_grad()
     def sample(
         self, queries: Tensor, positives: Tensor, num: int, groups: Tensor | None = None
     ) -> Negatives:
         """`[N, m]` per query, `[m]` shared, or `[N, m]` shared by each history (`groups [N]`)."""
-        law = self._cells_given(queries)
-        everyone = torch.arange(len(queries), device=law.logits.device)
+        dev = positives.device
+        if self.per_query and (not self.cfg.per_sequence or groups is None):
+            law = self._cells_given(queries)
+            ids, log_q = self._draws(law, num)
+            pos_cells = self._built().cell(positives.to(law.logits.device))
+            pos = law.log_prob(self._index().column[pos_cells].unsqueeze(1)).squeeze(1)
+            pos = self._positives(positives, pos, num)
+            return Negatives(ids=ids.to(dev), log_q=log_q.to(dev), pos_log_q=pos.to(dev))
+        rows, count = torch.zeros(len(queries), dtype=torch.long), 1
+        if self.per_query:  # per sequence: a group per history
+            _, rows = torch.unique(groups, return_inverse=True)
+            count = int(rows.max()) + 1 if len(rows) else 0
+        mixed = self._mixtures(queries, rows, count)
+        ids, log_q = self._draws(mixed.law(self._index()), num)
+        pos_cells = self._built().cell(positives.to(mixed.mass.device))
+        pos = self._positives(positives, mixed.log_prob(pos_cells), num).to(dev)
         if not self.per_query:
-            one = torch.zeros_like(everyone)
-            ids, log_q, pos = self._draws(law.mixture(one, 1), one, positives, num)
-            return Negatives(ids=ids[0], log_q=log_q[0], pos_log_q=pos)
-        if not self.cfg.per_sequence or groups is None:
-            ids, log_q, pos = self._draws(law, everyone, positives, num)
-            return Negatives(ids=ids, log_q=log_q, pos_log_q=pos)
-        histories, rows = torch.unique(groups.to(everyone.device), return_inverse=True)
-        ids, log_q, pos = self._draws(law.mixture(rows, len(histories)), rows, positives, num)
-        return Negatives(ids=ids[rows], log_q=log_q[rows], pos_log_q=pos)
+            return Negatives(ids=ids[0].to(dev), log_q=log_q[0].to(dev), pos_log_q=pos)
+        at = rows.to(ids.device)
+        return Negatives(ids=ids[at].to(dev), log_q=log_q[at].to(dev), pos_log_q=pos)
 
     @torch.no_grad()
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log q of one draw per query (shared: the batch's mixture), column 0 -inf."""
-        law = self._cells_given(queries)
-        if not self.per_query:
-            one = torch.zeros(len(queries), dtype=torch.long, device=law.logits.device)
-            law = law.mixture(one, 1)
-        log_p = (law.logits - law.log_norm).expand(len(queries), -1)
         cells = self._index()
+        if self.per_query:
+            law = self._cells_given(queries)
+        else:
+            law = self._mixtures(queries, torch.zeros(len(queries), dtype=torch.long), 1).law(cells)
+        log_p = (law.logits - law.log_norm).expand(len(queries), -1)
         cell = self._built().cell(torch.arange(1, self.num_items + 1, device=log_p.device))
         per_item = log_p[:, cells.column[cell]] - cells.log_sizes()[cell]
         return torch.cat([torch.full_like(per_item[:, :1], -math.inf), per_item], dim=1)
