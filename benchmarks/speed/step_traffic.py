@@ -7,8 +7,9 @@ shapes (Q queries, m draws each, width d, n items), the sampler as built (K^2 ce
 kernel tree's levels, features F and bucket size b) and one measured count, the u distinct item
 rows the step touched (`PhaseClock.touched_rows`). fp32 values are 4 bytes, ids 8.
 
-- negatives' logits: the Q m drawn rows gathered, their [Q, m, d] copy read by the logits,
-  and the same again for their gradients in the backward (4 Q m d floats);
+- negatives' logits: the R m drawn rows gathered (R sets of m draws: Q per query, B per
+  history, 1 shared), their copy read by the logits, and the same again for their gradients
+  in the backward (4 R m d floats);
 - optimiser: SparseAdam over the u touched rows reads row, gradient and both moments, writes
   row and moments (7 u d floats);
 - draw and sampler update: the sampler's own (`DRAWS`, `UPDATES`); samplers without a model
@@ -28,24 +29,30 @@ Shapes = dict[str, Any]  # queries, num_negatives, dim, items, touched_rows
 
 def _ids(s: Shapes) -> float:
     """Each draw's id and log q written."""
-    return s["queries"] * s["num_negatives"] * (ID + FLOAT)
+    return s["draw_sets"] * s["num_negatives"] * (ID + FLOAT)
 
 
 def _midx_draw(s: Shapes, sampler: Any) -> float:
-    """The [Q, C] cell table's passes, the cell index rebuilt after an update, the draws.
+    """The cell tables' passes, the cell index rebuilt after an update, the draws.
 
-    Eight passes over the table: the two codebook scores summed, the occupied columns, the
-    cells' sizes added, the row maximum, the shift, the exponential, the running sum, and the
-    searchsorted reads (log2 C per draw); the index: each item's two codes read, its cell
-    written, sorted (about four passes), its members written.
+    Per query, eight passes over the [Q, C] table: the two codebook scores summed, the occupied
+    columns, the cells' sizes added, the row maximum, the shift, the exponential, the running
+    sum; mixed by group (`cell_mixtures`), the [Q, K] scores and their float64 exponentials
+    laid out by group, and the [S, C] masses in about five passes. Then the searchsorted reads
+    (log2 C per draw); the index: each item's two codes read, its cell written, sorted (about
+    four passes), its members written.
     """
     import torch
 
     codes = sampler.books.cell(torch.arange(1, s["items"] + 1))
-    q, m, cells = s["queries"], s["num_negatives"], len(torch.unique(codes))
-    table = 8 * q * cells * FLOAT
+    q, m, cells, sets = s["queries"], s["num_negatives"], len(torch.unique(codes)), s["draw_sets"]
+    if sets == q:
+        table = 8 * q * cells * FLOAT
+    else:
+        codewords = len(sampler.books.first) + len(sampler.books.second)
+        table = q * codewords * (2 * FLOAT + 3 * 8) + 5 * sets * cells * 8
     index = 8 * s["items"] * ID
-    draws = q * m * (math.ceil(math.log2(max(cells, 2))) * FLOAT + 2 * ID + FLOAT)
+    draws = sets * m * (math.ceil(math.log2(max(cells, 2))) * FLOAT + 2 * ID + FLOAT)
     return table + index + draws
 
 
@@ -105,21 +112,31 @@ UPDATES: dict[str, Model] = {
 }
 
 
+def draw_sets(row: dict[str, Any], sampler: Any) -> int:
+    """How many sets of m draws a step makes: one per query, per history, or one shared."""
+    if not row.get("per_query"):
+        return 1
+    per_sequence = getattr(getattr(sampler, "cfg", None), "per_sequence", False)
+    return row["batch"] if per_sequence else row["queries"]
+
+
 def traffic_mb(row: dict[str, Any], sampler: Any, touched_rows: float) -> dict[str, float] | None:
     """The row's modelled megabytes per step by phase and in all; None where not modelled.
 
-    Modelled: per-query draws of the samplers in `DRAWS` (shared draws and the full softmax
-    move other tensors).
+    Modelled: the samplers in `DRAWS`, the kernel trees per query only (their shared draws
+    score each drawn bucket against every query); not the full softmax.
     """
     name = row["sampler"]
-    if name not in DRAWS or not row.get("per_query"):
+    if name not in DRAWS:
         return None
-    s = {**row, "touched_rows": touched_rows}
-    q, m, d = s["queries"], s["num_negatives"], s["dim"]
+    s = {**row, "touched_rows": touched_rows, "draw_sets": draw_sets(row, sampler)}
+    if name in ("rff", "quadratic") and s["draw_sets"] != s["queries"]:
+        return None
+    m, d = s["num_negatives"], s["dim"]
     phases = {
         "draw": DRAWS[name](s, sampler),
         "sampler_update": UPDATES[name](s, sampler),
-        "negatives_logits": 4 * q * m * d * FLOAT,
+        "negatives_logits": 4 * s["draw_sets"] * m * d * FLOAT,
         "optimizer": 7 * touched_rows * d * FLOAT,
     }
     phases["total"] = sum(phases.values())

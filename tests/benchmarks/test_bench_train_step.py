@@ -51,12 +51,14 @@ def test_a_step_counts_the_rows_it_moved_and_prices_their_traffic() -> None:
     assert clock.touched_rows() == moved > SMALL["num_negatives"]
     q, m, d = SMALL["batch"] * SMALL["length"], SMALL["num_negatives"], SMALL["dim"]
     row = {"sampler": "uniform", "per_query": True, "queries": q, "num_negatives": m, "dim": d,
-           "items": n}  # fmt: skip
+           "items": n, "batch": SMALL["batch"]}  # fmt: skip
     mb = traffic_mb(row, module.sampler, clock.touched_rows())
     assert mb is not None and mb["sampler_update"] == 0.0
     assert mb["negatives_logits"] == round(4 * q * m * d * 4 / 1e6, 1)
     assert mb["optimizer"] == round(7 * int(moved) * d * 4 / 1e6, 1)
     assert traffic_mb({**row, "sampler": "in-batch"}, module.sampler, 1.0) is None
+    shared = traffic_mb({**row, "per_query": False}, module.sampler, clock.touched_rows())
+    assert shared is not None and shared["negatives_logits"] == round(4 * m * d * 4 / 1e6, 1)
 
 
 def test_full_softmax_step_moves_every_row() -> None:
@@ -148,7 +150,7 @@ def test_cli_times_the_train_preset_under_set_overrides(
                                "forward_and_loss"}  # fmt: skip
         assert phases["draw"] > 0 and phases["backward"] > 0
         assert sum(phases.values()) == pytest.approx(row["ms_per_step"], rel=0.05, abs=0.05)
-    assert uniform["traffic_mb"] is None  # shared draws: not modelled
+    assert uniform["traffic_mb"]["negatives_logits"] == round(4 * 8 * 8 * 4 / 1e6, 1)  # shared
     assert rff["touched_rows"] > 0 and rff["traffic_mb"]["draw"] > 0
     assert rff["traffic_mb"]["total"] == pytest.approx(
         sum(v for k, v in rff["traffic_mb"].items() if k != "total"), abs=0.3
