@@ -26,7 +26,7 @@ from app.cli_common import require_writable
 from benchmarks import records
 from benchmarks.harness import options, server_process
 from benchmarks.paths import RESULTS
-from benchmarks.speed import serving
+from benchmarks.speed.synthetic_bundles import synthetic_bundle
 
 TOKEN = "bench-token"
 NEW_TIME = 4_000_000_000  # after every synthetic event: a posted event is never a duplicate
@@ -44,7 +44,7 @@ def _home(work: Path, stored: int, num_items: int) -> Path:
         generate_events(_users(stored), num_items, stored, seed=0).write_csv(csv)
         ingest_files(Workspace(home), [csv])
         csv.unlink()
-    serving.synthetic_bundle(home, num_items, dim=64, seed=0, item_prefix="i")
+    synthetic_bundle(home, num_items, dim=64, seed=0, item_prefix="i")
     return home
 
 

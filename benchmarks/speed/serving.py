@@ -1,13 +1,15 @@
 """`bench serving`: load-test the real server on synthetic catalogues of given sizes.
 
-For each size: write a synthetic bundle (random L2-normalised item embeddings and a randomly
-initialised default query tower: latency does not depend on the weights), start `recsys serve`
-as a subprocess, wait for /ready, then run two bounded loads of POST /recommend (anonymous
-sessions of 20 random items, k = 10) from keep-alive asyncio connections on localhost:
-an open loop at a fixed rate (latency counted from the scheduled send time, so a slow server
-cannot hide queueing) and a closed loop (every client sends again at once: the saturation
-throughput). Also times the raw `index.search` for the same query vectors. The client runs
-on uvloop, like the server, and shares the machine's cores with it.
+For each size: write a synthetic bundle (`synthetic_bundles`: random unit item rows, or with
+`--like` rows drawn like a trained table's, and a randomly initialised default query tower:
+latency does not depend on the weights), start `recsys serve` as a subprocess, wait for
+/ready, then run two bounded loads of POST /recommend (anonymous sessions of 20 random items,
+k = 10) from keep-alive asyncio connections on localhost: an open loop at a fixed rate
+(latency counted from the scheduled send time, so a slow server cannot hide queueing) and a
+closed loop (every client sends again at once: the saturation throughput). With `--profile`, a
+third closed loop under `serving_profile` says where the CPU went. Also times the raw
+`index.search` and its recall@10 against exact search at several HNSW efSearch values. The
+client runs on uvloop, like the server, and shares the machine's cores with it.
 """
 
 from __future__ import annotations
@@ -30,52 +32,10 @@ from benchmarks import records
 from benchmarks.harness import options
 from benchmarks.harness.server_process import free_port, serve, wait_ready
 from benchmarks.paths import RESULTS
+from benchmarks.speed.raw_search import HISTORY, K, raw_search
+from benchmarks.speed.serving_profile import Profile, require_py_spy
+from benchmarks.speed.synthetic_bundles import TrainedLaw, synthetic_bundle, trained_table
 from data.errors import RecsysInputError
-
-HISTORY = 20
-K = 10
-
-
-def synthetic_bundle(
-    home: Path, num_items: int, dim: int, seed: int, item_prefix: str = ""
-) -> Path:
-    """Publish a bundle of random unit item embeddings and a random default query tower.
-
-    Item ids are `item_prefix` + "1".."N" (latency does not depend on the weights).
-    """
-    from datetime import UTC, datetime
-
-    import polars as pl
-    import torch
-
-    from model.build import build_query_tower
-    from model.bundle import Manifest, publish, write_bundle
-    from model.config import ModelConfig
-
-    torch.manual_seed(seed)
-    cfg = ModelConfig(dim=dim)
-    tower = build_query_tower(cfg, num_items).eval()
-    rng = np.random.default_rng(seed)
-    emb = rng.standard_normal((num_items + 1, dim), dtype=np.float32)
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    emb[0] = 0.0
-    items = pl.DataFrame(
-        {
-            "item_idx": np.arange(1, num_items + 1, dtype=np.int64),
-            "item_id": item_prefix + pl.int_range(1, num_items + 1, eager=True).cast(pl.String),
-            "popularity": rng.zipf(1.5, num_items).astype(np.int64),
-        }
-    )
-    version = f"bench-{num_items}" if dim == 64 else f"bench-{num_items}-d{dim}"
-    models = home / "models"
-    if not (models / version).is_dir():
-        manifest = Manifest(
-            version=version, created_at=datetime.now(UTC), dataset="synthetic-random",
-            num_items=num_items, model=cfg, temperature=cfg.temperature,
-        )  # fmt: skip
-        write_bundle(models, manifest, query_tower=tower, item_embeddings=emb, items=items)
-    publish(models, version)
-    return models / version
 
 
 def _bodies(num_items: int, count: int, seed: int) -> list[bytes]:
@@ -145,69 +105,33 @@ async def _load(
     }
 
 
-def _raw_search(bundle_dir: Path, bodies: list[bytes], kind: str) -> dict[str, Any]:
-    """Time `index.search` alone (k + 20 over-fetch, one query at a time) on the cached index.
-
-    Also the index's recall@10 against exact search for the bench's own session queries.
-    """
-    from model.bundle import ModelBundle
-    from serving.index import IndexParams, build_index
-    from serving.index_recall import recall_at_k
-    from serving.recommender import Recommender
-
-    bundle = ModelBundle.load(bundle_dir)
-    index = build_index(bundle.item_embeddings, IndexParams(kind=kind), cache_dir=bundle_dir)
-    rec = Recommender(bundle, index)
-    hist = [[bundle.id_to_idx[i] for i in json.loads(b)["items"]] for b in bodies[:500]]
-    queries = rec.encode(hist)
-    recall = recall_at_k(index, bundle.item_embeddings[1:], queries, K)
-    times = options.search_seconds(index, queries, K + HISTORY)
-    import torch
-
-    torch.set_num_threads(1)  # as in the server
-    rec.encode(hist[:10])  # warm-up
-    t0 = time.perf_counter()
-    for h in hist[:200]:
-        rec.encode([h])
-    encode_ms = (time.perf_counter() - t0) / 200 * 1000
-    us = np.asarray(times) * 1e6
-    return {
-        "index": index.describe(),
-        "recall_at_10_vs_exact": round(recall, 4),
-        "search_p50_us": round(float(np.percentile(us, 50)), 1),
-        "search_p99_us": round(float(np.percentile(us, 99)), 1),
-        "query_tower_encode_ms": round(encode_ms, 3),
-    }
-
-
 def run_size(
-    num_items: int,
-    work: Path,
-    *,
-    kind: str,
-    duration: float,
-    concurrency: int,
-    rate: float,
-    dim: int = 64,
+    num_items: int, work: Path, setting: dict[str, Any], like: TrainedLaw | None = None
 ) -> dict[str, Any]:
-    """Bundle, server, loads and raw search for one catalogue size."""
+    """Bundle, server, loads and raw search for one catalogue size.
+
+    `setting`: the bench's options (index, duration, concurrency, rate, dim, ef_search,
+    profile); `like`: the law of the table's rows (default: random unit rows).
+    """
+    kind, dim, ef_search = setting["index"], setting["dim"], setting["ef_search"]
     home = work / f"home-{num_items}-d{dim}"
+    rng = np.random.default_rng(0)
     t0 = time.perf_counter()
-    bundle_dir = synthetic_bundle(home, num_items, dim=dim, seed=0)
+    table = None if like is None else like.draw(num_items, rng)
+    name = "random" if like is None else "like-trained"
+    bundle_dir = synthetic_bundle(home, num_items, dim, seed=0, table=table, table_name=name)
     bundle_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    raw = _raw_search(bundle_dir, _bodies(num_items, 500, seed=1), kind)  # builds the cache
+    queries = None if like is None else like.draw(500, rng)
+    bodies = _bodies(num_items, 500, seed=1)
+    raw = raw_search(bundle_dir, bodies, kind, ef_search, queries)  # builds the cache
     index_s = time.perf_counter() - t0
     port = free_port()
-    proc = serve(home, port, kind, work / f"server-{num_items}.log")
+    env = {"RECSYS_HNSW_EF_SEARCH": str(ef_search)}
+    proc = serve(home, port, kind, work / f"server-{num_items}.log", env)
     try:
         ready_s = wait_ready(port, proc, timeout=1800)
-        bodies = _bodies(num_items, 5000, seed=2)
-        uvloop.run(_load(port, bodies, 2.0, concurrency, None))  # warm-up
-        loads = [
-            uvloop.run(_load(port, bodies, duration, concurrency, rate)),
-            uvloop.run(_load(port, bodies, duration, concurrency, None)),
-        ]
+        loads = _loads(port, proc.pid, _bodies(num_items, 5000, seed=2), setting)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -220,6 +144,23 @@ def run_size(
         "raw": raw,
         "loads": loads,
     }
+
+
+def _loads(
+    port: int, pid: int, bodies: list[bytes], setting: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The open loop, the closed loop and, with `profile`, a closed loop under `Profile`."""
+    duration, clients = setting["duration"], setting["concurrency"]
+    uvloop.run(_load(port, bodies, 2.0, clients, None))  # warm-up
+    loads = [
+        uvloop.run(_load(port, bodies, duration, clients, setting["rate"])),
+        uvloop.run(_load(port, bodies, duration, clients, None)),
+    ]
+    if setting["profile"]:
+        with Profile(pid, duration) as profile:
+            load = uvloop.run(_load(port, bodies, duration, clients, None))
+        loads.append({**load, "mode": "closed loop, profiled", **profile.result(load["requests"])})
+    return loads
 
 
 def plot(record: dict[str, Any], path: Path) -> None:
@@ -258,6 +199,19 @@ def bench_serving(
     dim: Annotated[
         int, typer.Option(min=1, help="Embedding width d (the model's default: 256).")
     ] = 64,
+    like: Annotated[
+        Path | None,
+        typer.Option(
+            help="A trained bundle (or its item_embeddings.npy): item rows drawn from the "
+            "Gaussian of its rows (their mean and covariance), recall measured with draws of "
+            "the same law, instead of random unit rows.",
+            show_default="random unit rows",
+        ),
+    ] = None,
+    ef_search: Annotated[int, typer.Option(min=1, help="The server's HNSW efSearch.")] = 64,
+    profile: Annotated[
+        bool, typer.Option(help="Add a closed loop under py-spy and CPU clocks (where time goes).")
+    ] = False,
     work_dir: Annotated[
         Path | None, typer.Option(help="Where bundles go.", show_default="a temporary folder")
     ] = None,
@@ -273,12 +227,16 @@ def bench_serving(
         if not (math.isfinite(value) and value > 0):
             raise RecsysInputError(f"{name} must be a finite number > 0, got {value}")
     require_writable({"--out": json_path, "--plot": plot_path})
+    if profile:
+        require_py_spy()
+    law = None if like is None else _law(like, dim)
+    setting = {"index": index, "duration": duration, "concurrency": concurrency, "rate": rate,
+               "dim": dim, "ef_search": ef_search, "profile": profile}  # fmt: skip
     setup = {
         "items": sizes, "duration_s": duration, "concurrency": concurrency,
-        "open_loop_rate": rate, "index": index,
+        "open_loop_rate": rate, "index": index, "hnsw_ef_search": ef_search,
         "request": f"POST /recommend, {HISTORY} random items, k={K}",
-        "dim": dim,
-        "embeddings": f"random L2-normalised, d={dim}; default query tower, random weights",
+        "dim": dim, "embeddings": _table_text(dim, like, law),
         "server": "recsys serve: uvicorn, uvloop + httptools, opportunistic request batching",
         "client": "uvloop keep-alive HTTP/1.1 on localhost, same machine as the server",
     }  # fmt: skip
@@ -288,9 +246,27 @@ def bench_serving(
         work.mkdir(parents=True, exist_ok=True)
         runs = []
         for n in sizes:
-            runs.append(run_size(n, work, kind=index, duration=duration,
-                                 concurrency=concurrency, rate=rate, dim=dim))  # fmt: skip
+            runs.append(run_size(n, work, setting, law))
             typer.echo(json.dumps(runs[-1]), err=True)
     metrics = {"runs": runs, "python": platform.python_version()}
     body = records.save(json_path, setup, metrics, started)
     options.plot_record(body, json_path, plot_path, plot)
+
+
+def _law(like: Path, dim: int) -> TrainedLaw:
+    """The Gaussian of `--like`'s rows, refused unless they are `dim` wide."""
+    rows = trained_table(like)
+    if rows.shape[1] != dim:
+        raise RecsysInputError(f"--like {like}: its rows are {rows.shape[1]} wide, --dim is {dim}")
+    return TrainedLaw(rows, np.random.default_rng(0))
+
+
+def _table_text(dim: int, like: Path | None, law: TrainedLaw | None) -> str:
+    """What the record says of the item table and the recall queries."""
+    if like is None or law is None:
+        return f"random L2-normalised, d={dim}; default query tower, random weights"
+    return (
+        f"rows drawn from the Gaussian of {like}'s item rows (mean and covariance; 90% of the "
+        f"variance in {law.effective_rank()} of {dim} directions), d={dim}; recall queries "
+        "drawn from the same law; default query tower, random weights"
+    )

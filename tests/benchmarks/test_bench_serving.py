@@ -3,8 +3,10 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from benchmarks.speed.serving_profile import stage_of
 from tests.benchmarks.helpers import run_bench
 
 
@@ -58,3 +60,62 @@ def test_an_unwritable_result_file_is_refused_before_any_server(
             "--work-dir", str(work), option, str(blocker / "serving.out"),
         )  # fmt: skip
         assert result.returncode == 2 and option in result.stderr and not work.exists()
+
+
+def _trained_like_table(path: Path, rows: int = 3001, dim: int = 16) -> Path:
+    """An `.npy` table with a trained table's traits: a mean direction, a falling spectrum."""
+    rng = np.random.default_rng(0)
+    scales = np.geomspace(1.0, 0.01, dim)
+    table = (0.3 + rng.standard_normal((rows, dim)) * scales).astype(np.float32)
+    table[0] = 0.0
+    np.save(path, table)
+    return path
+
+
+def test_a_table_like_a_trained_one_reports_recall_by_ef_search_and_a_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "serving.json"
+    result = run_bench(
+        capsys, "serving", "--items", "3000", "--duration", "2", "--concurrency", "4",
+        "--rate", "20", "--index", "hnsw", "--dim", "16", "--ef-search", "32", "--profile",
+        "--like", str(_trained_like_table(tmp_path / "table.npy")),
+        "--work-dir", str(tmp_path / "work"), "--out", str(out_json),
+        "--plot", str(tmp_path / "serving.png"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out_json.read_text())
+    assert "Gaussian of" in record["config"]["embeddings"]
+    (run,) = record["metrics"]["runs"]
+    recall = run["raw"]["recall_at_10_vs_exact"]
+    assert list(recall) == ["32", "64", "128", "256"] and run["raw"]["index"]["efSearch"] == 32
+    assert all(0 < r <= 1 for r in recall.values()) and recall["256"] >= recall["32"]
+    profiled = run["loads"][2]
+    assert profiled["mode"] == "closed loop, profiled" and profiled["errors"] == 0
+    assert profiled["server_cpu_ms_per_request"] > 0 and profiled["client_cpu_ms_per_request"] > 0
+    assert 0 < profiled["server_cores_busy"] <= 2.5  # the server's threads, over the load
+    shares = profiled["server_stage_shares"]
+    assert sum(shares.values()) == pytest.approx(1.0, abs=0.01) and "HTTP and event loop" in shares
+
+
+def test_a_like_table_of_another_width_is_refused_before_any_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    table = _trained_like_table(tmp_path / "table.npy", dim=16)
+    result = run_bench(capsys, "serving", "--items", "2000", "--dim", "32", "--like", str(table),
+                       "--work-dir", str(work))  # fmt: skip
+    assert result.returncode == 2 and "16 wide" in result.stderr and not work.exists()
+    (tmp_path / "junk.npy").write_text("not a table")
+    result = run_bench(capsys, "serving", "--like", str(tmp_path / "junk.npy"), "--work-dir",
+                       str(work))  # fmt: skip
+    assert result.returncode == 2 and "--like" in result.stderr and not work.exists()
+
+
+def test_a_stack_goes_to_the_first_stage_its_innermost_frames_reach() -> None:
+    search = "run (uvicorn/server.py:1);go (serving/batcher.py:5);search (faiss/__init__.py:9)"
+    assert stage_of(search) == "index search"
+    assert stage_of("run (uvicorn/server.py:1);parse (httptools/parser.py:3)") == (
+        "HTTP and event loop"
+    )
+    assert stage_of("main (elsewhere.py:1)") == "other"

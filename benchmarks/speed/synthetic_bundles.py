@@ -1,0 +1,126 @@
+"""The bundles `bench serving` and `bench events` serve: random towers over synthetic tables.
+
+A bundle's query tower is the default one with random weights (latency does not depend on the
+weights); its item table holds random unit rows, or rows like a trained table's.
+
+An approximate index's recall depends on the geometry of the table it searches. Random unit
+vectors in d = 256 are the hardest case there is (every point nearly as far as every other);
+a trained table has a mean direction and a fast-falling spectrum. `like_trained` draws n rows
+from the Gaussian with a trained bundle's mean and covariance, so the table keeps the trained
+one's spectrum at any catalogue size, and recall queries come from the same law (the rows an
+item-to-item query would search from; the service measures with item rows too when it has no
+user histories).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from model.bundle.layout import ITEM_EMBEDDINGS
+
+FIT_ROWS = 200_000  # rows of the trained table the mean and covariance are taken from
+BLOCK = 100_000  # rows drawn at a time
+
+
+def random_unit(rows: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """`[rows, dim]` float32 rows uniform on the unit sphere."""
+    table = rng.standard_normal((rows, dim), dtype=np.float32)
+    table /= np.linalg.norm(table, axis=1, keepdims=True)
+    return table
+
+
+def trained_table(path: Path) -> np.ndarray:
+    """The item rows (padding row 0 left out) of a bundle's folder or of an `.npy` table.
+
+    Raises:
+        RecsysInputError: neither a bundle nor a 2-d `.npy` table.
+
+    """
+    from data.errors import RecsysInputError
+
+    file = path / ITEM_EMBEDDINGS if path.is_dir() else path
+    try:
+        table = np.load(file, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise RecsysInputError(
+            f"--like {path}: not a bundle or an .npy item table ({err})"
+        ) from None
+    if table.ndim != 2 or len(table) < 3:
+        raise RecsysInputError(f"--like {path}: expected an [n + 1, d] table, got {table.shape}")
+    return np.asarray(table[1:], dtype=np.float32)
+
+
+class TrainedLaw:
+    """The Gaussian of a trained table's item rows: their mean and covariance."""
+
+    def __init__(self, rows: np.ndarray, rng: np.random.Generator) -> None:
+        """Fit to up to FIT_ROWS of the item rows `rows [n, d]`."""
+        if len(rows) > FIT_ROWS:
+            rows = rows[rng.choice(len(rows), FIT_ROWS, replace=False)]
+        rows = rows.astype(np.float64)
+        self.mean = rows.mean(axis=0)
+        cov = np.cov(rows, rowvar=False)
+        values, vectors = np.linalg.eigh(cov)
+        self.spectrum = np.clip(values, 0.0, None)[::-1]
+        self.factor = vectors * np.sqrt(np.clip(values, 0.0, None))  # cov = factor factor^T
+        self.dim = rows.shape[1]
+
+    def draw(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """`[rows, d]` float32 rows of the law."""
+        out = np.empty((rows, self.dim), dtype=np.float32)
+        for first in range(0, rows, BLOCK):
+            size = min(BLOCK, rows - first)
+            z = rng.standard_normal((size, self.dim))
+            out[first : first + size] = self.mean + z @ self.factor.T
+        return out
+
+    def effective_rank(self, share: float = 0.9) -> int:
+        """How many principal directions hold `share` of the variance."""
+        cumulative = np.cumsum(self.spectrum) / max(self.spectrum.sum(), 1e-30)
+        return int(np.searchsorted(cumulative, share) + 1)
+
+
+def synthetic_bundle(
+    home: Path, num_items: int, dim: int, seed: int, item_prefix: str = "",
+    table: np.ndarray | None = None, table_name: str = "random",
+) -> Path:  # fmt: skip
+    """Publish a bundle of `table [n, dim]` (default: random unit rows) and a random tower.
+
+    Item ids are `item_prefix` + "1".."N"; the version names the size, width and table, so a
+    bundle (and its cached index) is reused by the run that asks for the same.
+    """
+    from datetime import UTC, datetime
+
+    import polars as pl
+    import torch
+
+    from model.build import build_query_tower
+    from model.bundle import Manifest, publish, write_bundle
+    from model.config import ModelConfig
+
+    torch.manual_seed(seed)
+    cfg = ModelConfig(dim=dim)
+    tower = build_query_tower(cfg, num_items).eval()
+    rng = np.random.default_rng(seed)
+    rows = random_unit(num_items, dim, rng) if table is None else table
+    emb = np.concatenate([np.zeros((1, dim), dtype=np.float32), rows])
+    items = pl.DataFrame(
+        {
+            "item_idx": np.arange(1, num_items + 1, dtype=np.int64),
+            "item_id": item_prefix + pl.int_range(1, num_items + 1, eager=True).cast(pl.String),
+            "popularity": rng.zipf(1.5, num_items).astype(np.int64),
+        }
+    )
+    version = f"bench-{num_items}" if dim == 64 else f"bench-{num_items}-d{dim}"
+    version += "" if table_name == "random" else f"-{table_name}"
+    models = home / "models"
+    if not (models / version).is_dir():
+        manifest = Manifest(
+            version=version, created_at=datetime.now(UTC), dataset=f"synthetic-{table_name}",
+            num_items=num_items, model=cfg, temperature=cfg.temperature,
+        )  # fmt: skip
+        write_bundle(models, manifest, query_tower=tower, item_embeddings=emb, items=items)
+    publish(models, version)
+    return models / version
