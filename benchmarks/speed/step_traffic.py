@@ -67,8 +67,9 @@ def _tree_draw(s: Shapes, sampler: Any) -> float:
 
     Whole levels: each level's [nodes, F] sums read once per block of queries and the [Q, nodes]
     float64 path probabilities written and read; deeper levels: two children of F floats
-    gathered per draw; a bucket: its b rows of d read per distinct (bucket, query) pair, at
-    most Q m of them (the model takes Q m).
+    gathered per draw; buckets (`buckets.pick_grouped`): each drawn bucket's b rows of d read
+    once a step, and per distinct (bucket, query) pair its query row read and its b weights
+    written (the model takes Q m pairs, their most).
     """
     from training.kernel_tree.descent import whole_levels
     from training.kernel_tree.node_sums import CHUNK
@@ -81,7 +82,9 @@ def _tree_draw(s: Shapes, sampler: Any) -> float:
     nodes = sum(level.shape[0] for level in tree.z[1 : levels + 1])
     whole = blocks * nodes * f * FLOAT + 2 * q * nodes * 8
     gathered = (tree.depth - levels) * q * (m + 1) * 2 * f * FLOAT
-    buckets = q * m * tree.b * s["dim"] * FLOAT
+    pairs = q * m
+    buckets = min(pairs, tree.z[-1].shape[0]) * tree.b * s["dim"] * FLOAT
+    buckets += pairs * (s["dim"] + tree.b) * FLOAT
     return whole + gathered + buckets + _ids(s)
 
 
