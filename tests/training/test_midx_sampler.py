@@ -21,8 +21,9 @@ from training.samplers.codebooks import Cells, fit
 N_ITEMS, DIM, TAU = 40, 8, 0.5
 
 
-def _sampler(**settings: object):
-    ctx = SamplerContext(num_items=N_ITEMS, item_counts=torch.ones(N_ITEMS + 1), temperature=TAU)
+def _sampler(counts: torch.Tensor | None = None, **settings: object):
+    counts = torch.ones(N_ITEMS + 1) if counts is None else counts
+    ctx = SamplerContext(num_items=N_ITEMS, item_counts=counts, temperature=TAU)
     sampler = build_sampler(validate_sampler({"name": "midx", **settings}), ctx)
     torch.manual_seed(0)
     table = F.normalize(torch.randn(N_ITEMS + 1, DIM), dim=1)
@@ -135,3 +136,32 @@ def test_group_mixtures_are_the_mean_of_their_queries_laws() -> None:
     cells = sampler._index().occupied[torch.arange(7) % len(sampler._index().occupied)]
     exact = expected[rows, sampler._index().column[cells]]  # each under its query's group
     torch.testing.assert_close(mixed.log_prob(cells), exact, atol=1e-5, rtol=0)
+
+
+POPULAR = torch.cat([torch.zeros(1), torch.arange(1, N_ITEMS + 1).float() ** 2])
+
+
+@pytest.mark.parametrize("per_query", [True, False], ids=["per_query", "shared"])
+def test_a_popularity_weighted_last_stage_draws_the_quantised_softmax_times_popularity(
+    per_query: bool,
+) -> None:
+    sampler, _, queries = _sampler(POPULAR, codewords=3, popularity_alpha=0.75, per_query=per_query)
+    books, items = sampler.books, torch.arange(1, N_ITEMS + 1)
+    quantised = books.first[books.a[items]] + books.second[books.b[items]]
+    logits = queries @ quantised.T / TAU + 0.75 * torch.log(POPULAR[1:] + 1)
+    own = torch.log_softmax(logits, dim=1)
+    expected = own if per_query else (own.exp().mean(0, keepdim=True).log()).expand_as(own)
+    log_p = sampler.proposal_log_probs(queries)
+    torch.testing.assert_close(log_p[:, 1:], expected, atol=1e-5, rtol=1e-5)
+    counts = torch.zeros_like(log_p, dtype=torch.float64)
+    for _ in range(200):
+        neg = sampler.sample(queries, torch.arange(1, 6), 50)
+        ids = neg.ids if per_query else neg.ids.expand(len(queries), -1)
+        counts.scatter_add_(1, ids, torch.ones_like(ids, dtype=torch.float64))
+        draws = neg.ids.reshape(len(log_p) if per_query else 1, -1)
+        rows = log_p if per_query else log_p[:1]
+        torch.testing.assert_close(
+            neg.log_q.reshape_as(draws), rows.gather(1, draws) + math.log(50)
+        )
+    empirical = counts / counts.sum(1, keepdim=True)
+    assert float((0.5 * (empirical - log_p.exp()).abs().sum(1)).max()) < 0.04

@@ -107,6 +107,9 @@ class Cells:
 
     The laws over cells range over the occupied ones only: `occupied[j]` is column j's cell,
     `column[c]` cell c's column (-1 when it is empty), so no draw can land in an empty cell.
+    Each item has a weight inside its cell (`weights [n + 1]`, float64; None: all 1): a cell's
+    mass is its items' summed weight, and an item is drawn from its cell in proportion to its
+    weight (uniformly when all are 1), through the running sum of the members' weights.
     """
 
     members: Tensor
@@ -114,10 +117,13 @@ class Cells:
     count: Tensor
     occupied: Tensor
     column: Tensor
+    mass: Tensor
+    weights: Tensor | None = None
+    running: Tensor | None = None
 
     @classmethod
-    def of(cls, books: Codebooks, num_items: int) -> Cells:
-        """The cells of items 1..n under `books`."""
+    def of(cls, books: Codebooks, num_items: int, weights: Tensor | None = None) -> Cells:
+        """The cells of items 1..n under `books`, their items weighted by `weights`."""
         k1, k2 = books.grid
         cells = books.cell(torch.arange(1, num_items + 1, device=books.a.device))
         order = torch.argsort(cells, stable=True)
@@ -126,17 +132,34 @@ class Cells:
         occupied = torch.nonzero(count).flatten()
         column = torch.full_like(count, -1)
         column[occupied] = torch.arange(len(occupied), device=count.device)
-        return cls(order + 1, start, count, occupied, column)
+        members = order + 1
+        if weights is None:
+            return cls(members, start, count, occupied, column, count.double())
+        mass = torch.zeros(k1 * k2, dtype=torch.float64, device=count.device)
+        mass.index_add_(0, cells, weights[1:].to(mass))
+        running = torch.cumsum(weights.to(mass)[members], 0)
+        return cls(members, start, count, occupied, column, mass, weights.to(mass), running)
 
-    def log_sizes(self) -> Tensor:
-        """`[K1 K2]` log of each cell's size (-inf for an empty cell)."""
-        return self.count.float().log()
+    def log_mass(self) -> Tensor:
+        """`[K1 K2]` log of each cell's mass (its size when unweighted; -inf when empty)."""
+        return self.mass.log().float()
+
+    def log_share(self, items: Tensor, cells: Tensor) -> Tensor:
+        """Log of each of `items`' share of its cell `cells` (same shape): its draw's log P."""
+        if self.weights is None:
+            return -self.count[cells].float().log()
+        return (self.weights[items].log() - self.mass[cells].log()).float()
 
     def pick(self, cells: Tensor) -> Tensor:
-        """One item drawn uniformly from each of `cells` (any shape)."""
-        offset = (torch.rand(cells.shape, device=cells.device) * self.count[cells]).long()
-        offset = torch.minimum(offset, self.count[cells] - 1)  # rand() < 1, but float rounding
-        return self.members[self.start[cells] + offset]
+        """One item drawn from each of `cells` (any shape), in proportion to its weight."""
+        u = torch.rand(cells.shape, device=cells.device, dtype=torch.float64)
+        last = self.start[cells] + self.count[cells] - 1
+        if self.running is None:
+            offset = (u * self.count[cells]).long()
+            return self.members[torch.minimum(self.start[cells] + offset, last)]
+        before = self.running[self.start[cells]] - self.weights[self.members[self.start[cells]]]
+        spot = torch.searchsorted(self.running, before + u * self.mass[cells], right=True)
+        return self.members[torch.minimum(torch.maximum(spot, self.start[cells]), last)]
 
 
 @dataclass

@@ -16,6 +16,11 @@ each refresh (k-means, `refresh_every` steps); between refreshes an update moves
 step touched to their nearest codewords. Draws and log q always come from the same index, so
 the correction is exact whatever the index's age; its age only moves q away from the softmax.
 
+With `popularity_alpha` > 0 (our option, not the paper's) the last stage draws an item of
+its cell in proportion to w_i = (count_i + 1)^alpha and a cell weighs its items' summed w, so
+q(i | u) is proportional to w_i exp(u . (C1[a_i] + C2[b_i]) / tau): the model's quantised
+softmax times the popularity proposal, log q exact as before.
+
 Per query (the default) each query draws from its own q; shared, one draw from the batch's
 mixture; `per_sequence`, one draw per history from the mixture of its positions' q. The
 mixtures come from two small products per group, not a per-query table (`cell_mixtures`).
@@ -52,6 +57,12 @@ class MidxSettings(TracksTheTable, PerSequenceDraws):
     kmeans_sample: int = Field(
         65536, ge=1, description="Items the codebooks are fitted on (all are then assigned)."
     )
+    popularity_alpha: float = Field(
+        0.0,
+        ge=0.0,
+        description="Draw an item of its cell in proportion to (count + 1)^alpha, a cell's "
+        "weight its items' sum: 0 draws uniformly in the cell (weight: its size).",
+    )
 
     def fixes_the_temperature(self) -> bool:
         """Always: the quantised logits are divided by the starting temperature, kept."""
@@ -69,6 +80,7 @@ class MidxSampler:
         self.temperature = ctx.temperature
         self.seed = ctx.seed
         self.per_query = cfg.per_query
+        self.weights = None if cfg.popularity_alpha == 0 else _weights(ctx, cfg.popularity_alpha)
         self.books: Codebooks | None = None
         self._cells: Cells | None = None
         self._refreshes = 0
@@ -103,7 +115,7 @@ class MidxSampler:
     def _index(self) -> Cells:
         """The cells' members under the current assignment (rebuilt after an update)."""
         if self._cells is None:
-            self._cells = Cells.of(self._built(), self.num_items)
+            self._cells = Cells.of(self._built(), self.num_items, self.weights)
         return self._cells
 
     def _scores(self, queries: Tensor) -> tuple[Tensor, Tensor]:
@@ -113,31 +125,33 @@ class MidxSampler:
         return u @ books.first.T, u @ books.second.T
 
     def _cells_given(self, queries: Tensor) -> CellLaw:
-        """Each query's law over the occupied cells: |cell| exp(quantised logit), normalised."""
+        """Each query's law over the occupied cells: mass exp(quantised logit), normalised."""
         cells = self._index()
         s1, s2 = self._scores(queries)
         scores = s1.unsqueeze(2) + s2.unsqueeze(1)
         logits = scores.flatten(1).index_select(1, cells.occupied)
-        return CellLaw.of(logits.add_(cells.log_sizes()[cells.occupied]))
+        return CellLaw.of(logits.add_(cells.log_mass()[cells.occupied]))
 
     def _mixtures(self, queries: Tensor, rows: Tensor, count: int) -> Mixtures:
         """The laws of `count` groups of queries (`rows [N]`: each query's group)."""
         k1, k2 = self._built().grid
-        sizes = self._index().count.view(k1, k2)
-        return Mixtures(*self._scores(queries), sizes, rows.to(sizes.device), count)
+        mass = self._index().mass.view(k1, k2)
+        return Mixtures(*self._scores(queries), mass, rows.to(mass.device), count)
 
     def _draws(self, law: CellLaw, num: int) -> tuple[Tensor, Tensor]:
         """`num` ids per row of `law` and their log q (m draws: log m added)."""
         cells = self._index()
         drawn = law.draw(num)
         drawn_cells = cells.occupied[drawn]
-        log_q = law.log_prob(drawn) - cells.log_sizes()[drawn_cells] + math.log(num)
-        return cells.pick(drawn_cells), log_q
+        ids = cells.pick(drawn_cells)
+        log_q = law.log_prob(drawn) + cells.log_share(ids, drawn_cells) + math.log(num)
+        return ids, log_q
 
     def _positives(self, positives: Tensor, log_p_cell: Tensor, num: int) -> Tensor:
         """The positives' log q of m draws from the log P of their cells `log_p_cell [N]`."""
-        cell = self._built().cell(positives.to(log_p_cell.device))
-        return log_p_cell - self._index().log_sizes()[cell] + math.log(num)
+        items = positives.to(log_p_cell.device)
+        share = self._index().log_share(items, self._built().cell(items))
+        return log_p_cell + share + math.log(num)
 
     @torch.no_grad()
     def sample(
@@ -174,6 +188,13 @@ class MidxSampler:
         else:
             law = self._mixtures(queries, torch.zeros(len(queries), dtype=torch.long), 1).law(cells)
         log_p = (law.logits - law.log_norm).expand(len(queries), -1)
-        cell = self._built().cell(torch.arange(1, self.num_items + 1, device=log_p.device))
-        per_item = log_p[:, cells.column[cell]] - cells.log_sizes()[cell]
+        items = torch.arange(1, self.num_items + 1, device=log_p.device)
+        cell = self._built().cell(items)
+        per_item = log_p[:, cells.column[cell]] + cells.log_share(items, cell)
         return torch.cat([torch.full_like(per_item[:, :1], -math.inf), per_item], dim=1)
+
+
+def _weights(ctx: SamplerContext, alpha: float) -> Tensor:
+    """`[n + 1]` float64 item weights (count + 1)^alpha, padding row 0 included (unused)."""
+    counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
+    return (counts + 1.0).pow(alpha)
