@@ -194,6 +194,7 @@ FULL_AT_1M = (*CATALOGUE_SETS, "train.val_every_steps=3")
 # per-query negatives gather B L m rows a step (10 s at these shapes, whatever the sampler):
 # under a wall-clock budget midx draws one shared set from the batch's mixture, as tapas does
 MIDX_SHARED = (*SPARSE, "sampler.per_query=false")
+MIDX_POPULAR = (*MIDX_SHARED, "sampler.popularity_alpha=0.75")  # in a cell, as popularity draws
 
 
 def catalogue(out: Path) -> tuple[list[RunSpec], int]:
@@ -207,6 +208,7 @@ def catalogue(out: Path) -> tuple[list[RunSpec], int]:
         RunSpec(CATALOGUE, "in-batch", "in-batch", None, sets=SPARSE),
         RunSpec(CATALOGUE, "mixed", "mixed", CATALOGUE_M, sets=SPARSE),
         RunSpec(CATALOGUE, "midx-shared", "midx", CATALOGUE_M, sets=MIDX_SHARED),
+        RunSpec(CATALOGUE, "midx-pop-shared", "midx", CATALOGUE_M, sets=MIDX_POPULAR),
     ]
     return specs, len(specs)
 

@@ -174,7 +174,7 @@ def test_every_run_of_the_catalogue_grid_trains(
         [*TINY, "train.max_epochs=1", "train.val_users=30"], {"enable_progress_bar": False},
     )  # fmt: skip
     specs, planned = sweep_grid.catalogue(settings.out)
-    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 8
+    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 9
     for spec in specs:
         config = records.read(settings.result_path(spec))["config"]
         assert config["train"]["threads"] == 2 and config["sampler"]["name"] == spec.sampler
@@ -183,7 +183,7 @@ def test_every_run_of_the_catalogue_grid_trains(
     assert records.read(settings.result_path(rff))["config"]["sampler"]["leaf_size"] == 32
 
 
-NOT_RUN_YET: dict[str, list[str]] = {}  # a grid run added but not yet made, by grid
+NOT_RUN_YET = {"catalogue": ["midx-pop-shared_m256"]}  # its 30-minute run still to come
 
 
 @pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue"])
