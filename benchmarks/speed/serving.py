@@ -236,7 +236,7 @@ def bench_serving(
         "items": sizes, "duration_s": duration, "concurrency": concurrency,
         "open_loop_rate": rate, "index": index, "hnsw_ef_search": ef_search,
         "request": f"POST /recommend, {HISTORY} random items, k={K}",
-        "dim": dim, "embeddings": _table_text(dim, like, law),
+        "dim": dim, "embeddings": _table_text(dim, law),
         "server": "recsys serve: uvicorn, uvloop + httptools, opportunistic request batching",
         "client": "uvloop keep-alive HTTP/1.1 on localhost, same machine as the server",
     }  # fmt: skip
@@ -261,12 +261,12 @@ def _law(like: Path, dim: int) -> TrainedLaw:
     return TrainedLaw(rows, np.random.default_rng(0))
 
 
-def _table_text(dim: int, like: Path | None, law: TrainedLaw | None) -> str:
+def _table_text(dim: int, law: TrainedLaw | None) -> str:
     """What the record says of the item table and the recall queries."""
-    if like is None or law is None:
+    if law is None:
         return f"random L2-normalised, d={dim}; default query tower, random weights"
     return (
-        f"rows drawn from the Gaussian of {like}'s item rows (mean and covariance; 90% of the "
-        f"variance in {law.effective_rank()} of {dim} directions), d={dim}; recall queries "
-        "drawn from the same law; default query tower, random weights"
+        f"rows drawn from the Gaussian of a trained table's {law.rows:,} item rows (their mean "
+        f"and covariance; 90% of the variance in {law.effective_rank()} of {dim} directions), "
+        f"d={dim}; recall queries drawn from the same law; default query tower, random weights"
     )

@@ -57,6 +57,7 @@ class TrainedLaw:
 
     def __init__(self, rows: np.ndarray, rng: np.random.Generator) -> None:
         """Fit to up to FIT_ROWS of the item rows `rows [n, d]`."""
+        self.rows = len(rows)
         if len(rows) > FIT_ROWS:
             rows = rows[rng.choice(len(rows), FIT_ROWS, replace=False)]
         rows = rows.astype(np.float64)

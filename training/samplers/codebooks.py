@@ -154,10 +154,11 @@ class Cells:
         """One item drawn from each of `cells` (any shape), in proportion to its weight."""
         u = torch.rand(cells.shape, device=cells.device, dtype=torch.float64)
         last = self.start[cells] + self.count[cells] - 1
-        if self.running is None:
+        if self.running is None or self.weights is None:
             offset = (u * self.count[cells]).long()
             return self.members[torch.minimum(self.start[cells] + offset, last)]
-        before = self.running[self.start[cells]] - self.weights[self.members[self.start[cells]]]
+        first = self.members[self.start[cells]]
+        before = self.running[self.start[cells]] - self.weights[first]  # summed before the cell
         spot = torch.searchsorted(self.running, before + u * self.mass[cells], right=True)
         return self.members[torch.minimum(torch.maximum(spot, self.start[cells]), last)]
 
