@@ -237,6 +237,7 @@ def bench_serving(
         "open_loop_rate": rate, "index": index, "hnsw_ef_search": ef_search,
         "request": f"POST /recommend, {HISTORY} random items, k={K}",
         "dim": dim, "embeddings": _table_text(dim, law),
+        "like_table": None if law is None else {"rows": law.rows, "rank_90": law.effective_rank()},
         "server": "recsys serve: uvicorn, uvloop + httptools, opportunistic request batching",
         "client": "uvloop keep-alive HTTP/1.1 on localhost, same machine as the server",
     }  # fmt: skip

@@ -86,6 +86,8 @@ def test_a_table_like_a_trained_one_reports_recall_by_ef_search_and_a_profile(
     assert result.returncode == 0, result.stderr
     record = json.loads(out_json.read_text())
     assert "Gaussian of" in record["config"]["embeddings"]
+    like = record["config"]["like_table"]
+    assert like["rows"] == 3000 and 1 <= like["rank_90"] <= 16  # the padding row left out
     (run,) = record["metrics"]["runs"]
     recall = run["raw"]["recall_at_10_vs_exact"]
     assert list(recall) == ["32", "64", "128", "256"] and run["raw"]["index"]["efSearch"] == 32
