@@ -14,10 +14,12 @@ from benchmarks.docs_pages.tables import cite, interval, num, table
 
 # the samplers compared, by the label of their sweep runs (tapas: the paper's ratio r = 8)
 LABELS = ("full", "tapas-r8", "popularity", "mixed", "in-batch", "uniform", "rff", "midx",
-          "exact", "bernoulli", "quadratic")  # fmt: skip
+          "midx-pop", "exact", "bernoulli", "quadratic")  # fmt: skip
 # where a sampler's runs carry another label: midx ran at 12k at the current model settings
 # (paired with the full softmax at those settings), and at 546k with shared draws
-SMALL_RUNS, LARGE_RUNS = {"midx": "midx-tau0.1-len20"}, {"midx": "midx-shared"}
+SMALL_RUNS = {"midx": "midx-tau0.1-len20"}
+LARGE_RUNS = {"midx": "midx-shared", "midx-pop": "midx-pop-shared"}
+NAMES = {"full": "full softmax", "midx-pop": "`midx`, `popularity_alpha` 0.75"}
 
 
 def _by_label(
@@ -52,7 +54,7 @@ def sampler_choice(page: str) -> str:
     order = sorted(LABELS, key=lambda s: -large[s]["test"]["ndcg@10"] if s in large else 1.0)
     rows = []
     for label in order:
-        name = "full softmax" if label == "full" else f"`{label}`"
+        name = NAMES.get(label, f"`{label}`")
         rows.append([name, *_quality(small.get(label)), *_quality(large.get(label)),
                      *_speed(large.get(label))])  # fmt: skip
     head = ["sampler", "12k items: test NDCG@10", "vs full softmax (95%)",
@@ -70,7 +72,8 @@ def sampler_choice(page: str) -> str:
         f"time of the sampler's draw call within those steps (the kernel tree's updates and "
         f"rebuilds after each step are not in it). `midx` at 12k items: its runs at the current "
         f"model settings (temperature 0.1), against the full softmax at those settings; at 546k "
-        f"items with one set of draws shared by the batch. "
+        f"items with one set of draws shared by the batch (its popularity-weighted last stage "
+        f"there only). "
         f"Records: {cite(f'{SWEEP}/report', page)}, "
         f"{cite(f'{CATALOGUE}/report', page)} and the runs beside them.\n"
     )

@@ -183,7 +183,7 @@ def test_every_run_of_the_catalogue_grid_trains(
     assert records.read(settings.result_path(rff))["config"]["sampler"]["leaf_size"] == 32
 
 
-NOT_RUN_YET = {"catalogue": ["midx-pop-shared_m256"]}  # its 30-minute run still to come
+NOT_RUN_YET: dict[str, list[str]] = {}  # a grid run added but not yet made, by grid
 
 
 @pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue"])
