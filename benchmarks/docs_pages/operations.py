@@ -51,22 +51,27 @@ def retraining(page: str) -> str:
 
 def serving(page: str) -> str:
     """Latency and throughput of `POST /recommend` per catalogue size and load phase."""
+    return load_phases(SERVING, page)
+
+
+def load_phases(run: str, page: str) -> str:
+    """A `bench serving` record's load phases: throughput and latency per size and phase."""
     rows = []
-    for run in metrics(SERVING)["runs"]:
-        index = run["raw"]["index"]
+    for size in metrics(run)["runs"]:
+        index = size["raw"]["index"]
         kind = f"{index['kind']} (M {index['M']}, efSearch {index['efSearch']})"
-        for phase in run["loads"]:
+        for phase in size["loads"]:
             rows.append([
-                f"{run['items']:,}", kind,
+                f"{size['items']:,}", kind,
                 phase["mode"], num(phase["requests_per_s"], 1), num(phase["p50_ms"], 2),
                 num(phase["p95_ms"], 2), num(phase["p99_ms"], 2), num(phase["max_ms"], 1),
                 str(phase["errors"]),
             ])  # fmt: skip
     head = ["items", "index", "phase", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors"]
-    facts = record(SERVING)["machine"]
+    facts = record(run)["machine"]
     note = (
         f"\nServer and client on one machine of {facts['cores']} CPU cores; load: "
-        f"{load(facts)}. Record: {cite(SERVING, page)}.\n"
+        f"{load(facts)}. Record: {cite(run, page)}.\n"
     )
     return table(head, rows) + note
 

@@ -20,6 +20,7 @@ from benchmarks.docs_pages import (
     quality,
     quickstart,
     serving_guide,
+    serving_scale,
     steps,
     towers,
 )
@@ -71,7 +72,12 @@ PAGES: dict[str, dict[str, Block]] = {
         "towers": towers.tower_runs, "tower-decision": towers.decision,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},
-    "docs/benchmarks/serving.md": {"serving": operations.serving, "search": operations.search},
+    "docs/benchmarks/serving.md": {
+        "serving": operations.serving, "search": operations.search,
+        "default-width": serving_scale.default_width,
+        "default-width-recall": serving_scale.recall,
+        "default-width-profile": serving_scale.profile,
+    },
 }  # fmt: skip
 
 
