@@ -16,6 +16,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from training.sampler_settings import validate_sampler
 from training.samplers import SamplerContext, build_sampler
+from training.samplers.cell_mixtures import Mixtures
 from training.samplers.codebooks import Cells, fit
 
 N_ITEMS, DIM, TAU = 40, 8, 0.5
@@ -165,3 +166,17 @@ def test_a_popularity_weighted_last_stage_draws_the_quantised_softmax_times_popu
         )
     empirical = counts / counts.sum(1, keepdim=True)
     assert float((0.5 * (empirical - log_p.exp()).abs().sum(1)).max()) < 0.04
+
+
+def test_a_query_whose_normaliser_underflows_is_mixed_in_log_space() -> None:
+    # the two codebooks' best codewords meet only in an empty cell, every occupied cell lies
+    # about 1,000 nats below it: the factored normaliser underflows float64
+    s1 = torch.tensor([[0.0, -1000.0], [0.0, 0.0]])
+    s2 = torch.tensor([[0.0, -1000.0], [0.0, 0.0]])
+    sizes = torch.tensor([[0.0, 2.0], [3.0, 0.0]])  # cell (0, 0) is empty
+    mixed = Mixtures(s1, s2, sizes, torch.tensor([0, 0]), 1)
+    per_query = (s1.unsqueeze(2) + s2.unsqueeze(1)).flatten(1) + sizes.flatten().log()
+    expected = torch.log_softmax(per_query.double(), 1).exp().mean(0).log()
+    occupied = torch.tensor([1, 2])
+    assert torch.isfinite(mixed.mass).all()
+    torch.testing.assert_close(mixed.mass[0, occupied].log(), expected[occupied], atol=1e-5, rtol=0)

@@ -38,9 +38,21 @@ class Mixtures:
         z = ((e1 @ self.sizes) * e2).sum(1)
         self.log_z = (top1 + top2).squeeze(1) + z.log()
         self.group_size = torch.bincount(rows, minlength=count).double()
-        weight = (1.0 / (z * self.group_size[rows])).unsqueeze(1)
+        lost = z == 0  # every occupied cell far below the two maxima: mixed in log space below
+        weight = torch.where(lost, 0.0, 1.0 / (z * self.group_size[rows])).unsqueeze(1)
         first, second = _by_group(e1 * weight, rows, count), _by_group(e2, rows, count)
         self.mass = torch.bmm(first.transpose(1, 2), second).mul_(self.sizes).flatten(1)
+        if bool(lost.any()):
+            self._mix_in_log_space(lost)
+
+    def _mix_in_log_space(self, lost: Tensor) -> None:
+        """Add the laws of the queries `lost [Q]` marks, each computed whole in log space."""
+        logits = (self.s1[lost].unsqueeze(2) + self.s2[lost].unsqueeze(1)).flatten(1)
+        logits = logits + self.sizes.flatten().log()
+        self.log_z[lost] = torch.logsumexp(logits, 1)
+        rows = self.rows[lost]
+        share = (logits - self.log_z[lost].unsqueeze(1)).exp() / self.group_size[rows].unsqueeze(1)
+        self.mass.index_add_(0, rows, share)
 
     def law(self, cells: Cells) -> CellLaw:
         """Each group's law over the occupied cells (a cell that underflowed has logit -inf)."""
