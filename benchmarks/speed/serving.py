@@ -118,7 +118,7 @@ def run_size(
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     table = None if like is None else like.draw(num_items, rng)
-    name = "random" if like is None else "like-trained"
+    name = "random" if like is None else f"like-{like.fingerprint()}"
     bundle_dir = synthetic_bundle(home, num_items, dim, seed=0, table=table, table_name=name)
     bundle_s = time.perf_counter() - t0
     t0 = time.perf_counter()

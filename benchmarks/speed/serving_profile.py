@@ -92,7 +92,7 @@ class Profile:
         cmd = [require_py_spy(), "record", "--pid", str(self.pid), "--rate", "200",
                "--duration", str(int(self.seconds)), "--format", "raw", "--nonblocking",
                "--output", str(self._folded)]  # fmt: skip
-        self._spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._start = (process_cpu_seconds(self.pid), own_cpu_seconds())
         return self
 
@@ -102,13 +102,23 @@ class Profile:
             process_cpu_seconds(self.pid) - self._start[0],
             own_cpu_seconds() - self._start[1],
         )
+        self.error = ""
         if self._spy is not None:
-            self._spy.wait(timeout=self.seconds + 60)
+            _, err = self._spy.communicate(timeout=self.seconds + 60)
+            if self._spy.returncode:
+                self.error = err.decode(errors="replace").strip()[-500:] or "py-spy failed"
 
     def result(self, requests: int) -> dict[str, Any]:
-        """CPU ms per request of server and client, and the server's stage shares."""
+        """CPU ms per request of server and client, and the server's stage shares.
+
+        Raises:
+            RuntimeError: py-spy failed (it could not attach, say): no stage shares to give.
+
+        """
         folded = self._folded.read_text() if self._folded.is_file() else ""
         self._folded.unlink(missing_ok=True)
+        if self.error or not folded.strip():
+            raise RuntimeError(f"py-spy sampled nothing from the server: {self.error}")
         per = max(requests, 1)
         return {
             "server_cpu_ms_per_request": round(1000 * self.cpu[0] / per, 3),

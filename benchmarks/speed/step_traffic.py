@@ -82,7 +82,7 @@ def _tree_draw(s: Shapes, sampler: Any) -> float:
     nodes = sum(level.shape[0] for level in tree.z[1 : levels + 1])
     whole = blocks * nodes * f * FLOAT + 2 * q * nodes * 8
     gathered = (tree.depth - levels) * q * (m + 1) * 2 * f * FLOAT
-    pairs = q * m
+    pairs = q * (m + 1)  # the positive's bucket rides along as one more column
     buckets = min(pairs, tree.z[-1].shape[0]) * tree.b * s["dim"] * FLOAT
     buckets += pairs * (s["dim"] + tree.b) * FLOAT
     return whole + gathered + buckets + _ids(s)
@@ -91,13 +91,16 @@ def _tree_draw(s: Shapes, sampler: Any) -> float:
 def _tree_update(s: Shapes, sampler: Any) -> float:
     """Each touched row's old and new features added to its bucket, the ancestors re-summed.
 
-    Per touched row: two feature rows of F and the row itself; per level, each touched node's
-    two children read and its sum written (3 F floats).
+    Per touched row: two feature rows of F and the row itself; per level above the buckets,
+    each touched node's two children read and its sum written (3 F floats), at most as many
+    nodes as the touched buckets and as the level holds.
     """
     tree = sampler.tree
     f = tree.fmap.dim
     rows = s["touched_rows"] * (2 * f + s["dim"]) * FLOAT
-    return rows + min(s["touched_rows"], tree.z[-1].shape[0]) * tree.depth * 3 * f * FLOAT
+    buckets = min(s["touched_rows"], tree.z[-1].shape[0])
+    nodes = sum(min(buckets, level.shape[0]) for level in tree.z[:-1])
+    return rows + nodes * 3 * f * FLOAT
 
 
 Model = Callable[[Shapes, Any], float]

@@ -77,6 +77,12 @@ class TrainedLaw:
             out[first : first + size] = self.mean + z @ self.factor.T
         return out
 
+    def fingerprint(self) -> str:
+        """12 hex digits naming the law (a bundle drawn from another law is another bundle)."""
+        import hashlib
+
+        return hashlib.sha256(self.mean.tobytes() + self.factor.tobytes()).hexdigest()[:12]
+
     def effective_rank(self, share: float = 0.9) -> int:
         """How many principal directions hold `share` of the variance."""
         cumulative = np.cumsum(self.spectrum) / max(self.spectrum.sum(), 1e-30)
