@@ -46,7 +46,8 @@ def recall(page: str) -> str:
         f"recall queries are draws of the same law. The served "
         f"efSearch is {raw['index']['efSearch']}; there the raw search, one query at a time, "
         f"took p50 {num(raw['search_p50_us'], 0)} µs and p99 {num(raw['search_p99_us'], 0)} µs "
-        f"(first table), the query tower {num(raw['query_tower_encode_ms'], 2)} ms a session.\n"
+        f"(first table); the query tower took {num(raw['query_tower_encode_ms'], 2)} ms for "
+        f"one request's history.\n"
     )
     head = ["item table", "directions holding 90% of its variance",
             *(f"recall@10, efSearch {ef}" for ef in widths), "record"]  # fmt: skip
