@@ -44,6 +44,7 @@ from training.samplers.base import (
 )
 from training.samplers.cell_mixtures import Mixtures
 from training.samplers.codebooks import CellLaw, Cells, Codebooks, Quantizer, fit
+from training.samplers.popularity import count_weights
 
 
 class MidxSettings(TracksTheTable, PerSequenceDraws):
@@ -80,7 +81,8 @@ class MidxSampler:
         self.temperature = ctx.temperature
         self.seed = ctx.seed
         self.per_query = cfg.per_query
-        self.weights = None if cfg.popularity_alpha == 0 else _weights(ctx, cfg.popularity_alpha)
+        alpha = cfg.popularity_alpha
+        self.weights = None if alpha == 0 else count_weights(ctx, alpha, floor=1.0)
         self.books: Codebooks | None = None
         self._cells: Cells | None = None
         self._refreshes = 0
@@ -147,11 +149,9 @@ class MidxSampler:
         log_q = law.log_prob(drawn) + cells.log_share(ids, drawn_cells) + math.log(num)
         return ids, log_q
 
-    def _positives(self, positives: Tensor, log_p_cell: Tensor, num: int) -> Tensor:
-        """The positives' log q of m draws from the log P of their cells `log_p_cell [N]`."""
-        items = positives.to(log_p_cell.device)
-        share = self._index().log_share(items, self._built().cell(items))
-        return log_p_cell + share + math.log(num)
+    def _positives(self, items: Tensor, cell: Tensor, log_p_cell: Tensor, num: int) -> Tensor:
+        """The positives' log q of m draws: `items [N]` in `cell [N]`, of log P `log_p_cell`."""
+        return log_p_cell + self._index().log_share(items, cell) + math.log(num)
 
     @torch.no_grad()
     def sample(
@@ -162,9 +162,10 @@ class MidxSampler:
         if self.per_query and (not self.cfg.per_sequence or groups is None):
             law = self._cells_given(queries)
             ids, log_q = self._draws(law, num)
-            pos_cells = self._built().cell(positives.to(law.logits.device))
+            items = positives.to(law.logits.device)
+            pos_cells = self._built().cell(items)
             pos = law.log_prob(self._index().column[pos_cells].unsqueeze(1)).squeeze(1)
-            pos = self._positives(positives, pos, num)
+            pos = self._positives(items, pos_cells, pos, num)
             return Negatives(ids=ids.to(dev), log_q=log_q.to(dev), pos_log_q=pos.to(dev))
         rows, count = torch.zeros(len(queries), dtype=torch.long), 1
         if self.per_query:  # per sequence: a group per history
@@ -172,8 +173,9 @@ class MidxSampler:
             count = int(rows.max()) + 1 if len(rows) else 0
         mixed = self._mixtures(queries, rows, count)
         ids, log_q = self._draws(mixed.law(self._index()), num)
-        pos_cells = self._built().cell(positives.to(mixed.mass.device))
-        pos = self._positives(positives, mixed.log_prob(pos_cells), num).to(dev)
+        items = positives.to(mixed.mass.device)
+        pos_cells = self._built().cell(items)
+        pos = self._positives(items, pos_cells, mixed.log_prob(pos_cells), num).to(dev)
         if not self.per_query:
             return Negatives(ids=ids[0].to(dev), log_q=log_q[0].to(dev), pos_log_q=pos)
         at = rows.to(ids.device)
@@ -192,9 +194,3 @@ class MidxSampler:
         cell = self._built().cell(items)
         per_item = log_p[:, cells.column[cell]] + cells.log_share(items, cell)
         return torch.cat([torch.full_like(per_item[:, :1], -math.inf), per_item], dim=1)
-
-
-def _weights(ctx: SamplerContext, alpha: float) -> Tensor:
-    """`[n + 1]` float64 item weights (count + 1)^alpha, padding row 0 included (unused)."""
-    counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
-    return (counts + 1.0).pow(alpha)

@@ -60,8 +60,13 @@ class PopularitySettings(PopularityWeights, PerQueryDraws):
 
 def popularity_weights(cfg: PopularityWeights, ctx: SamplerContext) -> Tensor:
     """`[n + 1]` weights `(count + floor)^alpha` (index 0 set to 0)."""
+    return count_weights(ctx, cfg.alpha, cfg.floor)
+
+
+def count_weights(ctx: SamplerContext, alpha: float, floor: float) -> Tensor:
+    """`[n + 1]` float64 weights `(count + floor)^alpha` of the items (index 0 set to 0)."""
     counts = ctx.item_counts.detach().to(torch.float64).reshape(-1)[: ctx.num_items + 1]
-    w = (counts + cfg.floor).pow(cfg.alpha)
+    w = (counts + floor).pow(alpha)
     w[0] = 0.0
     return w
 
