@@ -25,7 +25,7 @@ from benchmarks.speed import (
     serving,
     train_step,
 )
-from benchmarks.sweeps import quality, sweep_report
+from benchmarks.sweeps import quality, sweep_report, test_once
 from data.errors import RecsysInputError
 
 bench_app = typer.Typer(
@@ -45,6 +45,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "quality": quality.quality_command,
     "quickstart": quickstart.quickstart,
     "quality-report": sweep_report.report_command,
+    "quality-test": test_once.quality_test,
     "samplers": samplers.samplers,
     "serving": serving.bench_serving,
     "train-step": train_step.train_step,

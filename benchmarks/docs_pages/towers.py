@@ -9,6 +9,7 @@ from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, TOWERS
 
 STUDY = RESULTS / "tower_study"
+TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once, at the end
 
 
 def _cell(run: dict[str, Any]) -> str:
@@ -61,3 +62,26 @@ def decision(page: str) -> str:
             )
             lines.append(f"- {setting} settings: {verdict}.")
     return "\n".join(lines) + "\n"
+
+
+def tested(page: str) -> str:
+    """Markdown: the runs whose test split was ranked, with intervals and how many times."""
+    runs = [r for rows in load_results(TESTED).values() for r in rows] if TESTED.is_dir() else []
+    if not runs:
+        return "No run's test split has been ranked yet.\n"
+    lines = [
+        "| dataset | run | val NDCG@10 | test NDCG@10 (95% interval) | test Recall@10 "
+        "(95% interval) | times test was ranked |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        ndcg, recall = run["test"]["ndcg@10"], run["test"]["recall@10"]
+        lines.append(
+            f"| {run['dataset']} | `{run['name']}` | {run['val_ndcg@10']:.4f} | "
+            f"{_interval(ndcg)} | {_interval(recall)} | {run['test_rankings']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _interval(cell: dict[str, float]) -> str:
+    return f"{cell['mean']:.4f} ({cell['low']:.4f}-{cell['high']:.4f})"
