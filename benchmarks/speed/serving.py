@@ -2,19 +2,18 @@
 
 For each size: write a synthetic bundle (`synthetic_bundles`: random unit item rows, or with
 `--like` rows drawn like a trained table's, and a randomly initialised default query tower:
-latency does not depend on the weights), start `recsys serve` as a subprocess, wait for
-/ready, then run two bounded loads of POST /recommend (anonymous sessions of 20 random items,
-k = 10) from keep-alive asyncio connections on localhost: an open loop at a fixed rate
-(latency counted from the scheduled send time, so a slow server cannot hide queueing) and a
-closed loop (every client sends again at once: the saturation throughput). With `--profile`, a
-third closed loop under `serving_profile` says where the CPU went. Also times the raw
-`index.search` and its recall@10 against exact search at several HNSW efSearch values. The
-client runs on uvloop, like the server, and shares the machine's cores with it.
+latency does not depend on the weights), start `recsys serve` as a subprocess (or `--replicas`
+of them behind the shipped nginx balancer: `serving_target`), wait for /ready, then run two
+bounded loads of POST /recommend (anonymous sessions of 20 random items, k = 10) from
+keep-alive connections on localhost (`load_client`): an open loop at a fixed rate and a closed
+loop (the saturation throughput). With `--profile`, a third closed loop under
+`serving_profile` says where the CPU went. Also times the raw `index.search` and its recall@10
+against exact search at several HNSW efSearch values. The client runs on uvloop, like the
+server, and shares the machine's cores with it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import platform
@@ -30,136 +29,67 @@ import uvloop
 from app.cli_common import require_writable
 from benchmarks import records
 from benchmarks.harness import options
-from benchmarks.harness.server_process import free_port, serve, wait_ready
 from benchmarks.paths import RESULTS
+from benchmarks.speed import load_client
+from benchmarks.speed.balancer import require_nginx
 from benchmarks.speed.raw_search import HISTORY, K, raw_search
 from benchmarks.speed.serving_profile import Profile, require_py_spy
+from benchmarks.speed.serving_target import ServingTarget
 from benchmarks.speed.synthetic_bundles import TrainedLaw, synthetic_bundle, trained_table
 from data.errors import RecsysInputError
-
-
-def _bodies(num_items: int, count: int, seed: int) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(1, num_items + 1, size=(count, HISTORY))
-    return [json.dumps({"items": [str(i) for i in row], "k": K}).encode() for row in draws]
-
-
-async def _request(reader: Any, writer: Any, body: bytes) -> int:
-    head = (
-        b"POST /recommend HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
-    )
-    writer.write(head + body)
-    await writer.drain()
-    status_line = await reader.readline()
-    length = 0
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    await reader.readexactly(length)
-    return int(status_line.split()[1])
-
-
-async def _load(
-    port: int, bodies: list[bytes], duration: float, concurrency: int, rate: float | None
-) -> dict[str, Any]:
-    """Run `concurrency` connections for `duration` s; open loop at `rate` req/s, else closed."""
-    latencies: list[float] = []
-    errors = 0
-    counter = iter(range(10**9))
-    start = time.perf_counter() + 0.05
-    stop = start + duration
-
-    async def client() -> None:
-        nonlocal errors
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            for i in counter:
-                due = start + i / rate if rate else time.perf_counter()
-                if due >= stop:
-                    return
-                await asyncio.sleep(max(0.0, due - time.perf_counter()))
-                try:
-                    status = await _request(reader, writer, bodies[i % len(bodies)])
-                except (OSError, asyncio.IncompleteReadError, ValueError):
-                    status = 0
-                    writer.close()
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                latencies.append(time.perf_counter() - due)
-                errors += status != 200
-        finally:
-            writer.close()
-
-    await asyncio.gather(*(client() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - start
-    ms = np.asarray(latencies) * 1000
-    return {
-        "mode": f"open loop at {rate:g} req/s" if rate else "closed loop (saturation)",
-        "requests": len(latencies),
-        "errors": errors,
-        "requests_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(float(np.percentile(ms, 50)), 2),
-        "p95_ms": round(float(np.percentile(ms, 95)), 2),
-        "p99_ms": round(float(np.percentile(ms, 99)), 2),
-        "max_ms": round(float(ms.max()), 2),
-    }
 
 
 def run_size(
     num_items: int, work: Path, setting: dict[str, Any], like: TrainedLaw | None = None
 ) -> dict[str, Any]:
-    """Bundle, server, loads and raw search for one catalogue size.
+    """Bundle, raw search, servers and loads for one catalogue size.
 
     `setting`: the bench's options (index, duration, concurrency, rate, dim, ef_search,
-    profile); `like`: the law of the table's rows (default: random unit rows).
+    replicas, profile); `like`: the law of the table's rows (default: random unit rows).
     """
     kind, dim, ef_search = setting["index"], setting["dim"], setting["ef_search"]
     home = work / f"home-{num_items}-d{dim}"
-    rng = np.random.default_rng(0)
     t0 = time.perf_counter()
-    table = None if like is None else like.draw(num_items, rng)
+    draw = None if like is None else lambda: like.draw(num_items, np.random.default_rng(0))
     name = "random" if like is None else f"like-{like.fingerprint()}"
-    bundle_dir = synthetic_bundle(home, num_items, dim, seed=0, table=table, table_name=name)
+    bundle_dir = synthetic_bundle(home, num_items, dim, seed=0, table=draw, table_name=name)
     bundle_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    queries = None if like is None else like.draw(500, rng)
-    bodies = _bodies(num_items, 500, seed=1)
-    raw = raw_search(bundle_dir, bodies, kind, ef_search, queries)  # builds the cache
+    queries = None if like is None else like.draw(500, np.random.default_rng(1))
+    sessions = load_client.bodies(num_items, 500, seed=1)
+    raw = raw_search(bundle_dir, sessions, kind, ef_search, queries)  # builds the cache
     index_s = time.perf_counter() - t0
-    port = free_port()
-    env = {"RECSYS_HNSW_EF_SEARCH": str(ef_search)}
-    proc = serve(home, port, kind, work / f"server-{num_items}.log", env)
-    try:
-        ready_s = wait_ready(port, proc, timeout=1800)
-        loads = _loads(port, proc.pid, _bodies(num_items, 5000, seed=2), setting)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with ServingTarget(home, kind, ef_search, setting["replicas"], work) as target:
+        loads = _loads(target, load_client.bodies(num_items, 5000, seed=2), setting)
     return {
         "items": num_items,
         "dim": dim,
+        "replicas": setting["replicas"],
         "bundle_write_s": round(bundle_s, 1),
         "index_build_and_raw_search_s": round(index_s, 1),
-        "server_ready_s": round(ready_s, 1),
+        "server_ready_s": round(target.ready_s, 1),
         "raw": raw,
         "loads": loads,
     }
 
 
 def _loads(
-    port: int, pid: int, bodies: list[bytes], setting: dict[str, Any]
+    target: ServingTarget, bodies: list[bytes], setting: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The open loop, the closed loop and, with `profile`, a closed loop under `Profile`."""
-    duration, clients = setting["duration"], setting["concurrency"]
-    uvloop.run(_load(port, bodies, 2.0, clients, None))  # warm-up
-    loads = [
-        uvloop.run(_load(port, bodies, duration, clients, setting["rate"])),
-        uvloop.run(_load(port, bodies, duration, clients, None)),
-    ]
+    duration, clients, port = setting["duration"], setting["concurrency"], target.port
+
+    def load(rate: float | None, seconds: float = duration) -> dict[str, Any]:
+        return uvloop.run(load_client.run_load(port, bodies, seconds, clients, rate))
+
+    load(None, 2.0)  # warm-up
+    loads = [load(setting["rate"]), load(None)]
     if setting["profile"]:
-        with Profile(pid, duration) as profile:
-            load = uvloop.run(_load(port, bodies, duration, clients, None))
-        loads.append({**load, "mode": "closed loop, profiled", **profile.result(load["requests"])})
+        with Profile(target.server_pids(), duration, target.balancer_pids()) as profile:
+            profiled = load(None)
+        loads.append(
+            {**profiled, "mode": "closed loop, profiled", **profile.result(profiled["requests"])}
+        )
     return loads
 
 
@@ -209,6 +139,14 @@ def bench_serving(
         ),
     ] = None,
     ef_search: Annotated[int, typer.Option(min=1, help="The server's HNSW efSearch.")] = 64,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes; more than one are loaded through deploy/nginx.conf's "
+            "balancer on loopback (needs nginx).",
+        ),
+    ] = 1,
     profile: Annotated[
         bool, typer.Option(help="Add a closed loop under py-spy and CPU clocks (where time goes).")
     ] = False,
@@ -229,16 +167,21 @@ def bench_serving(
     require_writable({"--out": json_path, "--plot": plot_path})
     if profile:
         require_py_spy()
+    if replicas > 1:
+        require_nginx()
     law = None if like is None else _law(like, dim)
     setting = {"index": index, "duration": duration, "concurrency": concurrency, "rate": rate,
-               "dim": dim, "ef_search": ef_search, "profile": profile}  # fmt: skip
+               "dim": dim, "ef_search": ef_search, "replicas": replicas,
+               "profile": profile}  # fmt: skip
     setup = {
         "items": sizes, "duration_s": duration, "concurrency": concurrency,
         "open_loop_rate": rate, "index": index, "hnsw_ef_search": ef_search,
         "request": f"POST /recommend, {HISTORY} random items, k={K}",
         "dim": dim, "embeddings": _table_text(dim, law),
-        "like_table": None if law is None else {"rows": law.rows, "rank_90": law.effective_rank()},
+        "like_table": None if law is None else law.summary(),
         "server": "recsys serve: uvicorn, uvloop + httptools, opportunistic request batching",
+        "replicas": replicas,
+        "balancer": "deploy/nginx.conf on loopback (one worker)" if replicas > 1 else None,
         "client": "uvloop keep-alive HTTP/1.1 on localhost, same machine as the server",
     }  # fmt: skip
     started = records.start()
@@ -268,6 +211,7 @@ def _table_text(dim: int, law: TrainedLaw | None) -> str:
         return f"random L2-normalised, d={dim}; default query tower, random weights"
     return (
         f"rows drawn from the Gaussian of a trained table's {law.rows:,} item rows (their mean "
-        f"and covariance; 90% of the variance in {law.effective_rank()} of {dim} directions), "
+        f"and covariance; 90% of the variance in {law.effective_rank()} of {dim} directions)"
+        f"{', put on the unit sphere as its rows are' if law.unit else ''}, "
         f"d={dim}; recall queries drawn from the same law; default query tower, random weights"
     )

@@ -1,12 +1,12 @@
 """Where a loaded server's time goes, behind `bench serving --profile`.
 
-While a load runs, `py-spy` samples the server process's Python stacks (every thread, idle
-ones left out), and the CPU seconds of the server (`/proc/<pid>/stat`) and of the load client
-(this process) are read before and after: per request, the CPU the server and the client
-spend, and how many cores' worth each kept busy (one server process runs its event loop on one
-thread, the model pass on another); each sampled stack is put in
-the first stage its frames reach, counted from the innermost frame out (`STAGES`), so the shares
-say which stage of a request the server's busy time went to.
+While a load runs, `py-spy` samples a server process's Python stacks (every thread, idle ones
+left out), and the CPU seconds of the servers (`/proc/<pid>/stat`, summed over replicas), of
+the balancer (its master and worker) and of the load client (this process) are read before and
+after: per request, the CPU each side spends, and how many cores' worth each kept busy (one
+server process runs its event loop on one thread, the model pass on another); each sampled
+stack is put in the first stage its frames reach, counted from the innermost frame out
+(`STAGES`), so the shares say which stage of a request the server's busy time went to.
 """
 
 from __future__ import annotations
@@ -78,30 +78,35 @@ def stage_shares(folded: str) -> dict[str, float]:
 
 
 class Profile:
-    """py-spy on the server and CPU clocks on both sides, around one load."""
+    """py-spy on a server and CPU clocks on every side, around one load."""
 
-    def __init__(self, pid: int, seconds: float) -> None:
-        """Sample process `pid` for `seconds` (the load's duration)."""
-        self.pid, self.seconds = pid, seconds
+    def __init__(
+        self, servers: list[int], seconds: float, balancer: list[int] | None = None
+    ) -> None:
+        """Clock the `servers` (py-spy samples the first) and `balancer` pids for `seconds`."""
+        self.servers, self.balancer, self.seconds = list(servers), list(balancer or []), seconds
         self._folded = Path(tempfile.mkstemp(prefix="recsys-pyspy-", suffix=".txt")[1])
         self._spy: subprocess.Popen[bytes] | None = None
-        self._start: tuple[float, float] = (0.0, 0.0)
+        self._start: list[float] = []
+
+    def _clocks(self) -> list[float]:
+        """CPU seconds so far of each server, the balancer and this client."""
+        servers = [process_cpu_seconds(pid) for pid in self.servers]
+        return [*servers, sum(process_cpu_seconds(pid) for pid in self.balancer), own_cpu_seconds()]
 
     def __enter__(self) -> Profile:
         """Start sampling and the clocks."""
-        cmd = [require_py_spy(), "record", "--pid", str(self.pid), "--rate", "200",
+        cmd = [require_py_spy(), "record", "--pid", str(self.servers[0]), "--rate", "200",
                "--duration", str(int(self.seconds)), "--format", "raw", "--nonblocking",
                "--output", str(self._folded)]  # fmt: skip
         self._spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._start = (process_cpu_seconds(self.pid), own_cpu_seconds())
+        self._start = self._clocks()
         return self
 
     def __exit__(self, *exc: object) -> None:
         """Stop the clocks and wait for py-spy's file."""
-        self.cpu = (
-            process_cpu_seconds(self.pid) - self._start[0],
-            own_cpu_seconds() - self._start[1],
-        )
+        spent = [b - a for a, b in zip(self._start, self._clocks(), strict=True)]
+        self.each_server, (self.balancer_cpu, self.client_cpu) = spent[:-2], spent[-2:]
         self.error = ""
         if self._spy is not None:
             _, err = self._spy.communicate(timeout=self.seconds + 60)
@@ -109,7 +114,7 @@ class Profile:
                 self.error = err.decode(errors="replace").strip()[-500:] or "py-spy failed"
 
     def result(self, requests: int) -> dict[str, Any]:
-        """CPU ms per request of server and client, and the server's stage shares.
+        """CPU ms per request and cores busy of servers, client and balancer; stage shares.
 
         Raises:
             RuntimeError: py-spy failed (it could not attach, say): no stage shares to give.
@@ -120,10 +125,12 @@ class Profile:
         if self.error or not folded.strip():
             raise RuntimeError(f"py-spy sampled nothing from the server: {self.error}")
         per = max(requests, 1)
-        return {
-            "server_cpu_ms_per_request": round(1000 * self.cpu[0] / per, 3),
-            "client_cpu_ms_per_request": round(1000 * self.cpu[1] / per, 3),
-            "server_cores_busy": round(self.cpu[0] / self.seconds, 2),
-            "client_cores_busy": round(self.cpu[1] / self.seconds, 2),
-            "server_stage_shares": stage_shares(folded),
-        }
+        sides = [("server", sum(self.each_server)), ("client", self.client_cpu)]
+        if self.balancer:
+            sides.append(("balancer", self.balancer_cpu))
+        out: dict[str, Any] = {}
+        for side, seconds in sides:
+            out[f"{side}_cpu_ms_per_request"] = round(1000 * seconds / per, 3)
+            out[f"{side}_cores_busy"] = round(seconds / self.seconds, 2)
+        each = [round(seconds / self.seconds, 2) for seconds in self.each_server]
+        return {**out, "each_server_cores_busy": each, "server_stage_shares": stage_shares(folded)}

@@ -5,16 +5,20 @@ weights); its item table holds random unit rows, or rows like a trained table's.
 
 An approximate index's recall depends on the geometry of the table it searches. Random unit
 vectors in d = 256 are the hardest case there is (every point nearly as far as every other);
-a trained table has a mean direction and a fast-falling spectrum. `like_trained` draws n rows
+a trained table has a mean direction and a fast-falling spectrum. `TrainedLaw` draws n rows
 from the Gaussian with a trained bundle's mean and covariance, so the table keeps the trained
 one's spectrum at any catalogue size, and recall queries come from the same law (the rows an
 item-to-item query would search from; the service measures with item rows too when it has no
-user histories).
+user histories). A cosine model's table (the default) holds unit rows: its draws are put on the
+unit sphere too, since an inner-product index over unit rows is another search than one over
+rows of many lengths.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +57,11 @@ def trained_table(path: Path) -> np.ndarray:
 
 
 class TrainedLaw:
-    """The Gaussian of a trained table's item rows: their mean and covariance."""
+    """The Gaussian of a trained table's item rows (their mean and covariance).
+
+    Its draws are put on the unit sphere when the trained rows are unit rows (the cosine
+    model's table, the default).
+    """
 
     def __init__(self, rows: np.ndarray, rng: np.random.Generator) -> None:
         """Fit to up to FIT_ROWS of the item rows `rows [n, d]`."""
@@ -61,6 +69,7 @@ class TrainedLaw:
         if len(rows) > FIT_ROWS:
             rows = rows[rng.choice(len(rows), FIT_ROWS, replace=False)]
         rows = rows.astype(np.float64)
+        self.unit = bool(np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-3))
         self.mean = rows.mean(axis=0)
         cov = np.cov(rows, rowvar=False)
         values, vectors = np.linalg.eigh(cov)
@@ -75,13 +84,20 @@ class TrainedLaw:
             size = min(BLOCK, rows - first)
             z = rng.standard_normal((size, self.dim))
             out[first : first + size] = self.mean + z @ self.factor.T
+        if self.unit:
+            out /= np.linalg.norm(out, axis=1, keepdims=True)
         return out
 
     def fingerprint(self) -> str:
         """12 hex digits naming the law (a bundle drawn from another law is another bundle)."""
         import hashlib
 
-        return hashlib.sha256(self.mean.tobytes() + self.factor.tobytes()).hexdigest()[:12]
+        law = self.mean.tobytes() + self.factor.tobytes() + (b"unit" if self.unit else b"")
+        return hashlib.sha256(law).hexdigest()[:12]
+
+    def summary(self) -> dict[str, Any]:
+        """What a record says of the law: the trained rows, the 90% rank, unit rows or not."""
+        return {"rows": self.rows, "rank_90": self.effective_rank(), "unit_rows": self.unit}
 
     def effective_rank(self, share: float = 0.9) -> int:
         """How many principal directions hold `share` of the variance."""
@@ -91,43 +107,59 @@ class TrainedLaw:
 
 def synthetic_bundle(
     home: Path, num_items: int, dim: int, seed: int, item_prefix: str = "",
-    table: np.ndarray | None = None, table_name: str = "random",
+    table: Callable[[], np.ndarray] | None = None, table_name: str = "random",
 ) -> Path:  # fmt: skip
-    """Publish a bundle of `table [n, dim]` (default: random unit rows) and a random tower.
+    """Publish a bundle of the rows `table()` draws (default: random unit rows), random tower.
 
     Item ids are `item_prefix` + "1".."N"; the version names the size, width and table, so a
-    bundle (and its cached index) is reused by the run that asks for the same.
+    bundle (and its cached index) is reused by the run that asks for the same, and its rows are
+    not drawn again.
     """
+    from model.bundle import publish
+
+    version = f"bench-{num_items}" if dim == 64 else f"bench-{num_items}-d{dim}"
+    version += "" if table_name == "random" else f"-{table_name}"
+    models = home / "models"
+    if not (models / version).is_dir():
+        rng = np.random.default_rng(seed)
+        rows = random_unit(num_items, dim, rng) if table is None else table()
+        _write(models, version, rows, _items(num_items, item_prefix, rng), seed, table_name)
+    publish(models, version)
+    return models / version
+
+
+def _write(
+    models: Path, version: str, rows: np.ndarray, items: Any, seed: int, table_name: str
+) -> None:
+    """Write bundle `version` of item `rows [n, d]` and a default tower with random weights."""
     from datetime import UTC, datetime
 
-    import polars as pl
     import torch
 
     from model.build import build_query_tower
-    from model.bundle import Manifest, publish, write_bundle
+    from model.bundle import Manifest, write_bundle
     from model.config import ModelConfig
 
+    num_items, dim = rows.shape
     torch.manual_seed(seed)
     cfg = ModelConfig(dim=dim)
     tower = build_query_tower(cfg, num_items).eval()
-    rng = np.random.default_rng(seed)
-    rows = random_unit(num_items, dim, rng) if table is None else table
+    manifest = Manifest(
+        version=version, created_at=datetime.now(UTC), dataset=f"synthetic-{table_name}",
+        num_items=num_items, model=cfg, temperature=cfg.temperature,
+    )  # fmt: skip
     emb = np.concatenate([np.zeros((1, dim), dtype=np.float32), rows])
-    items = pl.DataFrame(
+    write_bundle(models, manifest, query_tower=tower, item_embeddings=emb, items=items)
+
+
+def _items(num_items: int, item_prefix: str, rng: np.random.Generator) -> Any:
+    """The bundle's item list: ids `item_prefix` + "1".."N", Zipf popularity."""
+    import polars as pl
+
+    return pl.DataFrame(
         {
             "item_idx": np.arange(1, num_items + 1, dtype=np.int64),
             "item_id": item_prefix + pl.int_range(1, num_items + 1, eager=True).cast(pl.String),
             "popularity": rng.zipf(1.5, num_items).astype(np.int64),
         }
     )
-    version = f"bench-{num_items}" if dim == 64 else f"bench-{num_items}-d{dim}"
-    version += "" if table_name == "random" else f"-{table_name}"
-    models = home / "models"
-    if not (models / version).is_dir():
-        manifest = Manifest(
-            version=version, created_at=datetime.now(UTC), dataset=f"synthetic-{table_name}",
-            num_items=num_items, model=cfg, temperature=cfg.temperature,
-        )  # fmt: skip
-        write_bundle(models, manifest, query_tower=tower, item_embeddings=emb, items=items)
-    publish(models, version)
-    return models / version

@@ -1,11 +1,15 @@
-"""`bench serving` against a real server: both load phases run, nothing fails."""
+"""`bench serving` against a real server or replicas behind the balancer: every load phase
+runs, nothing fails."""
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks.speed import balancer, synthetic_bundles
 from benchmarks.speed.serving_profile import stage_of
 from tests.benchmarks.helpers import run_bench
 
@@ -121,3 +125,71 @@ def test_a_stack_goes_to_the_first_stage_its_innermost_frames_reach() -> None:
         "HTTP and event loop"
     )
     assert stage_of("main (elsewhere.py:1)") == "other"
+
+
+def test_the_balancer_config_is_the_shipped_one_pointed_at_local_replicas(tmp_path: Path) -> None:
+    shipped = balancer.SHIPPED.read_text()
+    conf = balancer.local_config([9001, 9002], 9100, tmp_path, shipped)
+    assert "server 127.0.0.1:9001;" in conf and "server 127.0.0.1:9002;" in conf
+    assert "listen 127.0.0.1:9100;" in conf and "resolver" not in conf and "api:8000" not in conf
+    assert f"pid {tmp_path}/nginx.pid;" in conf and f"access_log {tmp_path}/access.log;" in conf
+    for rule in re.findall(r"^\s*proxy_next_upstream [^;]*;", shipped, flags=re.MULTILINE):
+        assert rule in conf  # the retry rules measured are the shipped ones
+    with pytest.raises(ValueError, match="listen 8000"):
+        balancer.local_config([9001], 9100, tmp_path, shipped.replace("listen 8000;", ""))
+
+
+def test_replicas_without_nginx_are_refused_before_any_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(balancer.shutil, "which", lambda *args, **kwargs: None)
+    work = tmp_path / "work"
+    result = run_bench(capsys, "serving", "--items", "2000", "--replicas", "2", "--work-dir",
+                       str(work))  # fmt: skip
+    assert result.returncode == 2 and "nginx" in result.stderr and not work.exists()
+
+
+@pytest.mark.skipif(shutil.which("nginx", path="/usr/sbin:/usr/bin") is None, reason="no nginx")
+def test_replicas_behind_the_balancer_share_the_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "serving.json"
+    result = run_bench(
+        capsys, "serving", "--items", "2000", "--duration", "3", "--concurrency", "8",
+        "--rate", "40", "--index", "flat", "--dim", "16", "--replicas", "2", "--profile",
+        "--work-dir", str(tmp_path / "work"), "--out", str(out_json),
+        "--plot", str(tmp_path / "serving.png"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out_json.read_text())
+    assert record["config"]["replicas"] == 2 and "nginx" in record["config"]["balancer"]
+    (run,) = record["metrics"]["runs"]
+    assert run["replicas"] == 2 and all(load["errors"] == 0 for load in run["loads"])
+    profiled = run["loads"][2]
+    assert profiled["balancer_cpu_ms_per_request"] > 0
+    assert len(profiled["each_server_cores_busy"]) == 2
+    assert min(profiled["each_server_cores_busy"]) > 0.25 * max(profiled["each_server_cores_busy"])
+    lines = (tmp_path / "work" / "balancer" / "access.log").read_text().splitlines()
+    assert len(lines) >= sum(load["requests"] for load in run["loads"])  # all went through it
+
+
+def test_a_law_of_unit_rows_draws_unit_rows_and_a_cached_bundle_draws_none(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((500, 8)) + 2.0
+    unit = synthetic_bundles.TrainedLaw(rows / np.linalg.norm(rows, axis=1, keepdims=True), rng)
+    loose = synthetic_bundles.TrainedLaw(rows, rng)
+    assert unit.unit and not loose.unit and unit.fingerprint() != loose.fingerprint()
+    norms = np.linalg.norm(unit.draw(1000, rng), axis=1)
+    assert np.allclose(norms, 1.0, atol=1e-5)
+    assert np.linalg.norm(loose.draw(1000, rng), axis=1).std() > 0.1
+    calls = []
+
+    def draw() -> np.ndarray:
+        calls.append(1)
+        return unit.draw(50, np.random.default_rng(0))
+
+    for _ in range(2):
+        synthetic_bundles.synthetic_bundle(tmp_path, 50, 8, seed=0, table=draw, table_name="u")
+    assert calls == [1]
