@@ -1,8 +1,9 @@
-"""The LightningModule: one `_step` for sampled or full softmax, sampler sync, full-ranking eval.
+"""The LightningModule: one `_step` for sampled or full softmax, and the sampler's sync.
 
 Model, sampler and loss come from outside (`training.loop.trainer` builds them). Optimisation is
 manual because sparse item tables need a second optimiser (`SparseAdam`) beside the dense one,
-and because the sampler must hear about the rows that changed right after each step.
+and because the sampler must hear about the rows that changed right after each step. The
+full-ranking evaluation it inherits lives in `training.loop.ranking_eval`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import math
 from collections.abc import Callable
 from typing import Any, cast
 
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.profiler import record_function
@@ -22,10 +22,10 @@ from training import distributed
 from training.annealing import annealed_temperature
 from training.config import RecsysConfig
 from training.corrections import query_windows
-from training.evaluation.ranking import rank_batch
 from training.gathered_scores import gathered_scores
 from training.loop.clock import TrainingClock
 from training.loop.optim import make_optimizers, schedule_lr
+from training.loop.ranking_eval import FullRankingEvaluation
 from training.loop.validation_round import ValidationRound
 from training.losses import SampledLoss
 from training.precision import matmul_precision, precision_line, undo_autocast
@@ -49,7 +49,7 @@ def _as_list(opts: Any) -> list[Any]:
     return list(opts) if isinstance(opts, list | tuple) else [opts]
 
 
-class RetrievalModule(pl.LightningModule):
+class RetrievalModule(FullRankingEvaluation):
     """Trains a `TwoTowerModel` with sampled softmax (a sampler) or full softmax (None)."""
 
     def __init__(
@@ -273,60 +273,3 @@ class RetrievalModule(pl.LightningModule):
         extra = [] if self.log_temperature is None else [self.log_temperature]
         optimizers = make_optimizers(self.model, extra, self.cfg.train)
         return optimizers[0] if len(optimizers) == 1 else optimizers
-
-    # ---- evaluation -----------------------------------------------------------------------
-
-    def _eval_start(self) -> None:
-        with torch.no_grad():
-            item_emb = self.model.item_tower.all_embeddings()
-        keep, tau = self.cfg.train.eval_batch_size, self.current_temperature()
-        self._round = ValidationRound(item_emb, keep, tau)
-
-    def _eval_step(self, batch: dict[str, Tensor]) -> None:
-        ev, round_ = self.cfg.eval, self._round
-        assert round_ is not None  # Lightning starts every round before its steps
-        ranks, log_p, queries = rank_batch(
-            self.model.query_tower,
-            round_.item_emb,
-            batch,
-            round_.temperature,
-            ev.exclude_seen,
-            ev.item_chunk,
-            self.cfg.ranks_by_magnitude,
-        )
-        round_.add(ranks, log_p, queries, batch["row"])
-
-    def _eval_end(self, prefix: str) -> None:
-        round_, self._round = self._round, None
-        if round_ is None:
-            return
-        metrics = round_.metrics(self.cfg.eval.ks, self.device)
-        for name, value in metrics.items():
-            self.log(f"{prefix}/{name}", value, prog_bar=name == "ndcg@10")
-        if metrics and prefix == "val" and self.sampler is not None:
-            kl = round_.proposal_kl(self.sampler, self.cfg.ranks_by_magnitude, self.device)
-            self.log("val/proposal_kl", kl)
-
-    def on_validation_epoch_start(self) -> None:
-        """Normalise the item table once per validation round."""
-        self._eval_start()
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        """Rank one batch of validation targets against all items."""
-        self._eval_step(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        """Log `val/recall@K`, `val/ndcg@K`, `val/mrr@K`, `val/full_ce`, `val/proposal_kl`."""
-        self._eval_end("val")
-
-    def on_test_epoch_start(self) -> None:
-        """Normalise the item table once for the test round."""
-        self._eval_start()
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        """Rank one batch of test targets against all items."""
-        self._eval_step(batch)
-
-    def on_test_epoch_end(self) -> None:
-        """Log the `test/...` metrics."""
-        self._eval_end("test")
