@@ -18,7 +18,7 @@ from benchmarks.harness import options
 
 HISTORY = 20  # items a load's session holds: the search over-fetches as many
 K = 10  # items a request asks for
-EF_SEARCH = (64, 128, 256)  # HNSW search widths whose recall is reported
+EF_SEARCH = (64, 128, 256, 512, 1024)  # HNSW search widths whose recall is reported
 
 
 def raw_search(
