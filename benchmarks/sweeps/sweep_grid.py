@@ -136,6 +136,7 @@ def preset_check() -> list[RunSpec]:
 # the defaults since the recipe study (docs/benchmarks/archive/recipe_study.md), over the
 # protocol's 0.05 and 50
 TODAYS_MODEL = ("model.temperature=0.1", "model.max_len=20")
+TAPAS_MIDX = "sampler.first_pass=midx"  # tapas's second pass over a midx presample
 
 
 def preset_today() -> list[RunSpec]:
@@ -168,12 +169,17 @@ def comparison(out: Path) -> tuple[list[RunSpec], int]:
 
 
 def midx_today(out: Path) -> tuple[list[RunSpec], int]:
-    """The `midx` sampler at m = 64 and 256 with today's model, on both datasets.
+    """`midx`, and `tapas` with midx's first pass, at m = 64 and 256 with today's model.
 
-    Beside `preset_today`'s full softmax: its bias against the full softmax, same budget.
+    On both datasets, beside `preset_today`'s full softmax: their bias against the full
+    softmax, same budget.
     """
     specs = [
-        RunSpec(dataset, "midx-tau0.1-len20", "midx", m, sets=TODAYS_MODEL)
+        RunSpec(dataset, name, sampler, m, sets=(*TODAYS_MODEL, *sets))
+        for name, sampler, sets in (
+            ("midx-tau0.1-len20", "midx", ()),
+            ("tapas-midx-tau0.1-len20", "tapas", (TAPAS_MIDX,)),
+        )
         for m in (M, 256)
         for dataset in (BEAUTY, TOYS)
     ]
@@ -209,7 +215,9 @@ def catalogue(out: Path) -> tuple[list[RunSpec], int]:
         RunSpec(CATALOGUE, "mixed", "mixed", CATALOGUE_M, sets=SPARSE),
         RunSpec(CATALOGUE, "midx-shared", "midx", CATALOGUE_M, sets=MIDX_SHARED),
         RunSpec(CATALOGUE, "midx-pop-shared", "midx", CATALOGUE_M, sets=MIDX_POPULAR),
-    ]
+        RunSpec(CATALOGUE, "tapas-midx-r8", "tapas", CATALOGUE_M,
+                sets=(*SPARSE, "sampler.ratio=8", TAPAS_MIDX)),
+    ]  # fmt: skip
     return specs, len(specs)
 
 

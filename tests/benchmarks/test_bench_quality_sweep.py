@@ -174,19 +174,25 @@ def test_every_run_of_the_catalogue_grid_trains(
         [*TINY, "train.max_epochs=1", "train.val_users=30"], {"enable_progress_bar": False},
     )  # fmt: skip
     specs, planned = sweep_grid.catalogue(settings.out)
-    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 9
+    assert len(sweep.run_sweep(sweep_grid.catalogue, settings)) == planned == len(specs) == 10
     for spec in specs:
         config = records.read(settings.result_path(spec))["config"]
         assert config["train"]["threads"] == 2 and config["sampler"]["name"] == spec.sampler
         assert config["train"]["sparse_embeddings"] == (spec.sampler != "full")
     rff = next(s for s in specs if s.sampler == "rff")
     assert records.read(settings.result_path(rff))["config"]["sampler"]["leaf_size"] == 32
+    two_pass = next(s for s in specs if s.label == "tapas-midx-r8")
+    assert records.read(settings.result_path(two_pass))["config"]["sampler"]["first_pass"] == "midx"
 
 
-NOT_RUN_YET: dict[str, list[str]] = {}  # a grid run added but not yet made, by grid
+# a grid run added but not yet made, by grid
+NOT_RUN_YET: dict[str, list[str]] = {
+    "midx": [f"tapas-midx-tau0.1-len20_m{m}" for m in (64, 64, 256, 256)],
+    "catalogue": ["tapas-midx-r8_m256"],
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue"])
+@pytest.mark.parametrize("grid", ["comparison", "recipe", "catalogue", "midx"])
 def test_committed_runs_keep_their_settings_after_a_default_changed(grid: str) -> None:
     """The protocol pins the temperature, precision and stopping window the committed runs used
     (0.05, fp32, each round alone; the defaults are 0.1, auto and 3 since): they are reused,

@@ -40,9 +40,10 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> Splits:
     [
         ("tapas", "sampled_softmax", []),
         ("tapas", "sampled_softmax", ["sampler.shards=4", "sampler.correction=none"]),
+        ("tapas", "sampled_softmax", ["sampler.first_pass=midx", "sampler.codewords=8"]),
         ("bernoulli", "bernoulli", []),
     ],
-    ids=["tapas", "tapas-sharded-uncorrected", "bernoulli"],
+    ids=["tapas", "tapas-sharded-uncorrected", "tapas-midx-first-pass", "bernoulli"],
 )  # fmt: skip
 def test_short_run_beats_popularity(splits: Splits, sampler: str, loss: str, extra) -> None:
     cfg = load_config(

@@ -12,6 +12,14 @@ Algorithm 1, for one batch of queries h_1..h_N and m negatives:
    and keep the top m as the batch's shared negatives (computed as a logsumexp: one
    `[N, |S'|]` product and a top-k).
 
+First pass from a kernel (`first_pass: midx`, our option, not the paper's): the presample
+is the distinct ids of min(r m, n) draws with replacement from midx's law for the whole batch
+(`training/samplers/midx.py`, shared: the mixture of the batch's quantised softmaxes, times the
+same squashed popularity as its last stage, (count + 1)^alpha). An id of one-draw
+probability q is in it with probability 1 - (1 - q)^(r m), its exact log q (an inclusion
+probability, as the Bernoulli presample's). The presample then follows the model, not
+popularity alone; the second pass is the same.
+
 Algorithm 2 (`shards` k): the catalogue is split once into k random shards; each shard
 keeps the top m / k of its own slice of S' (the first m mod k shards one more), and the
 negatives are their union. k = 1 is exactly Algorithm 1. In a data-parallel training with k =
@@ -37,6 +45,7 @@ measured with the model at temperature 0.05 (the default then; 0.1 since the rec
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -48,6 +57,7 @@ from training.annealing import annealed_temperature
 from training.sampler_settings import TracksTheTable
 from training.samplers.base import Negatives, SamplerContext, register_sampler
 from training.samplers.bernoulli import BernoulliTable, inclusion_probabilities
+from training.samplers.midx import MidxSampler, MidxSettings
 
 
 class TapasSettings(TracksTheTable):
@@ -72,6 +82,12 @@ class TapasSettings(TracksTheTable):
         "presample", description="The presample's log q, or nothing (the paper's choice)."
     )
     shards: int = Field(1, ge=1, description="k shards each keeping the top m / k of its slice.")
+    first_pass: Literal["popularity", "midx"] = Field(
+        "popularity",
+        description="The presample: the squashed popularity (the paper's), or midx's batch "
+        "law (quantised softmax times the popularity).",
+    )
+    codewords: int = Field(64, ge=1, description="midx's K codewords per codebook (first_pass).")
     inclusion_probability: ClassVar[bool] = True  # of its first pass
     pairs_with: ClassVar[dict[str, dict[str, Any]]] = {"loss": {"name": "sampled_softmax"}}
     own_temperature: ClassVar[str | None] = "temperature"
@@ -83,6 +99,18 @@ class TapasSettings(TracksTheTable):
     def reports_log_q(self) -> bool:
         """`correction: none` (the paper's choice) subtracts no log q."""
         return self.correction != "none"
+
+    @property
+    def refits_sparse(self) -> bool:  # type: ignore[override]
+        """A midx first pass refits its codebooks with sparse tables too (updates cannot)."""
+        return self.first_pass == "midx"
+
+    def kernel_settings(self) -> MidxSettings:
+        """The midx first pass's settings: one shared law per batch, this presample's alpha."""
+        return MidxSettings(
+            per_query=False, codewords=self.codewords, popularity_alpha=self.alpha,
+            num_negatives=self.num_negatives, refresh_every=self.refresh_every,
+        )  # fmt: skip
 
 
 def shard_top(scores: Tensor, shard: Tensor, num: int, shards: int) -> Tensor:
@@ -135,6 +163,8 @@ class TapasSampler:
         self.temperature = start
         self.items: Tensor | None = None  # [n + 1, d]
         self.tables: dict[int, BernoulliTable] = {}
+        midx = cfg.first_pass == "midx"
+        self.kernel = MidxSampler(cfg.kernel_settings(), ctx) if midx else None
 
     def presample_size(self, num: int) -> int:
         """min(r m, n): the first pass's expected size."""
@@ -151,14 +181,18 @@ class TapasSampler:
         self.temperature = annealed_temperature(*self.schedule[:2], self.schedule[2], fraction)
 
     def refresh(self, item_emb: Tensor) -> None:
-        """Copy the whole table `[n + 1, d]`."""
+        """Copy the whole table `[n + 1, d]` (and refit a midx first pass)."""
         self.items = item_emb.detach().to(torch.float32).clone()
+        if self.kernel is not None:
+            self.kernel.refresh(item_emb)
 
     def update(self, item_idx: Tensor, item_emb: Tensor) -> None:
-        """Overwrite rows `item_idx [k]` with `item_emb [k, d]`."""
+        """Overwrite rows `item_idx [k]` with `item_emb [k, d]` (and move them in midx's cells)."""
         if self.items is None:
             raise RuntimeError("tapas sampler: refresh() must be called before update()")
         self.items[item_idx.to(self.items.device)] = item_emb.detach().to(self.items)
+        if self.kernel is not None:
+            self.kernel.update(item_idx, item_emb)
 
     def batch_scores(self, queries: Tensor, ids: Tensor) -> Tensor:
         """`[p]` log sum_i exp(h_i . c / tau) of items `ids [p]` against queries `[N, d]`."""
@@ -171,16 +205,41 @@ class TapasSampler:
     @torch.no_grad()
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """Shared `[k]` negatives, k <= m (fewer when the presample or a shard runs short)."""
-        table = self._table(num)
         over_ranks = distributed.active() and self.shards == distributed.rank_and_world()[1]
+        presample, log_q_of = self._presample(queries, positives, num, over_ranks)
+        ids = self.select(queries, presample.ids, num, over_ranks)
+        if not self.correct:
+            return Negatives(ids, None, None, presample=presample)
+        return Negatives(ids, log_q_of(ids), presample.pos_log_q, presample=presample)
+
+    def _presample(
+        self, queries: Tensor, positives: Tensor, num: int, over_ranks: bool
+    ) -> tuple[Negatives, Callable[[Tensor], Tensor]]:
+        """The first pass, and the log q (an inclusion probability) of any of its ids."""
+        if self.kernel is not None:
+            if over_ranks:
+                raise RuntimeError("tapas: a midx first pass is one rank's law; use shards: 1")
+            presample = self._kernel_presample(queries, positives, num)
+            sorted_ids, log_q = presample.ids, presample.log_q
+            assert log_q is not None
+            return presample, lambda ids: log_q[torch.searchsorted(sorted_ids, ids)]
+        table = self._table(num)
         pre_ids = table.draw(queries.device)
         if over_ranks:  # Algorithm 2 over the ranks: one presample, the whole batch's queries
             pre_ids = distributed.rows_of_rank_zero(pre_ids)
-        presample = Negatives(pre_ids, table.log_b(pre_ids), table.log_b(positives))
-        ids = self.select(queries, pre_ids, num, over_ranks)
-        if not self.correct:
-            return Negatives(ids, None, None, presample=presample)
-        return Negatives(ids, table.log_b(ids), presample.pos_log_q, presample=presample)
+        return Negatives(pre_ids, table.log_b(pre_ids), table.log_b(positives)), table.log_b
+
+    def _kernel_presample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
+        """The distinct ids (sorted) of min(r m, n) midx draws, with log inclusion probabilities."""
+        assert self.kernel is not None
+        draws = self.presample_size(num)
+        drawn = self.kernel.sample(queries, positives, draws)  # log_q: log(draws q)
+        assert drawn.log_q is not None and drawn.pos_log_q is not None
+        ids, at = torch.unique(drawn.ids, return_inverse=True)
+        log_count = torch.empty(len(ids), dtype=drawn.log_q.dtype, device=ids.device)
+        log_count.scatter_(0, at, drawn.log_q)  # every copy of an id has the same log q
+        pos = _log_inclusion(drawn.pos_log_q, draws)
+        return Negatives(ids, _log_inclusion(log_count, draws), pos)
 
     def select(
         self, queries: Tensor, pre_ids: Tensor, num: int, over_ranks: bool = False
@@ -213,8 +272,17 @@ class TapasSampler:
     def proposal_log_probs(self, queries: Tensor) -> Tensor:
         """`[N, n + 1]` log(b_c / sum b): one slot of the first pass (the second is not a law).
 
-        The presample's size is that of `cfg.num_negatives` negatives.
+        The presample's size is that of `cfg.num_negatives` negatives; a midx first pass
+        gives its one-draw law.
         """
+        if self.kernel is not None:
+            return self.kernel.proposal_log_probs(queries)
         b = self._table(self.num_negatives).b
         row = torch.log(b / b.sum()).to(device=queries.device, dtype=torch.float32)
         return row.unsqueeze(0).expand(queries.shape[0], -1).clone()
+
+
+def _log_inclusion(log_count: Tensor, draws: int) -> Tensor:
+    """Log P(an id is among `draws` draws with replacement), from `log_count` = log(draws q)."""
+    q = (log_count.double() - math.log(draws)).exp().clamp(max=1.0)
+    return torch.log(-torch.expm1(draws * torch.log1p(-q))).to(log_count.dtype)
