@@ -1,8 +1,10 @@
-"""The serving page's default-width run: a million items at d = 256, recall and where time goes.
+"""The serving page's default-width runs: a million items at d = 256, one process and replicas.
 
-From one `recsys bench serving --dim 256 --like ... --profile` record: the load phases, the
-index's recall@10 against exact search at each HNSW efSearch, and the profiled closed loop
-(CPU per request on each side, the server's busy time by stage).
+From `recsys bench serving --dim 256 --like ... --profile` records: the load phases of one
+server process and of two replicas behind the balancer, the index's recall@10 against exact
+search at each HNSW efSearch (on two synthetic tables and on a trained one, with the model's
+own users as queries), and the profiled closed loops (CPU per request on each side, the
+server's busy time by stage).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from benchmarks.docs_pages.operations import load_phases
 from benchmarks.docs_pages.tables import cite, metrics, num, record, table
 
 DEFAULT_WIDTH = "serving/serving_d256_hnsw_1m_beauty_like"
+REPLICAS = "serving/serving_d256_hnsw_1m_beauty_like_2replicas"
+TRAINED = "serving/trained_table_recall_546k"  # `benchmarks.studies.trained_table_recall`
 # each run's table, shaped like a trained one: (record, the trained table it was drawn like)
 TABLES = (
     (DEFAULT_WIDTH, "amazon-beauty's"),
@@ -26,45 +30,81 @@ def _run(run: str = DEFAULT_WIDTH) -> dict[str, Any]:
 
 
 def default_width(page: str) -> str:
-    """The load phases at d = 256."""
-    return load_phases(DEFAULT_WIDTH, page)
+    """The load phases at d = 256: one server process, then two replicas behind the balancer."""
+    return (
+        "One server process:\n\n" + load_phases(DEFAULT_WIDTH, page)
+        + "\nTwo replicas behind the balancer (`--replicas 2`):\n\n" + load_phases(REPLICAS, page)
+    )  # fmt: skip
 
 
 def recall(page: str) -> str:
-    """Recall@10 against exact search per efSearch, on each table, and the raw search's latency."""
+    """Recall@10 against exact search per efSearch: the synthetic tables, then a trained one."""
+    widths = list(_run()["raw"]["recall_at_10_vs_exact"])
     rows = []
     for run, trained in TABLES:
-        raw, like = _run(run)["raw"], record(run)["config"]["like_table"]
-        recalls = [num(value, 3) for value in raw["recall_at_10_vs_exact"].values()]
-        rows.append([f"like {trained}", str(like["rank_90"]), *recalls, cite(run, page)])
-    widths = list(_run()["raw"]["recall_at_10_vs_exact"])
-    raw = _run()["raw"]
-    note = (
-        f"\n{_run()['items']:,} rows of d = {_run()['dim']}, each table drawn from the Gaussian "
-        f"of a trained table's rows (their mean and covariance: amazon-beauty's from the `midx` "
-        f"m = 64 run of the sampler comparison, the synthetic catalogue's from its `midx` run); "
-        f"recall queries are draws of the same law. The served "
-        f"efSearch is {raw['index']['efSearch']}; there the raw search, one query at a time, "
-        f"took p50 {num(raw['search_p50_us'], 0)} µs and p99 {num(raw['search_p99_us'], 0)} µs "
-        f"(first table); the query tower took {num(raw['query_tower_encode_ms'], 2)} ms for "
-        f"one request's history.\n"
-    )
+        found, like = _run(run)["raw"]["recall_at_10_vs_exact"], record(run)["config"]["like_table"]
+        recalls = [num(found[ef], 3) if ef in found else "-" for ef in widths]
+        rows.append([f"{_run(run)['items']:,} rows like {trained}", str(like["rank_90"]),
+                     *recalls, cite(run, page)])  # fmt: skip
+    study = metrics(TRAINED)
+    by_ef = {str(row["ef_search"]): row for row in study["by_ef_search"]}
+    setup = record(TRAINED)["config"]
+    rows.append([f"the trained table itself ({setup['items']:,} rows)", "-",
+                 *(num(by_ef[ef]["recall_at_10"], 3) if ef in by_ef else "-" for ef in widths),
+                 cite(TRAINED, page)])  # fmt: skip
     head = ["item table", "directions holding 90% of its variance",
             *(f"recall@10, efSearch {ef}" for ef in widths), "record"]  # fmt: skip
-    return table(head, rows) + note
+    return table(head, rows) + _recall_note(setup, by_ef)
+
+
+def _recall_note(trained: dict[str, Any], by_ef: dict[str, dict[str, Any]]) -> str:
+    raw = _run()["raw"]
+    search = ", ".join(f"{num(row['search_p50_us'], 0)} µs at {ef}" for ef, row in by_ef.items())
+    return (
+        f"\nThe synthetic tables hold {_run()['items']:,} rows of d = {_run()['dim']}, drawn "
+        f"from the Gaussian of a trained table's rows (their mean and covariance, put on the "
+        f"unit sphere as the trained rows are: amazon-beauty's from the `midx` m = 64 run of "
+        f"the sampler comparison, the synthetic catalogue's from its `midx` run); their recall "
+        f"queries are draws of the same law. The trained table is the synthetic catalogue's "
+        f"own (its `midx` run with popularity_alpha 0.75), queried with the trained query "
+        f"tower's vectors for {trained['queries']:,} of its validation users. The served "
+        f"efSearch is {raw['index']['efSearch']}; there the raw search of the first table, one "
+        f"query at a time, took p50 {num(raw['search_p50_us'], 0)} µs and p99 "
+        f"{num(raw['search_p99_us'], 0)} µs, and the query tower "
+        f"{num(raw['query_tower_encode_ms'], 2)} ms for one request's history. Search p50 on "
+        f"the trained table: {search}.\n"
+    )
 
 
 def profile(page: str) -> str:
-    """The profiled closed loop: CPU per request and the server's busy time by stage."""
-    phase = next(p for p in _run()["loads"] if "server_stage_shares" in p)
-    server, client = phase["server_cpu_ms_per_request"], phase["client_cpu_ms_per_request"]
-    cores = record(DEFAULT_WIDTH)["machine"]["cores"]
-    rows = [[stage, f"{100 * share:.1f}%"] for stage, share in phase["server_stage_shares"].items()]
-    note = (
-        f"\nThe profiled closed loop made {num(phase['requests_per_s'], 1)} req/s (p99 "
-        f"{num(phase['p99_ms'], 1)} ms, py-spy sampling beside it). The server spent "
-        f"{num(server, 2)} ms of CPU a request and kept {num(phase['server_cores_busy'], 2)} of "
-        f"the {cores} cores busy; the load client {num(client, 2)} ms a request, "
-        f"{num(phase['client_cores_busy'], 2)} cores. Record: {cite(DEFAULT_WIDTH, page)}.\n"
+    """The profiled closed loops: CPU per request on each side, the server's busy time by stage."""
+    one, two = (next(p for p in _run(r)["loads"] if "server_stage_shares" in p)
+                for r in (DEFAULT_WIDTH, REPLICAS))  # fmt: skip
+    shares = [one["server_stage_shares"], two["server_stage_shares"]]
+    rows = [[stage, *(f"{100 * share.get(stage, 0.0):.1f}%" for share in shares)]
+            for stage in shares[0]]  # fmt: skip
+    head = ["server stage", "share of its sampled busy time: one process", "a replica of two"]
+    return table(head, rows) + (
+        _cpu_note(one, "one server process", DEFAULT_WIDTH, page)
+        + _cpu_note(two, "two replicas behind the balancer", REPLICAS, page)
     )
-    return table(["server stage", "share of its sampled busy time"], rows) + note
+
+
+def _cpu_note(phase: dict[str, Any], what: str, run: str, page: str) -> str:
+    cores = record(run)["machine"]["cores"]
+    balancer = (
+        f"; the balancer {num(phase['balancer_cpu_ms_per_request'], 2)} ms a request, "
+        f"{num(phase['balancer_cores_busy'], 2)} cores"
+        if "balancer_cpu_ms_per_request" in phase
+        else ""
+    )
+    each = phase.get("each_server_cores_busy")
+    split = f" ({' + '.join(num(c, 2) for c in each)})" if each and len(each) > 1 else ""
+    return (
+        f"\nWith {what}, the profiled closed loop made {num(phase['requests_per_s'], 1)} req/s "
+        f"(p99 {num(phase['p99_ms'], 1)} ms, py-spy sampling beside it). The server side spent "
+        f"{num(phase['server_cpu_ms_per_request'], 2)} ms of CPU a request and kept "
+        f"{num(phase['server_cores_busy'], 2)}{split} of the {cores} cores busy; the load "
+        f"client {num(phase['client_cpu_ms_per_request'], 2)} ms a request, "
+        f"{num(phase['client_cores_busy'], 2)} cores{balancer}. Record: {cite(run, page)}.\n"
+    )
