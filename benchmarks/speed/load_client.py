@@ -3,7 +3,9 @@
 `run_load` runs a bounded load from `concurrency` connections: an open loop at a fixed rate
 (latency counted from each request's scheduled send time, so a slow server cannot hide
 queueing) or a closed loop (every connection sends again at once: the saturation throughput).
-Any status but 200, and any broken connection, counts as an error.
+Any status but 200, and any broken connection, counts as an error; a connection the server
+ends after an answer (`Connection: close`, as nginx does after `keepalive_requests`) is
+replaced by a new one, which is no error.
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ def bodies(num_items: int, count: int, seed: int) -> list[bytes]:
     return [json.dumps({"items": [str(i) for i in row], "k": K}).encode() for row in draws]
 
 
-async def _request(reader: Any, writer: Any, body: bytes) -> int:
-    """Send one POST /recommend on the connection and read its answer; the status."""
+async def _request(reader: Any, writer: Any, body: bytes) -> tuple[int, bool]:
+    """Send one POST /recommend on the connection and read its answer.
+
+    Returns its status and whether the server closes the connection after it (`Connection:
+    close`, as nginx says after `keepalive_requests` answers on one connection).
+
+    Raises:
+        ConnectionResetError: the connection closed before an answer came.
+
+    """
     head = (
         b"POST /recommend HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
@@ -34,12 +44,16 @@ async def _request(reader: Any, writer: Any, body: bytes) -> int:
     writer.write(head + body)
     await writer.drain()
     status_line = await reader.readline()
-    length = 0
+    if not status_line:
+        raise ConnectionResetError("closed before an answer")
+    length, closes = 0, False
     while (line := await reader.readline()) not in (b"\r\n", b""):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+        closes |= name.strip().lower() == b"connection" and value.strip().lower() == b"close"
     await reader.readexactly(length)
-    return int(status_line.split()[1])
+    return int(status_line.split()[1]), closes
 
 
 async def run_load(
@@ -62,9 +76,10 @@ async def run_load(
                     return
                 await asyncio.sleep(max(0.0, due - time.perf_counter()))
                 try:
-                    status = await _request(reader, writer, bodies[i % len(bodies)])
-                except (OSError, asyncio.IncompleteReadError, ValueError):
-                    status = 0
+                    status, closes = await _request(reader, writer, bodies[i % len(bodies)])
+                except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+                    status, closes = 0, True  # counted as an error
+                if closes:  # the server ends this connection: the next request opens another
                     writer.close()
                     reader, writer = await asyncio.open_connection("127.0.0.1", port)
                 latencies.append(time.perf_counter() - due)

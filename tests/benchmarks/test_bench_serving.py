@@ -194,3 +194,35 @@ def test_a_law_of_unit_rows_draws_unit_rows_and_a_cached_bundle_draws_none(
     for _ in range(2):
         synthetic_bundles.synthetic_bundle(tmp_path, 50, 8, seed=0, table=draw, table_name="u")
     assert calls == [1]
+
+
+def test_the_load_client_opens_a_new_connection_when_the_server_ends_one() -> None:
+    """nginx closes a client connection after `keepalive_requests` answers: no error."""
+    import asyncio
+
+    from benchmarks.speed import load_client
+
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n%sContent-Type: text/plain\r\n\r\nok"
+
+    async def main() -> tuple[dict, int]:
+        opened = 0
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal opened
+            opened += 1
+            for n in range(3):  # three answers, the last one saying the connection ends
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                writer.write(answer % (b"Connection: close\r\n" if n == 2 else b""))
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            result = await load_client.run_load(port, load_client.bodies(50, 10, 0), 0.5, 1, None)
+        return result, opened
+
+    result, opened = asyncio.run(main())
+    assert result["errors"] == 0 and result["requests"] > 6 and opened >= result["requests"] // 3
