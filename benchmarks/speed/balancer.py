@@ -80,8 +80,13 @@ class Balancer:
     def __enter__(self) -> Balancer:
         """Start nginx in the foreground and wait until it accepts connections."""
         cmd = [require_nginx(), "-p", str(self.work), "-c", str(self.conf), "-g", "daemon off;"]
-        self.proc = subprocess.Popen(cmd, stderr=(self.work / "stderr.log").open("w"))
-        _wait_listening(self.port, self.proc, self.work)
+        with (self.work / "stderr.log").open("w") as err:
+            self.proc = subprocess.Popen(cmd, stderr=err)
+        try:
+            _wait_listening(self.port, self.proc, self.work)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def pids(self) -> list[int]:
@@ -92,8 +97,17 @@ class Balancer:
     def __exit__(self, *exc: object) -> None:
         """Stop nginx."""
         if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
+            stop(self.proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if the process is still there 30 s later."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _children(pid: int) -> list[int]:

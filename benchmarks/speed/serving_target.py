@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from benchmarks.harness.server_process import free_port, serve, wait_ready
-from benchmarks.speed.balancer import Balancer
+from benchmarks.speed.balancer import Balancer, stop
 
 
 class ServingTarget:
@@ -34,12 +34,12 @@ class ServingTarget:
         """Start every server, wait until each is ready, then the balancer in front."""
         began = time.perf_counter()
         ports = [free_port() for _ in range(self.replicas)]
-        for i, port in enumerate(ports):
-            log = self.work / f"server-{self.home.name}-{i}.log"
-            proc = serve(self.home, port, self.kind, log, self.env)
-            self._stack.callback(_stop, proc)
-            self.servers.append(proc)
         try:
+            for i, port in enumerate(ports):
+                log = self.work / f"server-{self.home.name}-{i}.log"
+                proc = serve(self.home, port, self.kind, log, self.env)
+                self._stack.callback(stop, proc)
+                self.servers.append(proc)
             for port, proc in zip(ports, self.servers, strict=True):
                 wait_ready(port, proc, timeout=1800)
             self.ready_s = time.perf_counter() - began
@@ -64,8 +64,3 @@ class ServingTarget:
     def __exit__(self, *exc: object) -> None:
         """Stop the balancer, then the servers."""
         self._stack.close()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    proc.wait(timeout=30)

@@ -3,7 +3,6 @@ runs, nothing fails."""
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from benchmarks.speed import balancer, synthetic_bundles
 from benchmarks.speed.serving_profile import stage_of
+from data.errors import RecsysInputError
 from tests.benchmarks.helpers import run_bench
 
 
@@ -150,7 +150,15 @@ def test_replicas_without_nginx_are_refused_before_any_server(
     assert result.returncode == 2 and "nginx" in result.stderr and not work.exists()
 
 
-@pytest.mark.skipif(shutil.which("nginx", path="/usr/sbin:/usr/bin") is None, reason="no nginx")
+def _has_nginx() -> bool:
+    try:
+        balancer.require_nginx()
+    except RecsysInputError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_nginx(), reason="no nginx: apt install nginx-light")
 def test_replicas_behind_the_balancer_share_the_load(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
