@@ -63,7 +63,8 @@ def _rankings_so_far(path: Path, again: bool) -> int:
 
 def _measure(row: dict[str, Any]) -> dict[str, Any]:
     """Test NDCG@10 and Recall@10 (one target a user: a hit iff NDCG@10 > 0), with intervals."""
-    _, ndcg = per_user_ndcg(Path(row["run_dir"]), split="test")
+    run = Path(row["run_dir"])
+    _, ndcg = per_user_ndcg(run, checkpoint=run / "checkpoints" / "best.ckpt", split="test")
     out: dict[str, Any] = {"users": len(ndcg)}
     for key, values in (("ndcg@10", ndcg), ("recall@10", (ndcg > 0).astype(np.float64))):
         mean, low, high = mean_interval(values, RESAMPLES, seed=0)
@@ -71,11 +72,20 @@ def _measure(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def rank_test(grid: str, name: str, again: bool = False) -> dict[str, Any]:
-    """Rank test for the study run `name` (`dataset/run`) and write its record; the record."""
+def _checked(grid: str, name: str, again: bool) -> tuple[dict[str, Any], Path, int]:
+    """The run's row, its test record's path and its rankings so far; refused as said."""
     row = _study_run(grid, name)
     path = test_dir(grid) / row["dataset"] / f"{row['name']}.json"
-    done = _rankings_so_far(path, again)
+    return row, path, _rankings_so_far(path, again)
+
+
+def rank_test(grid: str, name: str, again: bool = False) -> dict[str, Any]:
+    """Rank test for the study run `name` (`dataset/run`) and write its record; the record."""
+    return _rank(grid, *_checked(grid, name, again))
+
+
+def _rank(grid: str, row: dict[str, Any], path: Path, done: int) -> dict[str, Any]:
+    """Rank test for the run of `row`, ranked `done` times before; its record at `path`."""
     started = records.start()
     metrics = {
         "name": row["name"], "dataset": row["dataset"], "study_commit": row.get("commit"),
@@ -98,9 +108,9 @@ def quality_test(
             f"--grid {grid}: its runs rank test as they train; one of "
             f"{', '.join(sorted(VALIDATION_ONLY))}"
         )
-    rows = [_study_run(grid, name) for name in runs]  # every name checked before any ranks
-    for name, row in zip(runs, rows, strict=True):
-        record = rank_test(grid, name, again)
+    checked = [_checked(grid, name, again) for name in runs]  # all refusals before any ranks
+    for name, (row, path, done) in zip(runs, checked, strict=True):
+        record = _rank(grid, row, path, done)
         test = record["metrics"]["test"]
         typer.echo(
             f"{name}: test NDCG@10 {test['ndcg@10']['mean']:.4f}, Recall@10 "

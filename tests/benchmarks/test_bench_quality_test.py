@@ -65,7 +65,9 @@ def test_refuses_unknown_runs_grids_that_rank_test_and_lost_models(
         assert done.returncode == 2
         return done.stderr
 
-    assert "no record" in refused("tiny/nope")
+    (towers_at / "tiny" / "sasrec-ours.json").unlink(missing_ok=True)
+    assert "no record" in refused("tiny/sasrec-ours", "tiny/nope")
+    assert not (towers_at / "tiny" / "sasrec-ours.json").exists()  # refused before any ranked
     assert "rank test as they train" in refused("--grid", "final", "tiny/sasrec-ours")
     record = records.read(study.result_path(SPEC))
     moved = study.out / "tiny" / "moved.json"
