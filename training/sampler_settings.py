@@ -98,9 +98,10 @@ class PerSequenceDraws(PerQueryDraws):
 class TracksTheTable(SampledSettings):
     """A sampler that keeps a copy of the item table, patched each step, rebuilt periodically.
 
-    Class attribute `refits_sparse`: its state holds what the step's updates cannot keep
-    current (midx's codebooks), so it is rebuilt every `refresh_every` steps with sparse
-    tables too; the others are rebuilt only with dense Adam, which moves every row.
+    `refits_sparse` (a class attribute, or a property where the settings decide it): its state
+    holds what the step's updates cannot keep current (midx's codebooks), so it is rebuilt every
+    `refresh_every` steps with sparse tables too; the others are rebuilt only with dense Adam,
+    which moves every row.
     """
 
     refits_sparse: ClassVar[bool] = False

@@ -13,10 +13,10 @@ Algorithm 1, for one batch of queries h_1..h_N and m negatives:
    `[N, |S'|]` product and a top-k).
 
 First pass from a kernel (`first_pass: midx`, our option, not the paper's): the presample
-is the distinct ids of min(r m, n) draws with replacement from midx's law for the whole batch
+is the distinct ids of R = min(r m, n) draws with replacement from midx's law for the batch
 (`training/samplers/midx.py`, shared: the mixture of the batch's quantised softmaxes, times the
 same squashed popularity as its last stage, (count + 1)^alpha). An id of one-draw
-probability q is in it with probability 1 - (1 - q)^(r m), its exact log q (an inclusion
+probability q is in it with probability 1 - (1 - q)^R, its exact log q (an inclusion
 probability, as the Bernoulli presample's). The presample then follows the model, not
 popularity alone; the second pass is the same.
 
