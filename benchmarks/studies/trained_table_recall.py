@@ -7,11 +7,13 @@ Usage: python -m benchmarks.studies.trained_table_recall --run RUN_DIR --out FIL
 table's spectrum at any size, but none of its clusters, so its recall bounds a real model's
 from below. This study measures the real case where a trained table is at hand: RUN_DIR is a
 training run (`recsys train`'s, or a sweep's `runs/<name>` in its scratch home) with
-`checkpoints/best.ckpt`. Its item table, as a bundle holds it, is indexed with the service's
-own HNSW (`serving.index.build_index`, the service's default build settings; the build is cached
-under `--cache`), and the queries are the query tower's vectors for the first `--queries`
-validation users (their histories, as /recommend encodes them). For each efSearch: recall@10
-against exact search and the search's p50 and p99, one query at a time, on one thread.
+`checkpoints/best.ckpt`; its model is read as `training.loop.trainer.load_run` reads it (the
+refit checkpoint where there is one, else `best.ckpt`). Its item table, as a bundle holds it,
+is indexed with the service's own HNSW (`serving.index.build_index`, the service's default
+build settings; the build is cached under `--cache`), and the queries are the query tower's
+vectors for the first `--queries` validation users (their histories, as /recommend encodes
+them). For each efSearch: recall@10 against exact search and the search's p50 and p99, one
+query at a time, on one thread.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def measure(
             "search_p99_us": round(float(np.percentile(us, 99)), 1),
         })  # fmt: skip
         typer.echo(str(rows[-1]), err=True)
+    index.params = served
     return {"index": index.describe(), "by_ef_search": rows}
 
 
