@@ -13,13 +13,17 @@ from benchmarks.docs_pages.quality import CATALOGUE, DATASETS, LARGE, SWEEP, swe
 from benchmarks.docs_pages.tables import cite, interval, num, table
 
 # the samplers compared, by the label of their sweep runs (tapas: the paper's ratio r = 8)
-LABELS = ("full", "tapas-r8", "popularity", "mixed", "in-batch", "uniform", "rff", "midx",
-          "midx-pop", "exact", "bernoulli", "quadratic")  # fmt: skip
-# where a sampler's runs carry another label: midx ran at 12k at the current model settings
-# (paired with the full softmax at those settings), and at 546k with shared draws
-SMALL_RUNS = {"midx": "midx-tau0.1-len20"}
-LARGE_RUNS = {"midx": "midx-shared", "midx-pop": "midx-pop-shared"}
-NAMES = {"full": "full softmax", "midx-pop": "`midx`, `popularity_alpha` 0.75"}
+LABELS = ("full", "tapas-r8", "tapas-midx", "popularity", "mixed", "in-batch", "uniform", "rff",
+          "midx", "midx-pop", "exact", "bernoulli", "quadratic")  # fmt: skip
+# where a sampler's runs carry another label: midx and tapas over a midx first pass ran at 12k
+# at the current model settings (paired with the full softmax at those settings), midx at 546k
+# with shared draws
+SMALL_RUNS = {"midx": "midx-tau0.1-len20", "tapas-midx": "tapas-midx-tau0.1-len20"}
+LARGE_RUNS = {"midx": "midx-shared", "midx-pop": "midx-pop-shared", "tapas-midx": "tapas-midx-r8"}
+NAMES = {
+    "full": "full softmax", "midx-pop": "`midx`, `popularity_alpha` 0.75",
+    "tapas-midx": "`tapas-r8`, `first_pass` midx",
+}  # fmt: skip
 
 
 def _by_label(
@@ -70,10 +74,10 @@ def sampler_choice(page: str) -> str:
         f"its paired gap to the full softmax under the same budget. Training steps: the steps "
         f"the run made in its budget, one draw of m negatives each; ms per draw: the mean wall "
         f"time of the sampler's draw call within those steps (the kernel tree's updates and "
-        f"rebuilds after each step are not in it). `midx` at 12k items: its runs at the current "
-        f"model settings (temperature 0.1), against the full softmax at those settings; at 546k "
-        f"items with one set of draws shared by the batch (its popularity-weighted last stage "
-        f"there only). "
+        f"rebuilds after each step are not in it). `midx` and `tapas` over `midx` at 12k items: "
+        f"their runs at the current model settings (temperature 0.1), against the full softmax "
+        f"at those settings; `midx` at 546k items with one set of draws shared by the batch "
+        f"(its popularity-weighted last stage there only). "
         f"Records: {cite(f'{SWEEP}/report', page)}, "
         f"{cite(f'{CATALOGUE}/report', page)} and the runs beside them.\n"
     )

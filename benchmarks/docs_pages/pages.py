@@ -59,6 +59,7 @@ PAGES: dict[str, dict[str, Block]] = {
     },
     "docs/benchmarks/sampler-comparison.md": {
         "samplers": quality.compared, "report": _sweep(quality.SWEEP),
+        "kernel-bias": quality.kernel_bias,
     },
     "docs/benchmarks/catalogue-1m.md": {
         "catalogue": quality.catalogue, "choice": choice.sampler_choice,

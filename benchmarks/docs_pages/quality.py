@@ -141,3 +141,33 @@ def catalogue(page: str) -> str:
             "training steps (one draw each)", "ms per draw", "training minutes", "load",
             "record"]  # fmt: skip
     return table(head, rows)
+
+
+# the kernel-family samplers beside the full softmax at the product's model settings
+TODAYS_MODEL = ("full-tau0.1-len20", "rff-tau0.1-len20_m64", "midx-tau0.1-len20_m64",
+                "midx-tau0.1-len20_m256", "tapas-midx-tau0.1-len20_m64",
+                "tapas-midx-tau0.1-len20_m256")  # fmt: skip
+
+
+def kernel_bias(page: str) -> str:
+    """Val NDCG@10 of the kernel samplers against the full softmax, same model and budget."""
+    by = {d: {r["name"]: r for r in rows} for d, rows in sweep_rows(SWEEP).items()}
+    full = {d: by[d][TODAYS_MODEL[0]]["val"]["ndcg@10"] for d in DATASETS}
+    rows = []
+    for name in TODAYS_MODEL:
+        runs = [by[d][name] for d in DATASETS]
+        val = [r["val"]["ndcg@10"] for r in runs]
+        rows.append([
+            sampler_name(runs[0]),
+            *[_against(v, full[d]) for v, d in zip(val, DATASETS, strict=True)],
+            *[interval(r["vs_full"]) for r in runs],
+            ", ".join(cite(f"{SWEEP}/{d}/{name}", page) for d in DATASETS),
+        ])  # fmt: skip
+    head = ["sampler", *[f"{d} val NDCG@10 (vs full)" for d in DATASETS],
+            *[f"{d} test vs full (95%)" for d in DATASETS], "records"]  # fmt: skip
+    return table(head, rows)
+
+
+def _against(value: float, full: float) -> str:
+    shown = "reference" if value == full else gap(value / full - 1)
+    return f"{num(value)} ({shown})"
