@@ -97,9 +97,11 @@ def test_replicas_agree_and_nginx_retries_reads_on_the_live_one(tmp_path: Path) 
         nginx_tmp = tmp_path / "nginx"
         nginx_tmp.mkdir()
         with _nginx(nginx_tmp, urls) as balancer, httpx.Client(base_url=balancer) as client:
+            body = {"items": PLANTED_HISTORY, "k": 5}
+            for _ in range(4):  # nginx now keeps an idle connection to each replica
+                assert client.post("/recommend", json=body).status_code == 200
             servers[0][1].send_signal(signal.SIGKILL)
             servers[0][1].wait(timeout=10)
-            body = {"items": PLANTED_HISTORY, "k": 5}
             for n in range(20):  # round robin: every other one first tries the dead replica
                 get = client.get("/recommend", params={"user_id": "u1", "k": 5})
                 post = client.post("/recommend", json=body)
