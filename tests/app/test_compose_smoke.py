@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "compose-smoke.sh"
-LIB = ROOT / "scripts" / "smoke-lib.sh"  # the stages and helpers it shares with replicas-smoke.sh
+# the stages and helpers it shares with replicas-smoke.sh
+LIBS = (ROOT / "scripts" / "smoke-lib.sh", ROOT / "scripts" / "smoke-helpers.sh")
 STAGES = ("prepare", "build", "data", "train", "healthy", "checks", "retrain", "down")
 
 
@@ -35,9 +36,10 @@ def _engine() -> str | None:
 
 def test_smoke_script_is_valid_bash_and_executable() -> None:
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
-    subprocess.run(["bash", "-n", str(LIB)], check=True)
+    for lib in LIBS:
+        subprocess.run(["bash", "-n", str(lib)], check=True)
     assert os.access(SCRIPT, os.X_OK)
-    text = SCRIPT.read_text() + LIB.read_text()
+    text = SCRIPT.read_text() + "".join(lib.read_text() for lib in LIBS)
     assert "recsys retrain --logs /logs/new.csv" in text  # the documented compose retrain
     # the outcome checked is the one the gate's JSON decision states, within a bounded wait
     assert "--json" in text and '"published"' in text and "SWITCH_WAIT" in text
