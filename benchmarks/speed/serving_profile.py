@@ -133,4 +133,7 @@ class Profile:
             out[f"{side}_cpu_ms_per_request"] = round(1000 * seconds / per, 3)
             out[f"{side}_cores_busy"] = round(seconds / self.seconds, 2)
         each = [round(seconds / self.seconds, 2) for seconds in self.each_server]
-        return {**out, "each_server_cores_busy": each, "server_stage_shares": stage_shares(folded)}
+        return {
+            **out, "each_server_cores_busy": each, "server_stage_shares": stage_shares(folded),
+            "stage_shares_of": f"server process 1 of {len(self.servers)}",  # py-spy's one
+        }  # fmt: skip

@@ -177,6 +177,7 @@ def test_replicas_behind_the_balancer_share_the_load(
     profiled = run["loads"][2]
     assert profiled["balancer_cpu_ms_per_request"] > 0
     assert len(profiled["each_server_cores_busy"]) == 2
+    assert profiled["stage_shares_of"] == "server process 1 of 2"
     assert min(profiled["each_server_cores_busy"]) > 0.25 * max(profiled["each_server_cores_busy"])
     lines = (tmp_path / "work" / "balancer" / "access.log").read_text().splitlines()
     assert len(lines) >= sum(load["requests"] for load in run["loads"])  # all went through it
