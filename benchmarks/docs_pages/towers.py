@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks import records
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, TOWERS
@@ -13,8 +14,7 @@ TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once,
 
 
 def _cell(run: dict[str, Any]) -> str:
-    load = [run["machine"].get(f"load_{k}") for k in ("before", "after")]
-    shown = "/".join(f"{v:.1f}" for v in load if v is not None)
+    shown = _load(run["machine"])
     return (
         f"| {run['val']['ndcg@10']:.4f} | {run['val']['recall@10']:.4f} | {run['epochs']} x "
         f"{run['seconds_per_epoch']:.0f} s, {run.get('stopped_by', '?')} | {shown} |"
@@ -85,3 +85,54 @@ def tested(page: str) -> str:
 
 def _interval(cell: dict[str, float]) -> str:
     return f"{cell['mean']:.4f} ({cell['low']:.4f}-{cell['high']:.4f})"
+
+
+TUNED = RESULTS / "tower_tune"  # `benchmarks/studies/tower_tune.py`: the search over the keys
+
+
+def tuned(page: str) -> str:
+    """Markdown: the study run, then each trial of the search over its tower's own keys."""
+    trials = [records.read(path) for path in sorted(TUNED.glob("*/trial-*.json"))]
+    if not trials:
+        return "No trial of the search has finished yet.\n"
+    lines = [
+        "| dataset | run | blocks | heads | val NDCG@10 | epochs, minutes | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    best, own = {}, set()
+    for dataset in DATASETS:
+        rows = [_tune_row(t) for t in trials if t["metrics"]["dataset"] == dataset]
+        if rows:
+            base = _tune_row(records.read(STUDY / dataset / f"{trials[0]['metrics']['run']}.json"))
+            lines += [row["line"] for row in (base, *rows)]
+            best[dataset] = max((base, *rows), key=lambda row: row["val"] or 0.0)["keys"]
+            own.add(base["keys"])
+    leaders = set(best.values())
+    if len(best) < len(DATASETS) or len(leaders) > 1:
+        verdict = "no setting of the keys leads on both datasets: the study run's stay"
+    else:
+        blocks, heads = leaders.pop()
+        kept = "the study run's own: they stay" if (blocks, heads) in own else "a change"
+        verdict = f"{blocks} blocks of {heads} heads lead on both datasets ({kept})"
+    return "\n".join(lines) + f"\n\nBy validation NDCG@10, {verdict}.\n"
+
+
+def _tune_row(record: dict[str, Any]) -> dict[str, Any]:
+    """A study run's record or a trial's as a table row, its val NDCG@10 and its keys."""
+    got, tower = record["metrics"], record["config"]["model"]["tower"]
+    keys = (tower["num_layers"], tower["num_heads"])
+    if "trial" in got:
+        name, val, minutes = f"trial {got['trial']}", got["val_ndcg@10"], got["minutes"]
+    else:
+        name, val, minutes = f"`{got['name']}`", got["val"]["ndcg@10"], got["train_seconds"] / 60
+    shown = f"{val:.4f}" if val is not None else f"{got['state']}"  # a pruned trial has none
+    line = (
+        f"| {got['dataset']} | {name} | {keys[0]} | {keys[1]} | {shown} | {got['epochs'] or '-'}, "
+        f"{minutes:.0f} | {_load(record['machine'])} |"
+    )
+    return {"line": line, "val": val, "keys": keys}
+
+
+def _load(machine: dict[str, Any]) -> str:
+    load = [machine.get(f"load_{k}") for k in ("before", "after")]
+    return "/".join(f"{v:.1f}" for v in load if v is not None)
