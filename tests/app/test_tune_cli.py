@@ -132,6 +132,33 @@ def test_a_trial_cut_short_is_failed_and_its_settings_run_first(tmp_path: Path) 
     assert {key: suggest(retry, key) for key, suggest in SEARCH_SPACE.items()} == params
 
 
+def _proposals(study: optuna.Study, count: int) -> list[dict[str, object]]:
+    """`count` trials of `study`, each told a score; the settings each was proposed."""
+    proposed = []
+    for _ in range(count):
+        trial = study.ask()
+        proposed.append({key: suggest(trial, key) for key, suggest in SEARCH_SPACE.items()})
+        study.tell(trial, 0.1)
+    return proposed
+
+
+def test_a_search_in_sittings_proposes_what_one_sitting_would(tmp_path: Path) -> None:
+    def request(out: str) -> TuneRequest:
+        return TuneRequest(RecsysConfig(), tmp_path / out, budget_minutes=60.0, trials=4, seed=3)
+
+    at_once = _proposals(open_study(request("once")), 4)
+    apart = [p for _ in range(4) for p in _proposals(open_study(request("apart")), 1)]
+    assert apart == at_once and len({str(p) for p in at_once}) == 4  # not the first again
+    killed = open_study(request("killed"))
+    first = _proposals(killed, 1)
+    killed.ask()  # the second trial's draws, then a kill
+    resumed = open_study(request("killed"))  # its settings queued, the draws go on after them
+    retried = resumed.ask()
+    assert {key: suggest(retried, key) for key, suggest in SEARCH_SPACE.items()} == at_once[1]
+    resumed.tell(retried, 0.1)
+    assert first + [at_once[1]] + _proposals(resumed, 2) == at_once
+
+
 def test_a_killed_trial_counts_the_minutes_it_ran_not_those_until_the_resume(
     tmp_path: Path,
 ) -> None:

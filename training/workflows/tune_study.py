@@ -2,10 +2,11 @@
 
 The study lives in `OUT/study.db` (SQLite). A sitting resumes it: a trial still marked running
 was cut short by a kill, so it is marked failed and its settings are queued to run first; the
-budget counts the minutes each trial ran (a killed one's until its last record, at each
-validation round and epoch end). The study keeps the settings it searches from (the base
-config less the searched keys, and the fixed keys): a sitting with others is refused, so two
-searches are never mixed in one study.
+sampler goes on from the draws of the trials before (`caught_up_sampler`), so a search cut into
+sittings proposes what one sitting would have; the budget counts the minutes each trial ran (a
+killed one's until its last record, at each validation round and epoch end). The study keeps
+the settings it searches from (the base config less the searched keys, and the fixed keys): a
+sitting with others is refused, so two searches are never mixed in one study.
 """
 
 from __future__ import annotations
@@ -47,7 +48,37 @@ def open_study(out: Path, seed: int, settings: dict[str, Any]) -> optuna.Study:
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(trial.params)
         log.info("tune: trial %d was cut short; its settings run again", trial.number)
+    study.sampler = caught_up_sampler(study, seed)
     return study
+
+
+def caught_up_sampler(study: optuna.Study, seed: int) -> optuna.samplers.TPESampler:
+    """A sampler seeded with `seed` whose draws go on where the study's trials left them.
+
+    A new sampler would propose the first sitting's settings again; this one replays every
+    earlier trial's draws (in an in-memory copy of the study), so the next sitting proposes
+    what one uninterrupted sitting would have. A queued trial drew nothing (its settings were
+    given); one still waiting has not run.
+    """
+    sampler = optuna.samplers.TPESampler(seed=seed)
+    copy = optuna.create_study(direction="maximize", sampler=sampler)
+    for past in study.get_trials(deepcopy=False):
+        if past.state == optuna.trial.TrialState.WAITING:
+            continue
+        if "fixed_params" in past.system_attrs:
+            copy.enqueue_trial(past.params)
+        replayed = copy.ask(past.distributions)
+        if past.state == optuna.trial.TrialState.COMPLETE:
+            copy.tell(replayed, past.value)
+        else:
+            copy.tell(replayed, state=_ENDED_AS.get(past.state, optuna.trial.TrialState.FAIL))
+    # the sampler's search-space cache is bound to the copy: a new one binds to `study`
+    # (Optuna's private attribute; tests/app/test_tune_cli.py's sittings test guards it)
+    sampler._search_space = optuna.search_space.IntersectionSearchSpace(include_pruned=True)
+    return sampler
+
+
+_ENDED_AS = {optuna.trial.TrialState.PRUNED: optuna.trial.TrialState.PRUNED}
 
 
 def check_same_search(study: optuna.Study, settings: dict[str, Any], out: Path) -> None:
