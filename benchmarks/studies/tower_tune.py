@@ -11,10 +11,12 @@ trial trains as the study's runs do (the full softmax, validation only, no refit
 for `--minutes`, so its val NDCG@10 compares with the run's own.
 
 The study is `recsys tune`'s, in `SCRATCH/<dataset>-study` (resumable; the home beside it).
-It runs one trial per sitting, so each trial's record (`results/tower_tune/<dataset>/
-trial-<n>.json`: its settings, val NDCG@10, epochs, minutes, the machine's load around it) is
-written as it ends. The same command resumes where the records stop. Its run's resolved config
-(`run_config`) is rebuilt, as the study's own records are checked against it.
+It runs one trial per sitting (a sitting's draws go on from the last one's, so the trials are
+those one uninterrupted `recsys tune --seed S` would propose), so each trial's record
+(`results/tower_tune/<dataset>/trial-<n>.json`: its settings, val NDCG@10, epochs, minutes,
+the machine's load around it) is written as it ends. The same command resumes where the
+records stop. The run's config is rebuilt as the grid builds it (`run_config`), which the
+study's own records are checked against.
 """
 
 from __future__ import annotations
@@ -71,21 +73,20 @@ def sitting_budget(minutes: float, trial_count: int, spent: float) -> float:
 
 
 def run_trial(dataset: str, number: int, search: Search) -> dict[str, Any]:
-    """One sitting of the study: trial `number` (0-based), and its record."""
+    """One sitting of the study: its `number`-th ended trial (0-based), and its record."""
     from data.workspace import Workspace
-    from training.workflows.tune import SEARCH_SPACE, TuneRequest, open_study, tune
-    from training.workflows.tune_study import minutes_spent
+    from training.workflows.tune import SEARCH_SPACE, TuneRequest, tune
 
-    study = search.scratch / f"{dataset}-study"
+    folder = search.scratch / f"{dataset}-study"
     request = TuneRequest(
-        base_config(dataset, search), study, search.minutes, number + 1, search.seed,
+        base_config(dataset, search), folder, search.minutes, number + 1, search.seed,
         frozenset(SEARCH_SPACE),
     )  # fmt: skip
-    spent = minutes_spent(open_study(request))
-    request.budget_minutes = sitting_budget(search.minutes, number + 1, spent)
+    request.budget_minutes = sitting_budget(search.minutes, number + 1, _spent(folder))
     started = records.start()
     source = str(search.data_root / dataset)
-    trial = tune(Workspace(search.scratch / dataset), request, source)["trials"][number]
+    summary = tune(Workspace(search.scratch / dataset), request, source)
+    trial = [t for t in summary["trials"] if t["state"] in ("complete", "pruned")][number]
     metrics = {
         "dataset": dataset, "run": search.run, "trial": number, "state": trial["state"],
         "params": trial["params"], "val_ndcg@10": trial["val_ndcg@10"],
@@ -95,6 +96,19 @@ def run_trial(dataset: str, number: int, search: Search) -> dict[str, Any]:
     path = search.record_path(dataset, number)
     path.parent.mkdir(parents=True, exist_ok=True)
     return records.save(path, trial["config"], metrics, started, root=search.out, threads=1)
+
+
+def _spent(folder: Path) -> float:
+    """The study's minutes so far, read without resuming it (`tune` resumes it, under its lock)."""
+    import optuna
+
+    from training.workflows.tune_study import STUDY, minutes_spent
+
+    if not (folder / "study.db").is_file():
+        return 0.0
+    return minutes_spent(
+        optuna.load_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}")
+    )
 
 
 def run_study(dataset: str, trials: int, search: Search) -> list[dict[str, Any]]:

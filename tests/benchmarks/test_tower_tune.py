@@ -46,6 +46,8 @@ def test_trials_change_only_the_towers_keys_and_resume(search: tower_tune.Search
             assert record["config"][section][name] == base[section][name], key
         assert record["config"]["train"]["refit_epochs"] == 0
         assert record["config"]["model"]["tower"]["name"] == "sasrec"
+    first, second = (r["metrics"]["params"] for r in written)
+    assert first != second  # the second sitting's draws go on from the first's
     assert tower_tune.run_study("amazon-beauty", 2, search) == []  # both recorded: none again
 
 
