@@ -271,4 +271,4 @@ done_stage data
 
 # The helpers the scripts use after the stages: check, read_decision, wait_trainer, wait_healthy.
 # shellcheck source=scripts/smoke-helpers.sh
-source "$(dirname "${BASH_SOURCE[0]}")/smoke-helpers.sh"
+source "$ROOT/scripts/smoke-helpers.sh"
