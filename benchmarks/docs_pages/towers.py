@@ -125,7 +125,9 @@ def _tune_row(record: dict[str, Any]) -> dict[str, Any]:
         name, val, minutes = f"trial {got['trial']}", got["val_ndcg@10"], got["minutes"]
     else:
         name, val, minutes = f"`{got['name']}`", got["val"]["ndcg@10"], got["train_seconds"] / 60
-    shown = f"{val:.4f}" if val is not None else f"{got['state']}"  # a pruned trial has none
+    shown = "-" if val is None else f"{val:.4f}"
+    if got.get("state") == "pruned":  # stopped by the pruner: its score at that round
+        shown += ", pruned"
     line = (
         f"| {got['dataset']} | {name} | {keys[0]} | {keys[1]} | {shown} | {got['epochs'] or '-'}, "
         f"{minutes:.0f} | {_load(record['machine'])} |"
