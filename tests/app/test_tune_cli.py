@@ -132,31 +132,42 @@ def test_a_trial_cut_short_is_failed_and_its_settings_run_first(tmp_path: Path) 
     assert {key: suggest(retry, key) for key, suggest in SEARCH_SPACE.items()} == params
 
 
-def _proposals(study: optuna.Study, count: int) -> list[dict[str, object]]:
-    """`count` trials of `study`, each told a score; the settings each was proposed."""
+def _proposals(study: optuna.Study, count: int, start: int = 0) -> list[dict[str, object]]:
+    """Trials `start` to `start + count` of `study`, told scores (every third pruned); the
+    settings each was proposed."""
     proposed = []
-    for _ in range(count):
+    for number in range(start, start + count):
         trial = study.ask()
         proposed.append({key: suggest(trial, key) for key, suggest in SEARCH_SPACE.items()})
-        study.tell(trial, 0.1)
+        if number % 3 == 2:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, 0.01 * (number % 5))
     return proposed
 
 
-def test_a_search_in_sittings_proposes_what_one_sitting_would(tmp_path: Path) -> None:
-    def request(out: str) -> TuneRequest:
-        return TuneRequest(RecsysConfig(), tmp_path / out, budget_minutes=60.0, trials=4, seed=3)
+def _request(out: Path) -> TuneRequest:
+    return TuneRequest(RecsysConfig(), out, budget_minutes=60.0, trials=12, seed=3)
 
-    at_once = _proposals(open_study(request("once")), 4)
-    apart = [p for _ in range(4) for p in _proposals(open_study(request("apart")), 1)]
-    assert apart == at_once and len({str(p) for p in at_once}) == 4  # not the first again
-    killed = open_study(request("killed"))
+
+def test_a_search_in_sittings_proposes_what_one_sitting_would(tmp_path: Path) -> None:
+    at_once = _proposals(open_study(_request(tmp_path / "once")), 12)  # past TPE's 10 random
+    apart = [p for n in range(12) for p in _proposals(open_study(_request(tmp_path)), 1, n)]
+    assert apart == at_once and len({str(p) for p in at_once}) == 12  # not the first again
+
+
+@pytest.mark.parametrize("drew", [True, False])
+def test_a_search_killed_in_a_trial_goes_on_as_one_sitting_would(
+    tmp_path: Path, drew: bool
+) -> None:
+    at_once = _proposals(open_study(_request(tmp_path / "once")), 4)
+    killed = open_study(_request(tmp_path))
     first = _proposals(killed, 1)
-    killed.ask()  # the second trial's draws, then a kill
-    resumed = open_study(request("killed"))  # its settings queued, the draws go on after them
-    retried = resumed.ask()
-    assert {key: suggest(retried, key) for key, suggest in SEARCH_SPACE.items()} == at_once[1]
-    resumed.tell(retried, 0.1)
-    assert first + [at_once[1]] + _proposals(resumed, 2) == at_once
+    cut = killed.ask()  # the second trial, killed after its draws or before any
+    if drew:
+        {key: suggest(cut, key) for key, suggest in SEARCH_SPACE.items()}
+    second = _proposals(open_study(_request(tmp_path)), 1, 1)  # its retry, first of the sitting
+    assert first + second + _proposals(open_study(_request(tmp_path)), 2, 2) == at_once
 
 
 def test_a_killed_trial_counts_the_minutes_it_ran_not_those_until_the_resume(

@@ -65,8 +65,8 @@ def caught_up_sampler(study: optuna.Study, seed: int) -> optuna.samplers.TPESamp
     for past in study.get_trials(deepcopy=False):
         if past.state == optuna.trial.TrialState.WAITING:
             continue
-        if "fixed_params" in past.system_attrs:
-            copy.enqueue_trial(past.params)
+        if "fixed_params" in past.system_attrs:  # what it was given; it drew the rest
+            copy.enqueue_trial(past.system_attrs["fixed_params"])
         replayed = copy.ask(past.distributions)
         if past.state == optuna.trial.TrialState.COMPLETE:
             copy.tell(replayed, past.value)
