@@ -82,7 +82,7 @@ def run_trial(dataset: str, number: int, search: Search) -> dict[str, Any]:
         base_config(dataset, search), folder, search.minutes, number + 1, search.seed,
         frozenset(SEARCH_SPACE),
     )  # fmt: skip
-    request.budget_minutes = sitting_budget(search.minutes, number + 1, _spent(folder))
+    request.budget_minutes = sitting_budget(search.minutes, number + 1, spent_minutes(folder))
     started = records.start()
     source = str(search.data_root / dataset)
     summary = tune(Workspace(search.scratch / dataset), request, source)
@@ -98,17 +98,21 @@ def run_trial(dataset: str, number: int, search: Search) -> dict[str, Any]:
     return records.save(path, trial["config"], metrics, started, root=search.out, threads=1)
 
 
-def _spent(folder: Path) -> float:
-    """The study's minutes so far, read without resuming it (`tune` resumes it, under its lock)."""
+def spent_minutes(folder: Path) -> float:
+    """The study's minutes so far, read without resuming it (`tune` resumes it, under its lock).
+
+    A trial still marked running was killed: `tune` will count the minutes it kept, so they
+    count here too.
+    """
     import optuna
 
-    from training.workflows.tune_study import STUDY, minutes_spent
+    from training.workflows.tune_study import MINUTES_RUN, STUDY, minutes_spent
 
     if not (folder / "study.db").is_file():
         return 0.0
-    return minutes_spent(
-        optuna.load_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}")
-    )
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}")
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    return minutes_spent(study) + sum(t.user_attrs.get(MINUTES_RUN, 0.0) for t in running)
 
 
 def run_study(dataset: str, trials: int, search: Search) -> list[dict[str, Any]]:

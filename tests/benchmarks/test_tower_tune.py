@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import typer
 
@@ -55,3 +57,14 @@ def test_refuses_a_run_the_study_does_not_plan(search: tower_tune.Search) -> Non
     unknown = tower_tune.Search(run="nope", out=search.out)
     with pytest.raises(typer.BadParameter, match="no run amazon-beauty/nope"):
         tower_tune.base_config("amazon-beauty", unknown)
+
+
+def test_a_killed_trials_minutes_count_before_the_study_resumes(tmp_path: Path) -> None:
+    from training.workflows.tune_study import MINUTES_RUN, open_study
+
+    trial = open_study(tmp_path, 0, {"base": {}, "fixed": []}).ask()
+    trial.set_user_attr(MINUTES_RUN, 20.0)  # its last record, then a kill: still "running"
+    spent = tower_tune.spent_minutes(tmp_path)
+    assert spent == pytest.approx(20.0)
+    budget = tower_tune.sitting_budget(30.0, 2, spent)
+    assert min(budget / 2, budget - spent) == pytest.approx(30.0)  # the retry gets its 30
