@@ -45,3 +45,13 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float) -> floa
             pass
         time.sleep(0.5)
     raise RuntimeError(f"server not ready after {timeout} s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if the process is still there 30 s later."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

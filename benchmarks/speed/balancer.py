@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.harness.server_process import stop
 from benchmarks.paths import REPO
 from data.errors import RecsysInputError
 
@@ -98,16 +99,6 @@ class Balancer:
         """Stop nginx."""
         if self.proc is not None:
             stop(self.proc)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, and SIGKILL if the process is still there 30 s later."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _children(pid: int) -> list[int]:

@@ -95,8 +95,7 @@ def run_size(
                     post_ms.append(post)
                     total_ms.append(total)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server_process.stop(proc)
     return {
         "stored_events": stored,
         "post_ms": _summary(post_ms),

@@ -13,8 +13,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from benchmarks.harness.server_process import free_port, serve, wait_ready
-from benchmarks.speed.balancer import Balancer, stop
+from benchmarks.harness.server_process import free_port, serve, stop, wait_ready
+from benchmarks.speed.balancer import Balancer
 
 
 class ServingTarget:
