@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks import records
+from benchmarks.docs_pages.tables import load
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, TOWERS
@@ -14,7 +15,7 @@ TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once,
 
 
 def _cell(run: dict[str, Any]) -> str:
-    shown = _load(run["machine"])
+    shown = load(run["machine"])
     return (
         f"| {run['val']['ndcg@10']:.4f} | {run['val']['recall@10']:.4f} | {run['epochs']} x "
         f"{run['seconds_per_epoch']:.0f} s, {run.get('stopped_by', '?')} | {shown} |"
@@ -130,11 +131,6 @@ def _tune_row(record: dict[str, Any]) -> dict[str, Any]:
         shown += ", pruned"
     line = (
         f"| {got['dataset']} | {name} | {keys[0]} | {keys[1]} | {shown} | {got['epochs'] or '-'}, "
-        f"{minutes:.0f} | {_load(record['machine'])} |"
+        f"{minutes:.0f} | {load(record['machine'])} |"
     )
     return {"line": line, "val": val, "keys": keys}
-
-
-def _load(machine: dict[str, Any]) -> str:
-    load = [machine.get(f"load_{k}") for k in ("before", "after")]
-    return "/".join(f"{v:.1f}" for v in load if v is not None)
