@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,11 @@ import numpy as np
 from benchmarks.speed.raw_search import HISTORY, K
 
 
-def bodies(num_items: int, count: int, seed: int) -> list[bytes]:
-    """`count` request bodies: sessions of HISTORY random item ids of 1..num_items, k = K."""
+def bodies(item_ids: Sequence[str], count: int, seed: int) -> list[bytes]:
+    """`count` request bodies: sessions of HISTORY ids drawn at random from `item_ids`, k = K."""
     rng = np.random.default_rng(seed)
-    draws = rng.integers(1, num_items + 1, size=(count, HISTORY))
-    return [json.dumps({"items": [str(i) for i in row], "k": K}).encode() for row in draws]
+    draws = rng.integers(0, len(item_ids), size=(count, HISTORY))
+    return [json.dumps({"items": [item_ids[i] for i in row], "k": K}).encode() for row in draws]
 
 
 async def _request(reader: Any, writer: Any, body: bytes) -> tuple[int, bool]:

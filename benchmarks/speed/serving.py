@@ -19,6 +19,7 @@ import math
 import platform
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,47 +31,55 @@ from app.cli_common import require_writable
 from benchmarks import records
 from benchmarks.harness import options
 from benchmarks.paths import RESULTS
-from benchmarks.speed import load_client
+from benchmarks.speed import load_client, served_catalogue
 from benchmarks.speed.balancer import require_nginx
 from benchmarks.speed.raw_search import HISTORY, K, raw_search
+from benchmarks.speed.served_catalogue import ServedCatalogue
 from benchmarks.speed.serving_profile import Profile, require_py_spy
 from benchmarks.speed.serving_target import ServingTarget
-from benchmarks.speed.synthetic_bundles import TrainedLaw, synthetic_bundle, trained_table
+from benchmarks.speed.synthetic_bundles import TrainedLaw, trained_table
 from data.errors import RecsysInputError
 
 
 def run_size(
-    num_items: int, work: Path, setting: dict[str, Any], like: TrainedLaw | None = None
+    served: ServedCatalogue, work: Path, setting: dict[str, Any], made_s: float
 ) -> dict[str, Any]:
-    """Bundle, raw search, servers and loads for one catalogue size.
+    """Raw search, servers and loads for one catalogue, `made_s` seconds to write its bundle.
 
     `setting`: the bench's options (index, duration, concurrency, rate, dim, ef_search,
-    replicas, profile); `like`: the law of the table's rows (default: random unit rows).
+    replicas, profile).
     """
-    kind, dim, ef_search = setting["index"], setting["dim"], setting["ef_search"]
-    home = work / f"home-{num_items}-d{dim}"
+    kind, ef_search = setting["index"], setting["ef_search"]
     t0 = time.perf_counter()
-    draw = None if like is None else lambda: like.draw(num_items, np.random.default_rng(0))
-    name = "random" if like is None else f"like-{like.fingerprint()}"
-    bundle_dir = synthetic_bundle(home, num_items, dim, seed=0, table=draw, table_name=name)
-    bundle_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    queries = None if like is None else like.draw(500, np.random.default_rng(1))
-    sessions = load_client.bodies(num_items, 500, seed=1)
-    raw = raw_search(bundle_dir, sessions, kind, ef_search, queries)  # builds the cache
+    sessions = load_client.bodies(served.item_ids, 500, seed=1)
+    raw = raw_search(served.bundle_dir, sessions, kind, ef_search, served.queries)  # caches
     index_s = time.perf_counter() - t0
-    with ServingTarget(home, kind, ef_search, setting["replicas"], work) as target:
-        loads = _loads(target, load_client.bodies(num_items, 5000, seed=2), setting)
+    with ServingTarget(served.home, kind, ef_search, setting["replicas"], work) as target:
+        loads = _loads(target, load_client.bodies(served.item_ids, 5000, seed=2), setting)
     return {
-        "items": num_items,
-        "dim": dim,
+        "items": len(served.item_ids),
+        "dim": raw["index"]["dim"],
         "replicas": setting["replicas"],
-        "bundle_write_s": round(bundle_s, 1),
+        "bundle_write_s": round(made_s, 1),
         "index_build_and_raw_search_s": round(index_s, 1),
         "server_ready_s": round(target.ready_s, 1),
         "raw": raw,
         "loads": loads,
     }
+
+
+def _catalogues(
+    sizes: list[int], work: Path, dim: int, law: TrainedLaw | None, bundle: Path | None
+) -> Iterator[tuple[ServedCatalogue, float]]:
+    """Each catalogue to serve (the trained bundle, else one synthetic per size), timed."""
+    for n in [None] if bundle is not None else sizes:
+        t0 = time.perf_counter()
+        served = (
+            served_catalogue.trained(bundle, work)
+            if bundle is not None
+            else served_catalogue.synthetic(n, dim, work, law)
+        )
+        yield served, time.perf_counter() - t0
 
 
 def _loads(
@@ -121,14 +130,20 @@ def plot(record: dict[str, Any], path: Path) -> None:
 
 
 def bench_serving(
-    items: Annotated[str, typer.Option(help="Comma-separated catalogue sizes.")] = "100000,1000000",
+    items: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated catalogue sizes.", show_default="100000,1000000"),
+    ] = None,
     duration: Annotated[float, typer.Option(help="Seconds per load phase.")] = 30.0,
     concurrency: Annotated[int, typer.Option(min=1, help="Concurrent client connections.")] = 32,
     rate: Annotated[float, typer.Option(help="Open-loop request rate (req/s).")] = 300.0,
     index: Annotated[str, typer.Option(help="Index kind: auto|flat|hnsw|ivf|ivfpq.")] = "hnsw",
     dim: Annotated[
-        int, typer.Option(min=1, help="Embedding width d (the model's default: 256).")
-    ] = 64,
+        int | None,
+        typer.Option(
+            min=1, help="Embedding width d (the model's default: 256).", show_default="64"
+        ),
+    ] = None,
     like: Annotated[
         Path | None,
         typer.Option(
@@ -136,6 +151,15 @@ def bench_serving(
             "Gaussian of its rows (their mean and covariance), recall measured with draws of "
             "the same law, instead of random unit rows.",
             show_default="random unit rows",
+        ),
+    ] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            help="A trained bundle served as it is (its items, rows and query tower), instead "
+            "of synthetic catalogues: its size and width are its own (no --items, --dim or "
+            "--like with it); sessions are drawn from its items.",
+            show_default="synthetic catalogues",
         ),
     ] = None,
     ef_search: Annotated[int, typer.Option(min=1, help="The server's HNSW efSearch.")] = 64,
@@ -160,7 +184,7 @@ def bench_serving(
     ] = RESULTS / "serving/serving.png",
 ) -> None:
     """Load-test `recsys serve` on synthetic catalogues; requests/s, p50/p95/p99, errors."""
-    sizes = options.ints(items, "items")
+    sizes, dim, law = _table_source(items, dim, like, bundle)
     for name, value in (("--rate", rate), ("--duration", duration)):
         if not (math.isfinite(value) and value > 0):
             raise RecsysInputError(f"{name} must be a finite number > 0, got {value}")
@@ -169,7 +193,6 @@ def bench_serving(
         require_py_spy()
     if replicas > 1:
         require_nginx()
-    law = None if like is None else _law(like, dim)
     setting = {"index": index, "duration": duration, "concurrency": concurrency, "rate": rate,
                "dim": dim, "ef_search": ef_search, "replicas": replicas,
                "profile": profile}  # fmt: skip
@@ -177,7 +200,7 @@ def bench_serving(
         "items": sizes, "duration_s": duration, "concurrency": concurrency,
         "open_loop_rate": rate, "index": index, "hnsw_ef_search": ef_search,
         "request": f"POST /recommend, {HISTORY} random items, k={K}",
-        "dim": dim, "embeddings": _table_text(dim, law),
+        "dim": dim, "embeddings": _table_text(dim, law, bundle),
         "like_table": None if law is None else law.summary(),
         "server": "recsys serve: uvicorn, uvloop + httptools, opportunistic request batching",
         "replicas": replicas,
@@ -189,12 +212,29 @@ def bench_serving(
         work = work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         runs = []
-        for n in sizes:
-            runs.append(run_size(n, work, setting, law))
+        for served, made_s in _catalogues(sizes, work, dim, law, bundle):
+            runs.append(run_size(served, work, setting, made_s))
             typer.echo(json.dumps(runs[-1]), err=True)
     metrics = {"runs": runs, "python": platform.python_version()}
     body = records.save(json_path, setup, metrics, started)
     options.plot_record(body, json_path, plot_path, plot)
+
+
+def _table_source(
+    items: str | None, dim: int | None, like: Path | None, bundle: Path | None
+) -> tuple[list[int], int, TrainedLaw | None]:
+    """Sizes, width and row law from the options; a trained bundle's own size and width."""
+    if bundle is None:
+        width = 64 if dim is None else dim
+        law = None if like is None else _law(like, width)
+        return options.ints(items or "100000,1000000", "items"), width, law
+    for name, value in (("--items", items), ("--dim", dim), ("--like", like)):
+        if value is not None:
+            raise RecsysInputError(
+                f"{name} does not go with --bundle: its size, width and rows are the bundle's"
+            )
+    num_items, width = served_catalogue.trained_shape(bundle)
+    return [num_items], width, None
 
 
 def _law(like: Path, dim: int) -> TrainedLaw:
@@ -205,8 +245,13 @@ def _law(like: Path, dim: int) -> TrainedLaw:
     return TrainedLaw(rows, np.random.default_rng(0))
 
 
-def _table_text(dim: int, law: TrainedLaw | None) -> str:
+def _table_text(dim: int, law: TrainedLaw | None, bundle: Path | None) -> str:
     """What the record says of the item table and the recall queries."""
+    if bundle is not None:
+        return (
+            f"a trained bundle served as it is ({bundle.resolve().name}: its item rows, d={dim}, "
+            "and its query tower); recall queries: the load's sessions through its tower"
+        )
     if law is None:
         return f"random L2-normalised, d={dim}; default query tower, random weights"
     return (

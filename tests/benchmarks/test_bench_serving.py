@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.speed import balancer, synthetic_bundles
+from benchmarks.speed import balancer, load_client, synthetic_bundles
 from benchmarks.speed.serving_profile import stage_of
 from data.errors import RecsysInputError
 from tests.benchmarks.helpers import run_bench
@@ -119,6 +119,51 @@ def test_a_like_table_of_another_width_is_refused_before_any_server(
     assert result.returncode == 2 and "--like" in result.stderr and not work.exists()
 
 
+def test_a_trained_bundle_is_served_as_it_is_with_sessions_of_its_own_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None
+) -> None:
+    import recsys
+    from model.bundle import ModelBundle
+
+    home = tmp_path / "home"
+    tiny = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.refit_epochs=0"]
+    recsys.train(events="synthetic", home=home, overrides=tiny, max_epochs=1, version="v1")
+    bundle = home / "models" / "v1"
+    known = ModelBundle.load(bundle, load_tower=False).item_ids[1:]
+    out_json = tmp_path / "serving.json"
+    result = run_bench(
+        capsys, "serving", "--bundle", str(bundle), "--duration", "1", "--concurrency", "2",
+        "--rate", "20", "--index", "hnsw", "--ef-search", "16", "--work-dir",
+        str(tmp_path / "work"), "--out", str(out_json), "--plot", str(tmp_path / "serving.png"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out_json.read_text())
+    assert record["config"]["items"] == [len(known)] and record["config"]["dim"] == 16
+    assert "trained bundle served as it is (v1" in record["config"]["embeddings"]
+    (run,) = record["metrics"]["runs"]
+    assert run["items"] == len(known) and run["dim"] == 16
+    assert all(load["errors"] == 0 and load["requests"] > 0 for load in run["loads"])
+    recall = run["raw"]["recall_at_10_vs_exact"]
+    assert all(0 < r <= 1 for r in recall.values()) and recall["1024"] >= recall["16"]
+    bodies = load_client.bodies(known, 50, seed=0)
+    assert {i for b in bodies for i in json.loads(b)["items"]} <= set(known)
+
+
+@pytest.mark.parametrize("extra", [["--items", "100"], ["--dim", "16"], ["--like", "t.npy"]])
+def test_a_trained_bundle_takes_no_size_width_or_law_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    work = tmp_path / "work"
+    result = run_bench(
+        capsys, "serving", "--bundle", str(tmp_path), *extra, "--work-dir", str(work)
+    )
+    assert result.returncode == 2 and extra[0] in result.stderr and not work.exists()
+    result = run_bench(
+        capsys, "serving", "--bundle", str(tmp_path / "none"), "--work-dir", str(work)
+    )
+    assert result.returncode == 2 and "--bundle" in result.stderr and not work.exists()
+
+
 def test_a_stack_goes_to_the_first_stage_its_innermost_frames_reach() -> None:
     search = "run (uvicorn/server.py:1);go (serving/batcher.py:5);search (faiss/__init__.py:9)"
     assert stage_of(search) == "index search"
@@ -209,8 +254,6 @@ def test_the_load_client_opens_a_new_connection_when_the_server_ends_one() -> No
     """nginx closes a client connection after `keepalive_requests` answers: no error."""
     import asyncio
 
-    from benchmarks.speed import load_client
-
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n%sContent-Type: text/plain\r\n\r\nok"
 
     async def main() -> tuple[dict, int]:
@@ -230,7 +273,8 @@ def test_the_load_client_opens_a_new_connection_when_the_server_ends_one() -> No
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         async with server:
-            result = await load_client.run_load(port, load_client.bodies(50, 10, 0), 0.5, 1, None)
+            bodies = load_client.bodies([str(i) for i in range(1, 51)], 10, 0)
+            result = await load_client.run_load(port, bodies, 0.5, 1, None)
         return result, opened
 
     result, opened = asyncio.run(main())
