@@ -10,9 +10,9 @@ training run (`recsys train`'s, or a sweep's `runs/<name>` in its scratch home) 
 `checkpoints/best.ckpt`; its model is read as `training.loop.trainer.load_run` reads it (the
 refit checkpoint where there is one, else `best.ckpt`). Its item table, as a bundle holds it,
 is indexed with the service's own HNSW (`serving.index.build_index`, the service's default
-build settings; the build is cached under `--cache`), and the queries are the query tower's
-vectors for the first `--queries` validation users (their histories, as /recommend encodes
-them). For each efSearch: recall@10 against exact search and the search's p50 and p99, one
+build settings, built on every core and cached under `--cache`), and the queries are the query
+tower's vectors for the first `--queries` validation users (their histories, as /recommend
+encodes them). For each efSearch: recall@10 against exact search and the search's p50 and p99, one
 query at a time, on one thread.
 """
 
@@ -54,11 +54,14 @@ def measure(
     table: np.ndarray, queries: np.ndarray, widths: list[int], cache: Path
 ) -> dict[str, Any]:
     """Recall@10 and search latency per efSearch of the service's HNSW over `table`."""
+    import faiss
+
     from serving.index import IndexParams, build_index
     from serving.index_recall import exact_top_k, recall_against
 
     cache.mkdir(parents=True, exist_ok=True)
-    index = build_index(table, IndexParams(kind="hnsw"), cache_dir=cache)
+    index = build_index(table, IndexParams(kind="hnsw"), cache_dir=cache)  # on every core
+    faiss.omp_set_num_threads(1)  # searches are timed one query at a time, as the server's
     exact = exact_top_k(table[1:], queries, K)
     served, rows = index.params, []
     for ef in widths:
@@ -87,12 +90,9 @@ def main(
     ),
 ) -> None:
     """Measure and write the record."""
-    import faiss
-
     if not (run / "checkpoints" / "best.ckpt").is_file():
         raise typer.BadParameter(f"{run}: no checkpoints/best.ckpt")
     started = records.start()
-    faiss.omp_set_num_threads(1)
     table, vectors = trained(run, queries)
     result = measure(table, vectors, options.ints(ef_search, "ef-search"), cache / run.name)
     setup = {"run": str(run), "items": len(table) - 1, "dim": table.shape[1],
