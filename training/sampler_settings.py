@@ -17,7 +17,9 @@ from pydantic import Field, model_validator
 
 from model.section import Section, settings_name, validate_named
 
-DEFAULT_SAMPLER = "uniform"  # the sampler of a `sampler:` section that names none
+# the sampler of a `sampler:` section that names none: above uniform on validation on both
+# datasets with its own default m (docs/benchmarks/recipe-study.md, the final grid)
+DEFAULT_SAMPLER = "midx"
 
 
 class SamplerSettings(Section):

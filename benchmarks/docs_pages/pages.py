@@ -72,6 +72,7 @@ PAGES: dict[str, dict[str, Block]] = {
     "docs/benchmarks/query-towers.md": {
         "towers": towers.tower_runs, "tower-decision": towers.decision,
         "tower-test": towers.tested, "tower-tune": towers.tuned,
+        "tower-product-default": towers.product_default,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},
     "docs/benchmarks/serving.md": {

@@ -36,8 +36,10 @@ from training.workflows.tune_study import MINUTES_RUN
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
 SEARCHED = (set(SEARCH_SPACE) | {"model.tower.num_layers", "model.tower.num_heads"}) - {
-    "model.max_len"
-}  # the default tower's own keys are searched; a key given with --set is not
+    "model.max_len",
+    "model.learn_temperature",
+}  # the default tower's own keys are searched; a key given with --set is not, nor a learned
+# temperature, which the default sampler (midx, built on the starting one) refuses
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,10 @@ from training.config import RecsysConfig
 
 def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget() -> None:
     specs, planned = final(Path("unused"))
-    assert planned == 6 and [(s.dataset, s.name) for s in specs] == [
-        (d, name) for d in (BEAUTY, TOYS) for name in ("full", "uniform_m256", "exact_m64")
+    assert planned == 8 and [(s.dataset, s.name) for s in specs] == [
+        (d, name)
+        for d in (BEAUTY, TOYS)
+        for name in ("full", "uniform_m256", "exact_m64", "midx_m64")
     ]
     cfg = sweep.run_config(specs[1], sweep.Sweep())
     defaults = RecsysConfig()
@@ -32,6 +34,8 @@ def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget
         "exact", 64, True,
     )  # fmt: skip
     assert exact.model == defaults.model and exact.train == cfg.train
+    midx = sweep.run_config(specs[3], sweep.Sweep())
+    assert midx.sampler == defaults.sampler  # the default sampler, at its own m
 
 
 def test_mean_interval_covers_the_mean_and_narrows_with_more_users() -> None:

@@ -218,7 +218,8 @@ def test_sampler_updates_and_refreshes(splits: Splits, sets: list[str], sparse: 
 
 
 def test_full_softmax_and_per_query_paths_train(splits: Splits) -> None:
-    for extra in (["sampler.name=full"], ["sampler.per_query=true", "sampler.num_negatives=8"]):
+    per_query = ["sampler.name=uniform", "sampler.per_query=true", "sampler.num_negatives=8"]
+    for extra in (["sampler.name=full"], per_query):
         cfg = load_config(overrides=[*TINY, *extra])
         module = build_module(cfg, splits.num_items, item_counts(splits))
         batch = next(iter(SequenceDataModule(splits, 20, 16).train_dataloader()))
@@ -294,8 +295,9 @@ def test_a_checkpoint_gives_back_a_scheduled_temperature_only(
     splits: Splits, final: str, restored: float
 ) -> None:
     cfg = load_config(
-        overrides=[*TINY, "model.temperature=0.2", f"model.temperature_final={final}"]
-    )
+        overrides=[*TINY, "model.temperature=0.2", f"model.temperature_final={final}",
+                   "sampler.name=uniform"]  # the default, midx, keeps its temperature
+    )  # fmt: skip
     module = build_module(cfg, splits.num_items, item_counts(splits))
     module.restore_temperature({"temperature": 0.07})  # a fixed one stays the config's
     assert module.current_temperature() == pytest.approx(restored)

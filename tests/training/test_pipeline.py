@@ -24,6 +24,8 @@ TINY = [
 ]  # fmt: skip
 
 
+FREE_TAU = "sampler.name=uniform"  # the default, midx, is built on a fixed temperature
+
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
@@ -46,7 +48,7 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     result = _train(ws, str(log_file), version="v1")
     payload = result.to_json()
     assert payload["version"] == "v1" and payload["dataset"] == "tiny"
-    assert payload["sampler"] == "uniform" and payload["num_negatives"] == 32
+    assert payload["sampler"] == "midx" and payload["num_negatives"] == 32  # the default sampler
     assert payload["epochs"] == 2 and payload["train_seconds"] > 0
     for split in ("val", "test"):
         assert set(payload["metrics"][split]) >= {"recall@10", "ndcg@10", "mrr@10", "full_ce"}
@@ -158,7 +160,8 @@ def test_same_seed_same_model(tmp_path: Path, log_file: Path) -> None:
 
 def test_a_learned_temperature_moves_and_the_bundle_keeps_it(tmp_path: Path, log_file: Path):
     ws = Workspace(tmp_path / "home")
-    result = _train(ws, str(log_file), "model.learn_temperature=true", "model.temperature=0.2")
+    learned = ("model.learn_temperature=true", "model.temperature=0.2", FREE_TAU)
+    result = _train(ws, str(log_file), *learned)
     manifest = read_manifest(ws.models_dir / result.version)
     assert manifest.temperature != pytest.approx(0.2, abs=1e-4)  # trained away from the start
     assert 0.0 < manifest.temperature < 1.0
@@ -172,7 +175,12 @@ def test_a_scheduled_temperature_anneals_over_the_budget_to_its_final_value(
     tmp_path: Path, log_file: Path
 ) -> None:
     ws = Workspace(tmp_path / "home")
-    sets = ("model.temperature=0.2", "model.temperature_final=0.05", "train.refit_epochs=0")
+    sets = (
+        "model.temperature=0.2",
+        "model.temperature_final=0.05",
+        "train.refit_epochs=0",
+        FREE_TAU,
+    )
     result = _train(ws, str(log_file), *sets)
     logged = pl.read_csv(Path(result.run_dir) / "metrics.csv")["train/temperature"].drop_nulls()
     assert len(logged) and all(0.05 < tau < 0.2 for tau in logged)  # on its way, mid-training

@@ -29,10 +29,11 @@ FLAT_RFF = {
 }  # fmt: skip
 
 
-def test_defaults_are_the_uniform_sampler_with_256_shared_negatives() -> None:
+def test_defaults_are_midx_with_64_negatives_per_query() -> None:
     cfg = build_run_config()
     assert cfg == RecsysConfig() and set(SETTINGS) == {*SAMPLERS, FullSoftmax().name}
-    assert cfg.sampler.model_dump() == {"name": "uniform", "num_negatives": 256, "per_query": False}
+    assert cfg.sampler == SETTINGS["midx"]()
+    assert (cfg.sampler.num_negatives, cfg.sampler.per_query) == (64, True)
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -70,8 +71,8 @@ def test_a_base_of_another_sampler_keeps_only_the_keys_the_new_one_has() -> None
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["sampler.ratio=4"], "config sampler.ratio: not a key of the uniform sampler; its keys: "
-         "name, num_negatives, per_query"),
+        (["sampler.ratio=4"], "config sampler.ratio: not a key of the midx sampler; its keys: "
+         "name, num_negatives, per_query, per_sequence, refresh_every, codewords"),
         (["sampler.name=tapas", "sampler.tapas_ratio=4"], "config sampler.tapas_ratio: not a key "
          "of the tapas sampler"),
         (["sampler.name=full", "sampler.num_negatives=4"], "not a key of the full sampler"),

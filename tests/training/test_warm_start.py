@@ -95,8 +95,9 @@ def test_a_learned_temperature_carries_over_from_the_served_bundle() -> None:
     from training.workflows.warm_start import from_served
 
     learned = load_config(
-        overrides=["model.dim=8", "model.max_len=4", "model.learn_temperature=true"]
-    )
+        overrides=["model.dim=8", "model.max_len=4", "model.learn_temperature=true",
+                   "sampler.name=uniform"]  # the default, midx, keeps its temperature
+    )  # fmt: skip
     old = build_module(learned, OLD, torch.ones(OLD + 1))
     manifest = Manifest(
         version="v1", created_at=datetime.now(UTC), dataset="toy", num_items=OLD,
@@ -142,7 +143,7 @@ def test_adam_moments_start_fresh_when_the_parameters_differ_from_the_served_run
     state, opt_state = _trained_state()
     learned = load_config(
         overrides=["model.dim=8", "model.max_len=4", "model.num_layers=1",
-                   "model.learn_temperature=true"]
+                   "model.learn_temperature=true", "sampler.name=uniform"]
     )  # fmt: skip
     torch.manual_seed(1)
     module = build_module(learned, NEW, torch.ones(NEW + 1))

@@ -51,6 +51,9 @@ class MidxSettings(TracksTheTable, PerSequenceDraws):
     """`sampler: {name: midx}`: K x K cells of two codebooks, per query by default."""
 
     name: Literal["midx"] = "midx"
+    num_negatives: int = Field(
+        64, ge=1, description="m negatives per query (per batch with per_query: false)."
+    )
     refits_sparse: ClassVar[bool] = True  # updates move rows between cells, never the codewords
     codewords: int = Field(64, ge=1, description="K codewords per codebook: K^2 cells.")
     quantizer: Quantizer = Field("residual", description="residual or product quantization.")
