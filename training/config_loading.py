@@ -20,12 +20,7 @@ from pydantic import ValidationError
 from data.errors import RecsysInputError
 from training.combinations import refuse_clashes, refuse_missing_accelerator
 from training.config import RecsysConfig, register_samplers
-from training.sampler_settings import (
-    DEFAULT_SAMPLER,
-    FullSoftmax,
-    SampledSettings,
-    settings_class,
-)
+from training.sampler_settings import FullSoftmax, SampledSettings, settings_class
 
 Layer = dict[str, Any]  # a config, or part of one: section -> key -> value
 
@@ -113,18 +108,24 @@ def load_config(
 def _on_base(base: Layer, layers: list[Layer]) -> Layer:
     """`base` with `layers` merged on top, in order.
 
-    When the layers name another sampler than the base's, the base's sampler keys that the
-    new sampler does not have are dropped (a retrain's `--set sampler.name=...`).
+    Where a layer names another sampler than the config so far, the sampler keys so far that
+    the new sampler does not have are dropped (`--set sampler.name=...` over a config file
+    such as configs/default.yaml, or over a retrain's served model).
     """
-    later: Layer = {}
+    merged = base
     for layer in layers:
-        later = _deep_merge(later, layer)
-    section, kept = later.get("sampler"), base.get("sampler")
+        merged = _deep_merge(_for_its_sampler(merged, layer), layer)
+    return merged
+
+
+def _for_its_sampler(merged: Layer, layer: Layer) -> Layer:
+    """`merged` less the sampler keys that the other sampler `layer` names does not have."""
+    section, kept = layer.get("sampler"), merged.get("sampler")
     name = section.get("name") if isinstance(section, dict) else None
     settings = _settings_class(name)
-    if isinstance(kept, dict) and settings is not None and name != kept.get("name"):
-        base = {**base, "sampler": {k: v for k, v in kept.items() if k in settings.model_fields}}
-    return _deep_merge(base, later)
+    if not isinstance(kept, dict) or settings is None or name == kept.get("name"):
+        return merged
+    return {**merged, "sampler": {k: v for k, v in kept.items() if k in settings.model_fields}}
 
 
 def build_run_config(
@@ -234,7 +235,7 @@ def stored_config(config: Layer) -> Layer:
     flat = config.get("sampler")
     if not isinstance(flat, dict) or "popularity_alpha" not in flat:
         return config
-    name = flat.get("name", DEFAULT_SAMPLER)
+    name = flat.get("name", "uniform")  # the default when flat sections were written
     settings = _settings_class(name)
     if settings is None:
         return config  # validation names the known samplers

@@ -62,6 +62,17 @@ def test_precedence_defaults_base_sampler_files_sets_flags(tmp_path: Path) -> No
     assert (cfg.train.lr, cfg.train.seed, cfg.train.max_epochs) == (0.2, 5, 3)
 
 
+@pytest.mark.parametrize("name", ["uniform", "popularity", "rff", "tapas"])
+def test_the_default_yaml_takes_another_sampler_by_flag_or_set(name: str) -> None:
+    """Its midx keys give way to the named sampler's; the keys both have keep the file's."""
+    path = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+    by_flag = build_run_config([path], sampler=name)
+    by_set = build_run_config([path], [f"sampler.name={name}"])
+    assert by_flag.sampler.name == by_set.sampler.name == name
+    assert by_flag.sampler.num_negatives == by_set.sampler.num_negatives == 64  # the file's
+    assert by_flag == by_set  # midx's own keys dropped either way (they were refused)
+
+
 def test_a_base_of_another_sampler_keeps_only_the_keys_the_new_one_has() -> None:
     base = {"sampler": {"name": "tapas", "num_negatives": 32, "ratio": 2.0}}
     cfg = build_run_config(overrides=["sampler.name=uniform"], base=base)
