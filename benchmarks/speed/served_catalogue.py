@@ -50,6 +50,8 @@ def trained(bundle: Path, work: Path) -> ServedCatalogue:
     version = loaded.version
     home = work / f"home-{version}"
     link = home / "models" / version
+    if link.is_symlink() and link.resolve() != bundle.resolve():
+        link.unlink()  # a reused --work-dir: another bundle of the same version name
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(bundle.resolve(), target_is_directory=True)
@@ -59,9 +61,12 @@ def trained(bundle: Path, work: Path) -> ServedCatalogue:
 
 def trained_shape(bundle: Path) -> tuple[int, int]:
     """(items, width) of the trained `bundle` (RecsysInputError when it is not one)."""
-    from model.bundle.manifest import read_manifest
+    from model.bundle.manifest import BundleError, read_manifest
 
     if not bundle.is_dir():
         raise RecsysInputError(f"--bundle {bundle}: not a model bundle folder")
-    manifest = read_manifest(bundle)
+    try:
+        manifest = read_manifest(bundle)
+    except BundleError as err:
+        raise RecsysInputError(f"--bundle {bundle}: {err}") from None
     return manifest.num_items, manifest.dim

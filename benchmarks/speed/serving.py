@@ -1,8 +1,9 @@
-"""`bench serving`: load-test the real server on synthetic catalogues of given sizes.
+"""`bench serving`: load-test the real server on synthetic catalogues, or on a trained bundle.
 
 For each size: write a synthetic bundle (`synthetic_bundles`: random unit item rows, or with
 `--like` rows drawn like a trained table's, and a randomly initialised default query tower:
-latency does not depend on the weights), start `recsys serve` as a subprocess (or `--replicas`
+latency does not depend on the weights); or, with `--bundle`, serve a trained one as it is
+(`served_catalogue`). Then start `recsys serve` as a subprocess (or `--replicas`
 of them behind the shipped nginx balancer: `serving_target`), wait for /ready, then run two
 bounded loads of POST /recommend (anonymous sessions of 20 random items, k = 10) from
 keep-alive connections on localhost (`load_client`): an open loop at a fixed rate and a closed
@@ -60,7 +61,7 @@ def run_size(
         "items": len(served.item_ids),
         "dim": raw["index"]["dim"],
         "replicas": setting["replicas"],
-        "bundle_write_s": round(made_s, 1),
+        "bundle_write_s": round(made_s, 1),  # a trained bundle's: linking and publishing it
         "index_build_and_raw_search_s": round(index_s, 1),
         "server_ready_s": round(target.ready_s, 1),
         "raw": raw,
@@ -72,13 +73,14 @@ def _catalogues(
     sizes: list[int], work: Path, dim: int, law: TrainedLaw | None, bundle: Path | None
 ) -> Iterator[tuple[ServedCatalogue, float]]:
     """Each catalogue to serve (the trained bundle, else one synthetic per size), timed."""
-    for n in [None] if bundle is not None else sizes:
+    makers = (
+        [lambda: served_catalogue.trained(bundle, work)]
+        if bundle is not None
+        else [lambda n=n: served_catalogue.synthetic(n, dim, work, law) for n in sizes]
+    )
+    for make in makers:
         t0 = time.perf_counter()
-        served = (
-            served_catalogue.trained(bundle, work)
-            if bundle is not None
-            else served_catalogue.synthetic(n, dim, work, law)
-        )
+        served = make()
         yield served, time.perf_counter() - t0
 
 
@@ -183,7 +185,7 @@ def bench_serving(
         Path, typer.Option("--plot", help="Latency and throughput plot (PNG).")
     ] = RESULTS / "serving/serving.png",
 ) -> None:
-    """Load-test `recsys serve` on synthetic catalogues; requests/s, p50/p95/p99, errors."""
+    """Load-test `recsys serve` on synthetic catalogues or a trained bundle; req/s, p99, errors."""
     sizes, dim, law = _table_source(items, dim, like, bundle)
     for name, value in (("--rate", rate), ("--duration", duration)):
         if not (math.isfinite(value) and value > 0):
