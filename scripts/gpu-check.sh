@@ -27,7 +27,7 @@ check() {  # check NAME COMMAND...: run it, log its output, report the outcome
 check contract env RECSYS_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider \
     tests/training/test_samplers_contract.py tests/training/test_full_softmax.py
 check synth "$PY" -m app synth --users 400 --items 300 --events 12000 --out "$LOGS/log.csv"
-for sampler in full exact uniform popularity in-batch mixed quadratic rff tapas bernoulli; do
+for sampler in full exact uniform popularity in-batch mixed quadratic rff midx tapas bernoulli; do
     check "train-$sampler" "$PY" -m app -v train --home "$LOGS/home-$sampler" \
         --dataset "$LOGS/log.csv" --sampler "$sampler" --max-epochs 2 \
         --set train.accelerator=gpu --set train.val_users=200 --json

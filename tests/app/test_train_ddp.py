@@ -24,7 +24,8 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from model.bundle import ModelBundle
 from tests.serving.server import running_server
-from training.loop.datamodule import item_counts
+from training.evaluation.metrics import popularity_baseline
+from training.loop.datamodule import SequenceDataModule, item_counts
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [
@@ -123,6 +124,21 @@ def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None
     with running_server(home) as url:
         body = httpx.get(f"{url}/recommend", params={"user_id": "u1", "k": 5}, timeout=10).json()
     assert body["model_version"] == result["version"] and len(body["items"]) == 5
+
+
+def test_the_default_sampler_trains_on_two_ranks_and_beats_popularity(
+    tmp_path: Path, log_file: Path
+) -> None:
+    """midx, the sampler when none is named, in a data-parallel training."""
+    two = ("--devices", "2", "--strategy", "ddp", "--max-epochs", "10")  # 3 trail popularity
+    result, stderr = train(tmp_path / "home", log_file, *two)
+    assert result["sampler"] == "midx" and result["epochs"] == 10
+    assert "memory per rank (2 ranks)" in stderr
+    splits = build_splits(Workspace(tmp_path / "home"))
+    test = SequenceDataModule(splits, 10, 64).test_set
+    batch = test[list(range(len(test)))]
+    base = popularity_baseline(item_counts(splits), batch["target"], batch["seen"], ks=(10,))
+    assert result["metrics"]["test"]["recall@10"] > base["recall@10"] + 0.05
 
 
 def test_torchrun_starts_the_ranks_of_a_sparse_table_training(
