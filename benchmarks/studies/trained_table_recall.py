@@ -30,8 +30,11 @@ from benchmarks.harness import options
 from benchmarks.speed.raw_search import HISTORY, K
 
 
-def trained(run: Path, num_queries: int) -> tuple[np.ndarray, np.ndarray]:
-    """The run's item table `[n + 1, d]` as the bundle holds it and `[Q, d]` user queries."""
+def trained(run: Path, num_queries: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The run's item table `[n + 1, d]` as the bundle holds it, `[Q, d]` user queries, config.
+
+    The config is the run's resolved one, as a dict.
+    """
     import torch
 
     from training.evaluation.ranking import rank_batch
@@ -47,7 +50,8 @@ def trained(run: Path, num_queries: int) -> tuple[np.ndarray, np.ndarray]:
         _, _, queries = rank_batch(
             model.query_tower, item_emb, batch, cfg.model.temperature, True, 65536
         )
-    return item_emb.numpy().astype(np.float32), queries.numpy().astype(np.float32)
+    table, vectors = item_emb.numpy().astype(np.float32), queries.numpy().astype(np.float32)
+    return table, vectors, cfg.model_dump(mode="json")
 
 
 def measure(
@@ -93,10 +97,11 @@ def main(
     if not (run / "checkpoints" / "best.ckpt").is_file():
         raise typer.BadParameter(f"{run}: no checkpoints/best.ckpt")
     started = records.start()
-    table, vectors = trained(run, queries)
+    table, vectors, trained_with = trained(run, queries)
     result = measure(table, vectors, options.ints(ef_search, "ef-search"), cache / run.name)
     setup = {"run": str(run), "items": len(table) - 1, "dim": table.shape[1],
-             "queries": len(vectors), "k": K, "over_fetch": HISTORY}  # fmt: skip
+             "queries": len(vectors), "k": K, "over_fetch": HISTORY,
+             "run_config": trained_with}  # fmt: skip
     records.save(json_path, setup, result, started, threads=1)
 
 
