@@ -108,14 +108,16 @@ def load_config(
 def _on_base(base: Layer, layers: list[Layer]) -> Layer:
     """`base` with `layers` merged on top, in order.
 
-    Where a layer names another sampler than the config so far, the sampler keys so far that
+    Where a layer names another sampler than the layers before it, their sampler keys that
     the new sampler does not have are dropped (`--set sampler.name=...` over a config file
-    such as configs/default.yaml, or over a retrain's served model).
+    such as configs/default.yaml); the keys they share stay, the later layer's winning. The
+    base is held against the sampler the layers end on, so a retrain that names its served
+    model's sampler again keeps that model's settings.
     """
-    merged = base
+    later: Layer = {}
     for layer in layers:
-        merged = _deep_merge(_for_its_sampler(merged, layer), layer)
-    return merged
+        later = _deep_merge(_for_its_sampler(later, layer), layer)
+    return _deep_merge(_for_its_sampler(base, later), later)
 
 
 def _for_its_sampler(merged: Layer, layer: Layer) -> Layer:
@@ -228,17 +230,17 @@ _FLAT_PREFIXES = {
 def stored_config(config: Layer) -> Layer:
     """`config` as written by an earlier run (a manifest's, a run's hparams), in today's format.
 
-    A former flat sampler section (it has `popularity_alpha`, as every one had) becomes the
-    named sampler's own keys, with the values the run used, so a model published before
-    keeps retraining as it was trained.
+    A former flat sampler section (it has `popularity_floor`, as every one had and no
+    sampler's own settings have) becomes the named sampler's own keys, with the values the run
+    used, so a model published before keeps retraining as it was trained.
     """
     flat = config.get("sampler")
-    if not isinstance(flat, dict) or "popularity_alpha" not in flat:
+    if not isinstance(flat, dict) or "popularity_floor" not in flat:
         return config
     name = flat.get("name", "uniform")  # the default when flat sections were written
     settings = _settings_class(name)
     if settings is None:
         return config  # validation names the known samplers
     prefix = _FLAT_PREFIXES.get(name, "")
-    own = {key.removeprefix(prefix): value for key, value in flat.items()}
+    own = {key.removeprefix(prefix): value for key, value in {**flat, "name": name}.items()}
     return {**config, "sampler": {k: v for k, v in own.items() if k in settings.model_fields}}

@@ -115,6 +115,20 @@ def test_a_former_flat_sampler_section_reads_as_the_samplers_own_keys() -> None:
     assert full.sampler == FullSoftmax()
     today = RecsysConfig().model_dump()
     assert stored_config(today) == today  # today's format passes as it is
+    unnamed = {k: v for k, v in FLAT_RFF.items() if k != "name"}  # written when uniform was
+    assert RecsysConfig.model_validate(stored_config({"sampler": unnamed})).sampler == SETTINGS[
+        "uniform"
+    ](num_negatives=64, per_query=True)
+    midx = {"sampler": {"codewords": 32, "popularity_alpha": 0.75}}  # today's, unnamed: midx's
+    assert stored_config(midx) == midx
+
+
+def test_a_retrain_that_names_its_samplers_again_keeps_the_served_settings() -> None:
+    base = {"sampler": {"name": "midx", "codewords": 16, "quantizer": "product"}}
+    cfg = build_run_config(overrides=["sampler.name=tapas", "sampler.name=midx"], base=base)
+    assert (cfg.sampler.name, cfg.sampler.codewords, cfg.sampler.quantizer) == (
+        "midx", 16, "product",
+    )  # fmt: skip
 
 
 def test_a_model_published_before_keeps_retraining_with_its_settings(tmp_path: Path) -> None:
