@@ -96,10 +96,11 @@ def _trained_with(cfg: dict[str, Any]) -> str:
     sampler, train = cfg["sampler"], cfg["train"]
     draws = "per query" if sampler.get("per_query") else "shared by the batch"
     sparse = ", sparse embeddings" if train["sparse_embeddings"] else ""
+    minutes = f"at most {train['max_minutes']:g} minutes" if train["max_minutes"] else "no cap"
+    threads = train["threads"] or "every"
     return (
         f"`{sampler['name']}` at m = {sampler['num_negatives']}, draws {draws}{sparse}, "
-        f"d = {cfg['model']['dim']}, at most {train['max_minutes']:g} minutes on "
-        f"{train['threads']} thread{'' if train['threads'] == 1 else 's'}"
+        f"d = {cfg['model']['dim']}, {minutes} on {threads} thread{'' if threads == 1 else 's'}"
     )
 
 

@@ -9,6 +9,7 @@ the load's sessions are drawn from its ids and recall is measured for them throu
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,20 +44,31 @@ def synthetic(num_items: int, dim: int, work: Path, like: TrainedLaw | None) -> 
 
 
 def trained(bundle: Path, work: Path) -> ServedCatalogue:
-    """A home serving the trained `bundle` as it is, linked (its cached index lands in it)."""
+    """A home serving the trained `bundle` as it is: a folder of links to its files.
+
+    The index the bench builds is cached in that folder, under `work`, never in the user's
+    bundle (whose recall note `recsys serve` would then read instead of measuring its own).
+    """
     from model.bundle import ModelBundle, publish
 
     loaded = ModelBundle.load(bundle, load_tower=False, map_embeddings=True)
     version = loaded.version
     home = work / f"home-{version}"
-    link = home / "models" / version
-    if link.is_symlink() and link.resolve() != bundle.resolve():
-        link.unlink()  # a reused --work-dir: another bundle of the same version name
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(bundle.resolve(), target_is_directory=True)
+    folder = home / "models" / version
+    if folder.is_dir() and not _links_to(folder, bundle.resolve()):
+        shutil.rmtree(folder)  # a reused --work-dir: another bundle of this version name
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in sorted(bundle.resolve().iterdir()):
+        if not (folder / source.name).exists():
+            (folder / source.name).symlink_to(source)
     publish(home / "models", version)
-    return ServedCatalogue(home, link, loaded.item_ids[1:], None)
+    return ServedCatalogue(home, folder, loaded.item_ids[1:], None)
+
+
+def _links_to(folder: Path, bundle: Path) -> bool:
+    """Whether every link in `folder` points into `bundle` (its own cached index aside)."""
+    links = [path for path in folder.iterdir() if path.is_symlink()]
+    return bool(links) and all(path.resolve().parent == bundle for path in links)
 
 
 def trained_shape(bundle: Path) -> tuple[int, int]:

@@ -231,6 +231,24 @@ def test_replicas_behind_the_balancer_share_the_load(
     assert len(lines) >= sum(load["requests"] for load in run["loads"])  # all went through it
 
 
+def test_a_trained_bundle_is_linked_never_written_and_a_reused_folder_relinks(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.speed import served_catalogue
+
+    first, second = (
+        synthetic_bundles.synthetic_bundle(tmp_path / name, 50, 8, seed=seed)
+        for name, seed in (("a", 0), ("b", 1))
+    )  # the same version name, bench-50-d8
+    work = tmp_path / "work"
+    served = served_catalogue.trained(first, work)
+    (served.bundle_dir / "index-cache.faiss").write_text("built for the first")
+    assert not (first / "index-cache.faiss").exists()  # the cache stays in the work folder
+    served = served_catalogue.trained(second, work)
+    assert {p.resolve().parent for p in served.bundle_dir.iterdir()} == {second.resolve()}
+    assert len(served.item_ids) == 50
+
+
 def test_a_law_of_unit_rows_draws_unit_rows_and_a_cached_bundle_draws_none(
     tmp_path: Path,
 ) -> None:
