@@ -126,6 +126,7 @@ def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None
     assert body["model_version"] == result["version"] and len(body["items"]) == 5
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it; `make test` keeps CI within 8 minutes
 def test_the_default_sampler_trains_on_two_ranks_and_beats_popularity(
     tmp_path: Path, log_file: Path
 ) -> None:
