@@ -3,8 +3,9 @@
 A synthetic catalogue is written by `synthetic_bundles` (random unit rows, or rows drawn like a
 trained table's with `--like`); its item ids are "1".."N". A trained bundle (`--bundle`, one
 that `recsys train` published) is served unchanged through a home of its own whose
-`models/<version>` links to it, so its item rows, its ids and its query tower are the model's:
-the load's sessions are drawn from its ids and recall is measured for them through its tower.
+`models/<version>` folder links each of its files, so its item rows, its ids and its query
+tower are the model's, while the index the bench builds is cached beside the links: the load's
+histories are drawn from its ids and recall is measured for them through its tower.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def trained(bundle: Path, work: Path) -> ServedCatalogue:
 def _links_to(folder: Path, bundle: Path) -> bool:
     """Whether every link in `folder` points into `bundle` (its own cached index aside)."""
     links = [path for path in folder.iterdir() if path.is_symlink()]
-    return bool(links) and all(path.resolve().parent == bundle for path in links)
+    return bool(links) and all(path.readlink().parent == bundle for path in links)
 
 
 def trained_shape(bundle: Path) -> tuple[int, int]:
