@@ -47,11 +47,11 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float) -> floa
     raise RuntimeError(f"server not ready after {timeout} s")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, and SIGKILL if the process is still there 30 s later."""
+def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """SIGTERM, and SIGKILL if the process is still there `grace` seconds later."""
     proc.terminate()
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from benchmarks.harness.server_process import stop
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -64,17 +66,8 @@ def running_servers(
         yield [(url, proc) for url, proc, _ in started]
     finally:
         for _, proc, log in started:
-            _stop(proc)
+            stop(proc, grace=10)
             log.close()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _wait(url: str, proc: subprocess.Popen[bytes], path: str, timeout: float, log: Path) -> None:
