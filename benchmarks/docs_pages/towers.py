@@ -6,7 +6,7 @@ from typing import Any
 
 from benchmarks import records
 from benchmarks.docs_pages.quality import DEFAULT_RUN
-from benchmarks.docs_pages.tables import cite, load, metrics
+from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, table
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, TOWERS
@@ -140,17 +140,12 @@ def _tune_row(record: dict[str, Any]) -> dict[str, Any]:
 def product_default(page: str) -> str:
     """The product's default with its refit against the like-for-like figure, on test."""
     runs = {(r["dataset"], r["name"]): r for rows in load_results(TESTED).values() for r in rows}
-    lines = [
-        "| dataset | like for like (`sasrec-ours`, no refit): test NDCG@10 | the default with "
-        "its refit: test NDCG@10 | gain | record |",
-        "|---|---|---|---|---|",
-    ]
+    rows = []
     for dataset in DATASETS:
         alike = runs[(dataset, "sasrec-ours")]["test"]["ndcg@10"]["mean"]
         run = f"recipe_final/{dataset}/{DEFAULT_RUN}"
         ndcg = metrics(run)["test"]["ndcg@10"]
-        lines.append(
-            f"| {dataset} | {alike:.4f} | {ndcg:.4f} | {100 * (ndcg / alike - 1):+.1f}% | "
-            f"{cite(run, page)} |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append([dataset, num(alike), num(ndcg), gap(ndcg / alike - 1), cite(run, page)])
+    head = ["dataset", "like for like (`sasrec-ours`, no refit): test NDCG@10",
+            "the default with its refit: test NDCG@10", "gain", "record"]  # fmt: skip
+    return table(head, rows)
