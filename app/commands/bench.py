@@ -1,10 +1,15 @@
 """`recsys bench ...`: the repository's benchmarks (`python -m benchmarks`), from a checkout.
 
 The benchmark package is not part of the installed product: it is imported only when the
-command runs, and a product installed without the checkout says so.
+command runs, from the checkout the product is installed from (`make install`'s editable
+install does not put the checkout itself on the path), and a product installed without the
+checkout says so.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import typer
 
@@ -16,6 +21,7 @@ def bench(ctx: typer.Context) -> None:
 
     The same command line as `python -m benchmarks`.
     """
+    _find_the_checkout()
     try:
         from benchmarks.cli import bench_app
     except ModuleNotFoundError as err:
@@ -28,6 +34,13 @@ def bench(ctx: typer.Context) -> None:
     command = typer.main.get_command(bench_app)
     with command.make_context("recsys bench", list(ctx.args)) as sub:
         command.invoke(sub)
+
+
+def _find_the_checkout() -> None:
+    """Append the checkout this package lies in to the path, when it holds the benchmarks."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "benchmarks" / "cli.py").is_file() and str(checkout) not in sys.path:
+        sys.path.append(str(checkout))
 
 
 def register(app: typer.Typer) -> None:

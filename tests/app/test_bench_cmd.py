@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +30,16 @@ def test_without_the_benchmarks_package_it_says_so_in_one_line(
     done = run_inproc(capsys, "bench", "--help")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "not installed with recsys" in done.stderr and "python -m benchmarks" in done.stderr
+
+
+def test_the_installed_command_finds_the_checkouts_benchmarks(tmp_path: Path) -> None:
+    """The console script, run from elsewhere, as a user of `make install` runs it."""
+    script = Path(sys.executable).parent / "recsys"
+    if not script.is_file():
+        pytest.skip(f"no installed recsys command beside {sys.executable}")
+    done = subprocess.run(
+        [str(script), "bench", "--help"], cwd=tmp_path, capture_output=True, text=True,
+        check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "train-step" in done.stdout
