@@ -70,8 +70,9 @@ def smoke_stages(page: str) -> str:
         f"Its stage times on a {machine['cores']}-core machine with {run['config']['engine']} "
         f"(load {load(machine)}): {parts}; {run['wall_seconds'] / 60:.1f} minutes in all. The "
         f"image is {facts['image_mb']:,} MB; the api switched {facts['switch_after_retrain_s']} s "
-        f"after the retrain published. Dataset: {run['config']['dataset']}. A first run on a "
-        "fresh machine adds the prepare and build stages' downloads. "
+        f"after the retrain published. Dataset: {run['config']['dataset']}. The build reuses "
+        "the engine's cached layers of an earlier build; a first run on a fresh machine adds "
+        "the prepare and build stages' downloads. "
         f"Record: {cite(SMOKE, page)}.\n"
     )
 
