@@ -9,7 +9,7 @@ from benchmarks.docs_pages.quality import DEFAULT_RUN
 from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, table
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
-from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, TOWERS
+from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, towers_of
 
 STUDY = RESULTS / "tower_study"
 TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once, at the end
@@ -32,7 +32,7 @@ def tower_runs(page: str) -> str:
     ]
     for setting in SETTINGS:
         for dataset in DATASETS:
-            for tower in TOWERS:
+            for tower in towers_of(setting):
                 name = f"{tower}-{setting}"
                 run = found.get((dataset, name))
                 cells = _cell(run) if run else "| not run yet | | | |"
@@ -47,10 +47,10 @@ def decision(page: str) -> str:
     for setting in SETTINGS:
         best = {}
         for dataset in DATASETS:
-            runs = {t: found.get((dataset, f"{t}-{setting}")) for t in TOWERS}
+            runs = {t: found.get((dataset, f"{t}-{setting}")) for t in towers_of(setting)}
             if any(run is None for run in runs.values()):
                 done = sum(run is not None for run in runs.values())
-                lines.append(f"- {setting} settings, {dataset}: {done} of {len(TOWERS)} runs done.")
+                lines.append(f"- {setting} settings, {dataset}: {done} of {len(runs)} runs done.")
                 continue
             best[dataset] = max(runs, key=lambda t: runs[t]["val"]["ndcg@10"])  # type: ignore[index]
         if len(best) == len(DATASETS):

@@ -11,6 +11,10 @@ Each tower trains twice on amazon-beauty and amazon-toys:
   L = 50, plain dot-product logits, lr 1e-3, batch 256, one attention head); `sasrec` at
   these settings is the control the issue asks for: SASRec with full cross-entropy.
 - `ours`: the product's model settings (d = 256, L = 20, cosine logits at temperature 0.1).
+- `published-prefix`: the published settings trained as the published code trains (BSARec's
+  and its baselines'): one target per prefix of each history, predicted at its last position
+  (`train.targets=last`), not a target at every position; for `sasrec`, the control, and
+  `bsarec`, the best published model on these splits, each on both datasets in turn.
 Runs are ordered so that the published settings on amazon-beauty come first, then the same
 on amazon-toys, then ours: every finished pair of runs is a usable comparison.
 
@@ -33,21 +37,35 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     ),
     "ours": ("model.max_len=20", "model.temperature=0.1"),  # the sweeps pin 50 and 0.05
 }  # fmt: skip
+SETTINGS["published-prefix"] = (*SETTINGS["published"], "train.targets=last")
+PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 
+def towers_of(setting: str) -> tuple[str, ...]:
+    """The towers a setting trains: every one, but the prefix setting's two."""
+    return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
+
+
 def _spec(dataset: str, tower: str, setting: str) -> RunSpec:
-    heads = (ONE_HEAD,) if setting == "published" and tower == "sasrec" else ()
+    heads = (ONE_HEAD,) if setting.startswith("published") and tower == "sasrec" else ()
     sets = (f"model.tower={tower}", *heads, *SETTINGS[setting])
     return RunSpec(dataset, f"{tower}-{setting}", "full", None, sets=sets)
 
 
 def towers(out: Path) -> tuple[list[RunSpec], int]:
-    """Every tower at both settings on both datasets, published settings first."""
+    """Every tower at both settings on both datasets, published settings first, then the rest.
+
+    The prefix setting's towers come last, each on both datasets in turn (two runs at a time
+    make a pair).
+    """
     specs = [
         _spec(dataset, tower, setting)
-        for setting in SETTINGS
+        for setting in ("published", "ours")
         for dataset in DATASETS
         for tower in TOWERS
+    ]
+    specs += [
+        _spec(dataset, tower, "published-prefix") for tower in PREFIX_TOWERS for dataset in DATASETS
     ]
     return specs, len(specs)
