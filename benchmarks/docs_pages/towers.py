@@ -138,14 +138,22 @@ def _tune_row(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def product_default(page: str) -> str:
-    """The product's default with its refit against the like-for-like figure, on test."""
-    runs = {(r["dataset"], r["name"]): r for rows in load_results(TESTED).values() for r in rows}
+    """The product's default with its refit against the like-for-like figure, on test.
+
+    The like-for-like figure is the chosen configuration's: of the runs whose test was ranked
+    (the chosen ones and their controls), the one with the best val NDCG@10 on that dataset.
+    """
+    tested = [r for rows in load_results(TESTED).values() for r in rows]
     rows = []
     for dataset in DATASETS:
-        alike = runs[(dataset, "sasrec-ours")]["test"]["ndcg@10"]["mean"]
+        chosen = max((r for r in tested if r["dataset"] == dataset), key=lambda r: r["val_ndcg@10"])
+        alike = chosen["test"]["ndcg@10"]["mean"]
         run = f"recipe_final/{dataset}/{DEFAULT_RUN}"
         ndcg = metrics(run)["test"]["ndcg@10"]
-        rows.append([dataset, num(alike), num(ndcg), gap(ndcg / alike - 1), cite(run, page)])
-    head = ["dataset", "like for like (`sasrec-ours`, no refit): test NDCG@10",
+        rows.append(
+            [dataset, f"`{chosen['name']}`", num(alike), num(ndcg), gap(ndcg / alike - 1),
+             cite(run, page)]
+        )  # fmt: skip
+    head = ["dataset", "like for like (no refit)", "its test NDCG@10",
             "the default with its refit: test NDCG@10", "gain", "record"]  # fmt: skip
     return table(head, rows)

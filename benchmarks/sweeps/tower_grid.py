@@ -11,9 +11,9 @@ Each tower trains twice on amazon-beauty and amazon-toys:
   L = 50, plain dot-product logits, lr 1e-3, batch 256, one attention head); `sasrec` at
   these settings is the control the issue asks for: SASRec with full cross-entropy.
 - `ours`: the product's model settings (d = 256, L = 20, cosine logits at temperature 0.1).
-- `published-prefix`: the published settings trained as the published code trains (BSARec's
-  and its baselines'): one target per prefix of each history, predicted at its last position
-  (`train.targets=last`), not a target at every position; for `sasrec`, the control, and
+- `published-prefix`: the published settings trained as BSARec's code trains every model it
+  reports (its dataset makes one example of each prefix of a history, the target its last
+  item): `train.targets=last`, not a target at every position; for `sasrec`, the control, and
   `bsarec`, the best published model on these splits, each on both datasets in turn.
 Runs are ordered so that the published settings on amazon-beauty come first, then the same
 on amazon-toys, then ours: every finished pair of runs is a usable comparison.
