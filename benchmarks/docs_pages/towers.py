@@ -9,9 +9,10 @@ from benchmarks.docs_pages.quality import DEFAULT_RUN
 from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, table
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
-from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, towers_of
+from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DATASETS, PRODUCT, SETTINGS, towers_of
 
 STUDY = RESULTS / "tower_study"
+LIKE_FOR_LIKE = [setting for setting in SETTINGS if setting != PRODUCT]
 TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once, at the end
 
 
@@ -30,7 +31,7 @@ def tower_runs(page: str) -> str:
         "| dataset | run | val NDCG@10 | val Recall@10 | epochs, what stopped it | load |",
         "|---|---|---|---|---|---|",
     ]
-    for setting in SETTINGS:
+    for setting in LIKE_FOR_LIKE:
         for dataset in DATASETS:
             for tower in towers_of(setting):
                 name = f"{tower}-{setting}"
@@ -44,7 +45,7 @@ def decision(page: str) -> str:
     """What the records decide: per setting, the tower that leads val NDCG@10 on both datasets."""
     found = {(r["dataset"], r["name"]): r for rows in load_results(STUDY).values() for r in rows}
     lines = []
-    for setting in SETTINGS:
+    for setting in LIKE_FOR_LIKE:
         best = {}
         for dataset in DATASETS:
             runs = {t: found.get((dataset, f"{t}-{setting}")) for t in towers_of(setting)}
@@ -156,4 +157,26 @@ def product_default(page: str) -> str:
         )  # fmt: skip
     head = ["dataset", "like for like (no refit)", "its test NDCG@10",
             "the default with its refit: test NDCG@10", "gain", "record"]  # fmt: skip
+    return table(head, rows)
+
+
+def product_frame(page: str) -> str:
+    """The chosen configuration as `recsys train` ships it against the default, on validation."""
+    name = f"{CHOSEN_TOWER}-{PRODUCT}_m64"
+    rows = []
+    for dataset in DATASETS:
+        default = f"recipe_final/{dataset}/{DEFAULT_RUN}"
+        base = metrics(default)["val"]["ndcg@10"]
+        path = STUDY / dataset / f"{name}.json"
+        if not path.is_file():
+            rows.append([dataset, "not run yet", num(base), "", cite(default, page), ""])
+            continue
+        run = f"tower_study/{dataset}/{name}"
+        val = metrics(run)["val"]["ndcg@10"]
+        shown = [num(val), num(base), gap(val / base - 1)]
+        rows.append([dataset, *shown, cite(default, page), cite(run, page)])
+    head = [
+        "dataset", f"`{name}`: val NDCG@10", "the default: val NDCG@10", "difference",
+        "the default's record", "its record",
+    ]  # fmt: skip
     return table(head, rows)

@@ -42,7 +42,7 @@ SAMPLED = (("uniform", 256), ("exact", 64), ("midx", 64))
 WITHIN = 0.03  # the sampled run's NDCG@10 may be this much below the full softmax's
 
 
-def _user_settings() -> tuple[str, ...]:
+def user_settings() -> tuple[str, ...]:
     """Undo every key of the sweeps' protocol: what `recsys train` would use, 30 minutes."""
     from training.config import RecsysConfig
     from training.config_loading import parse_override
@@ -58,7 +58,7 @@ def _user_settings() -> tuple[str, ...]:
 
 def final(out: Path) -> tuple[list[RunSpec], int]:
     """The full softmax and each of `SAMPLED`, with the defaults, on both datasets."""
-    sets = _user_settings()
+    sets = user_settings()
     specs = [
         RunSpec(dataset, name, name, m, sets=sets)
         for dataset in PUBLISHED
