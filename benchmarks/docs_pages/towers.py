@@ -12,7 +12,6 @@ from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DATASETS, PRODUCT, SETTINGS, towers_of
 
 STUDY = RESULTS / "tower_study"
-LIKE_FOR_LIKE = [setting for setting in SETTINGS if setting != PRODUCT]
 TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once, at the end
 
 
@@ -31,7 +30,7 @@ def tower_runs(page: str) -> str:
         "| dataset | run | val NDCG@10 | val Recall@10 | epochs, what stopped it | load |",
         "|---|---|---|---|---|---|",
     ]
-    for setting in LIKE_FOR_LIKE:
+    for setting in SETTINGS:  # the like-for-like settings
         for dataset in DATASETS:
             for tower in towers_of(setting):
                 name = f"{tower}-{setting}"
@@ -45,7 +44,7 @@ def decision(page: str) -> str:
     """What the records decide: per setting, the tower that leads val NDCG@10 on both datasets."""
     found = {(r["dataset"], r["name"]): r for rows in load_results(STUDY).values() for r in rows}
     lines = []
-    for setting in LIKE_FOR_LIKE:
+    for setting in SETTINGS:  # the like-for-like settings
         best = {}
         for dataset in DATASETS:
             runs = {t: found.get((dataset, f"{t}-{setting}")) for t in towers_of(setting)}

@@ -5,7 +5,8 @@ self-attention (`sasrec`) like for like: the full softmax, trained on each user'
 to the validation one, no refit, 30 minutes on one thread each (the sweeps' `PROTOCOL`, two
 runs at a time)?
 
-Each tower trains twice on amazon-beauty and amazon-toys:
+Each tower trains on amazon-beauty and amazon-toys at two settings, two towers at a third, and
+the chosen configuration in the product's frame:
 - `published`: the settings the published models were measured with on these splits
   (SASRec, FMLP-Rec, BSARec, LRURec on the S3-Rec data: d = 64, 2 blocks, dropout 0.5,
   L = 50, plain dot-product logits, lr 1e-3, batch 256, one attention head); `sasrec` at
@@ -52,9 +53,7 @@ ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 
 def towers_of(setting: str) -> tuple[str, ...]:
-    """The towers a setting trains: every one, but the prefix settings' few."""
-    if setting == PRODUCT:
-        return (CHOSEN_TOWER,)
+    """The towers a like-for-like setting trains: every one, but the prefix setting's two."""
     return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
 
 
