@@ -9,7 +9,7 @@ from benchmarks.docs_pages.quality import DEFAULT_RUN
 from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, table
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
-from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DATASETS, PRODUCT, SETTINGS, towers_of
+from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, product_spec, towers_of
 
 STUDY = RESULTS / "tower_study"
 TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once, at the end
@@ -161,16 +161,15 @@ def product_default(page: str) -> str:
 
 def product_frame(page: str) -> str:
     """The chosen configuration as `recsys train` ships it against the default, on validation."""
-    name = f"{CHOSEN_TOWER}-{PRODUCT}_m64"
+    name = product_spec(DATASETS[0]).name
     rows = []
     for dataset in DATASETS:
         default = f"recipe_final/{dataset}/{DEFAULT_RUN}"
         base = metrics(default)["val"]["ndcg@10"]
-        path = STUDY / dataset / f"{name}.json"
-        if not path.is_file():
+        run = f"tower_study/{dataset}/{name}"
+        if not (RESULTS / f"{run}.json").is_file():
             rows.append([dataset, "not run yet", num(base), "", cite(default, page), ""])
             continue
-        run = f"tower_study/{dataset}/{name}"
         val = metrics(run)["val"]["ndcg@10"]
         shown = [num(val), num(base), gap(val / base - 1)]
         rows.append([dataset, *shown, cite(default, page), cite(run, page)])

@@ -78,9 +78,13 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [
         _spec(dataset, tower, "published-prefix") for tower in PREFIX_TOWERS for dataset in DATASETS
     ]
+    specs += [product_spec(dataset) for dataset in DATASETS]
+    return specs, len(specs)
+
+
+def product_spec(dataset: str) -> RunSpec:
+    """The chosen configuration as `recsys train` ships it: the final grid's settings, midx."""
     one_thread = "train.threads=1"  # as the default's final-grid runs had (two at a time)
     tower = f"model.tower={CHOSEN_TOWER}"
     shipped = (*user_settings(), one_thread, tower, *SETTINGS["published-prefix"])
-    name = f"{CHOSEN_TOWER}-{PRODUCT}"
-    specs += [RunSpec(dataset, name, "midx", 64, sets=shipped) for dataset in DATASETS]
-    return specs, len(specs)
+    return RunSpec(dataset, f"{CHOSEN_TOWER}-{PRODUCT}", "midx", 64, sets=shipped)
