@@ -35,6 +35,10 @@ class TowerSettings(Section):
     def check_sizes(self, dim: int, max_len: int) -> None:
         """Raise `ValueError` when this tower cannot be built at width `dim`, length `max_len`."""
 
+    def sees_later_items(self) -> bool:
+        """True when a position's output depends on later items of its window (not causal)."""
+        return False
+
 
 class BlockSettings(TowerSettings):
     """A tower of residual blocks, each a sequence mixer and a position-wise feed-forward layer."""
@@ -161,12 +165,22 @@ class BsarecSettings(AttentionSettings):
     cutoff: int = Field(
         5, ge=1, description="c: the low band is the window's lowest c // 2 + 1 frequencies."
     )
+    window: Literal["causal", "whole"] = Field(
+        "causal",
+        description="causal: position t is low-passed over the L items ending at t; whole: "
+        "over the whole window, as BSARec's code (every position sees the window's later "
+        "items: needs train.targets=last, where only the last position is trained).",
+    )
     ffn_factor: ClassVar[int] = 4
     search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
         **AttentionSettings.search_space,
         "alpha": ("float", 0.1, 0.9),
         "cutoff": ("int", 1, 9),
     }
+
+    def sees_later_items(self) -> bool:
+        """The whole-window low-pass mixes later items into every earlier position."""
+        return self.window == "whole"
 
 
 class LruSettings(BlockSettings):

@@ -267,6 +267,15 @@ class RecsysConfig(Section):
     eval: EvalConfig = EvalConfig()
     retrain: RetrainConfig = RetrainConfig()
 
+    @model_validator(mode="after")
+    def _non_causal_towers_train_the_last_position(self) -> RecsysConfig:
+        if self.model.tower.sees_later_items() and self.train.targets != "last":
+            raise ValueError(
+                f"model.tower {self.model.tower.name!r} sees later items of its window (not "
+                "causal): it needs train.targets=last, or a position would learn from its target"
+            )
+        return self
+
     @property
     def ranks_by_magnitude(self) -> bool:
         """True when the trained model predicts softmax(|o|) and must rank items by |h . c|.

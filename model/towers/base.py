@@ -5,13 +5,16 @@ always the newest item and learned positions count from the end of the window. E
 outputs L2-normalised vectors (`model.normalize`, the default; without it plain vectors, whose
 dot products are SASRec's logits); the logit of a (query, item) pair is `h . c / temperature`.
 
-Every tower is causal: the output at position t depends on the items at positions <= t only,
-and padding in front changes nothing (padded positions are zero between blocks).
+Every tower is causal (the output at position t depends on the items at positions <= t only)
+unless its settings say `sees_later_items()` (bsarec's whole window, trained at the last
+position only), and padding in front changes nothing (padded positions are zero between blocks).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -171,13 +174,25 @@ class ResidualFeedForward(nn.Module):
         return self.norm(x + self.drop(self.outer(F.gelu(self.inner(x)))))
 
 
+class SequenceBlock(nn.Module):
+    """A block of a `BlockTower`: `block(x [B, L, d], pad [B, L]) -> [B, L, d]`.
+
+    `last` is its output at the last position alone; a block whose last position costs less
+    than the window (attention's one query, a feed-forward layer on one row) overrides it.
+    """
+
+    def last(self, x: Tensor, pad: Tensor) -> Tensor:
+        """`x [B, L, d]`, `pad [B, L]` -> `[B, d]`: the block's output at the last position."""
+        return self(x, pad)[:, -1]
+
+
 class BlockTower(QueryTowerBase):
     """A tower of an input layer and residual blocks, zero at padding between blocks.
 
     The input layer is called as `inputs(rows [B, L, d], seq [B, L])` with the ids' rows of
-    the tower's table (which it does not hold: the table is saved once), a block as
-    `block(x [B, L, d], pad [B, L]) -> [B, L, d]` (`pad`: True at padding); the last block's
-    output, normalised with `normalize`, is the query.
+    the tower's table (which it does not hold: the table is saved once), a block is a
+    `SequenceBlock`; the last block's output, normalised with `normalize`, is the query.
+    `encode` runs the last block at the last position only.
     """
 
     def __init__(self, shape: TowerShape) -> None:
@@ -190,9 +205,22 @@ class BlockTower(QueryTowerBase):
 
     def forward(self, seq: Tensor) -> Tensor:
         """`seq [B, L]` left-padded -> `[B, L, d]`; position t sees positions <= t only."""
+        x, pad, keep = self._below(seq, self.blocks)
+        return unit_or_plain(x, self.normalize) * keep
+
+    def encode(self, history: Tensor) -> Tensor:
+        """`history [B, L]` -> `[B, d]`, `forward`'s last position, the last block on it alone."""
+        seq = fit_left(history, self.max_len)
+        *body, final = self.blocks
+        x, pad, keep = self._below(seq, body)
+        query = cast(SequenceBlock, final).last(x, pad)
+        return unit_or_plain(query, self.normalize) * keep[:, -1]
+
+    def _below(self, seq: Tensor, blocks: Iterable[nn.Module]) -> tuple[Tensor, Tensor, Tensor]:
+        """The input layer and `blocks` on `seq`: x `[B, L, d]`, pad `[B, L]`, keep `[B, L, 1]`."""
         x = self.inputs(self.item_embedding(seq), seq)
         keep = kept(seq, x)
         pad = seq == 0
-        for block in self.blocks:
+        for block in blocks:
             x = block(x, pad) * keep
-        return unit_or_plain(x, self.normalize) * keep
+        return x, pad, keep

@@ -5,7 +5,8 @@ Self-Attention": each block mixes two views of its input, `alpha * dsp + (1 - al
 `dsp` keeps the window's lowest `c // 2 + 1` frequencies as they are and rescales the rest
 by a learned `beta^2` per channel; `gsp` is causal multi-head self-attention; each view has its
 residual, dropout and LayerNorm; then a feed-forward layer (4 d wide). The low-pass is applied
-causally (`model/towers/filters.py`).
+causally, or over the whole window as BSARec's code does (`model.tower.window`, for models
+trained at the last position only; `model/towers/filters.py`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from model.towers.base import (
     FastDropout,
     PositionalInput,
     ResidualFeedForward,
+    SequenceBlock,
     TowerShape,
     causal_attention_mask,
 )
-from model.towers.filters import causal_conv, low_pass_taps
+from model.towers.filters import apply_operator, low_pass_operator
 
 
-class MixedBlock(nn.Module):
+class MixedBlock(SequenceBlock):
     """BSARec's block: the frequency view and attention, mixed by alpha, then the FFN."""
 
     def __init__(self, settings: BsarecSettings, shape: TowerShape, width: int) -> None:
@@ -33,8 +35,10 @@ class MixedBlock(nn.Module):
         dim, dropout = shape.dim, shape.dropout
         self.alpha = settings.alpha
         self.num_heads = settings.num_heads
-        self.low_taps: Tensor
-        self.register_buffer("low_taps", low_pass_taps(shape.max_len, settings.cutoff), False)
+        self.low_pass: Tensor
+        whole = settings.sees_later_items()
+        low_pass = low_pass_operator(shape.max_len, settings.cutoff, whole)
+        self.register_buffer("low_pass", low_pass, persistent=False)
         self.sqrt_beta = nn.Parameter(torch.randn(dim))
         self.attn = nn.MultiheadAttention(dim, settings.num_heads, dropout, batch_first=True)
         self.drop_dsp, self.drop_gsp = FastDropout(dropout), FastDropout(dropout)
@@ -43,12 +47,26 @@ class MixedBlock(nn.Module):
 
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         """`x [B, L, d]` (zero at padding), `pad [B, L]` -> `[B, L, d]`."""
-        low = causal_conv(x, self.low_taps)
-        rescaled = low + self.sqrt_beta**2 * (x - low)
-        dsp = self.norm_dsp(x + self.drop_dsp(rescaled))
         mask = causal_attention_mask(pad, self.num_heads)
-        seen = self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
-        gsp = self.norm_gsp(x + self.drop_gsp(seen))
+        return self._mix(x, x, apply_operator(x, self.low_pass), mask)
+
+    def last(self, x: Tensor, pad: Tensor) -> Tensor:
+        """The last position alone: one attention query, one row of the low-pass, one FFN row."""
+        mask = pad.unsqueeze(1).clone()  # [B, 1, L]: padded keys blocked; itself always allowed
+        mask[..., -1] = False
+        mask = mask.repeat_interleave(self.num_heads, dim=0)
+        return self._mix(x[:, -1:], x, apply_operator(x, self.low_pass[-1:]), mask)[:, 0]
+
+    def _mix(self, query: Tensor, x: Tensor, low: Tensor, mask: Tensor) -> Tensor:
+        """Both views at `query [B, Q, d]` (the last Q positions of `x [B, L, d]`) -> `[B, Q, d]`.
+
+        `low [B, Q, d]`: the low-pass at those positions; `mask [B * heads, Q, L]` (True =
+        blocked).
+        """
+        rescaled = low + self.sqrt_beta**2 * (query - low)
+        dsp = self.norm_dsp(query + self.drop_dsp(rescaled))
+        seen = self.attn(query, x, x, attn_mask=mask, need_weights=False)[0]
+        gsp = self.norm_gsp(query + self.drop_gsp(seen))
         return self.ffn(self.alpha * dsp + (1.0 - self.alpha) * gsp)
 
 

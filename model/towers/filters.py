@@ -1,4 +1,4 @@
-"""Causal filters along the sequence, computed in the frequency domain.
+"""Filters along the sequence: causal ones from the frequency domain, and BSARec's low-pass.
 
 FMLP-Rec and BSARec filter a window of L items with an FFT over the window: a circular
 convolution, in which every position sees every other. A next-item model trained at every
@@ -7,6 +7,11 @@ convolution that the circular one is at the window's last position: position t g
 published filter gives the last position of the window of L items ending at t (items before
 the log's start are zeros). At the last position of a full window the two agree exactly.
 The convolution runs as an FFT of length >= T + K - 1 (no wrap-around), in float32.
+
+BSARec's fixed low-pass is a linear map of the window: `low_pass_operator` builds it as an
+`[L, L]` matrix, causal as above or over the whole window as BSARec's code filters it (a
+circular convolution, every position seeing the window's later items; only a model trained and
+served at the window's last position may use it).
 """
 
 from __future__ import annotations
@@ -54,3 +59,29 @@ def low_pass_taps(window: int, cutoff: int) -> Tensor:
     response = torch.zeros(window // 2 + 1, 1, dtype=torch.complex64)
     response[:keep] = 1.0
     return circular_taps(response, window)
+
+
+def low_pass_operator(window: int, cutoff: int, whole_window: bool) -> Tensor:
+    """`[window, window]`: row t is BSARec's low-pass output at position t, column s its input.
+
+    `whole_window`: the circular convolution over the window (BSARec's code); otherwise its
+    causal form (`causal_conv` with `low_pass_taps`). The trailing `[T, T]` block applies the
+    same filter to a window of T <= L positions whose first L - T are zero padding.
+    """
+    taps = low_pass_taps(window, cutoff)[:, 0]
+    lag = torch.arange(window).unsqueeze(1) - torch.arange(window).unsqueeze(0)  # t - s
+    if whole_window:
+        return taps[lag % window]
+    return torch.where(lag >= 0, taps[lag.clamp(min=0)], torch.zeros(()))
+
+
+def apply_operator(x: Tensor, operator: Tensor) -> Tensor:
+    """`x [B, T, C]` (left-padded with zeros to the window) through `operator [R, L]`, float32.
+
+    `operator`'s rows are the window's last R positions (`low_pass_operator(...)[-R:]`);
+    returns `[B, min(R, T), C]`, the outputs at the last of them.
+    """
+    length = x.shape[1]
+    with torch.autocast(x.device.type, enabled=False):
+        y = torch.matmul(operator[-length:, -length:], x.float())
+    return y.to(x.dtype)

@@ -18,12 +18,13 @@ from model.towers.base import (
     FastDropout,
     PositionalInput,
     ResidualFeedForward,
+    SequenceBlock,
     TowerShape,
 )
 from model.towers.filters import causal_conv, circular_taps
 
 
-class FilterBlock(nn.Module):
+class FilterBlock(SequenceBlock):
     """A learnable frequency response `[L // 2 + 1, d]` applied causally, then the FFN."""
 
     def __init__(self, dim: int, window: int, dropout: float, width: int) -> None:

@@ -17,7 +17,13 @@ import torch
 from torch import Tensor, nn
 
 from model.tower_settings import LruSettings, register_tower
-from model.towers.base import BlockTower, FastDropout, ResidualFeedForward, TowerShape
+from model.towers.base import (
+    BlockTower,
+    FastDropout,
+    ResidualFeedForward,
+    SequenceBlock,
+    TowerShape,
+)
 from model.towers.filters import causal_conv
 
 
@@ -56,7 +62,7 @@ class Recurrence(nn.Module):
         return self.norm(x + self.drop(y))
 
 
-class RecurrentBlock(nn.Module):
+class RecurrentBlock(SequenceBlock):
     """LRURec's block: the recurrence, then the feed-forward layer."""
 
     def __init__(self, settings: LruSettings, shape: TowerShape, width: int) -> None:

@@ -74,6 +74,8 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
         (["train.seed=-1"], "config train.seed"),  # numpy refused it after the run started
         (["train.seed=4294967296"], "config train.seed"),
         (["train.seed=4294967295"], None),
+        (["model.tower=bsarec", "model.tower.window=whole"], "needs train.targets=last"),
+        (["model.tower=bsarec", "model.tower.window=whole", "train.targets=last"], None),
     ],
 )
 def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], message: str) -> None:

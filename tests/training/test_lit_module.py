@@ -290,6 +290,20 @@ def test_last_position_targets_train_through_fit(splits: Splits, tmp_path: Path)
     assert fitted.module.clock.steps == 3
 
 
+@pytest.mark.parametrize("tower", ["bsarec", "sasrec"])
+def test_last_position_targets_are_scored_from_the_last_position_alone(
+    splits: Splits, tower: str
+) -> None:
+    cfg = load_config(overrides=[*TINY, f"model.tower={tower}", "train.targets=last"])
+    module = build_module(cfg, splits.num_items, item_counts(splits)).eval()
+    data = SequenceDataModule(splits, cfg.model.max_len, 64, targets="last", bucket_by_length=True)
+    inputs, targets = next(iter(data.train_dataloader()))
+    keep = targets != 0
+    with torch.no_grad():
+        every_position = module.model.query_tower(inputs)[keep]
+        assert torch.allclose(module._queries(inputs, keep), every_position, atol=1e-5)
+
+
 @pytest.mark.parametrize(("final", "restored"), [("0.05", 0.07), ("null", 0.2)])
 def test_a_checkpoint_gives_back_a_scheduled_temperature_only(
     splits: Splits, final: str, restored: float

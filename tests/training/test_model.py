@@ -9,6 +9,7 @@ from model.towers import FastDropout, MeanPoolTower, SasrecTower, TowerShape
 from model.towers.sasrec import SasrecSettings
 
 TOWERS = ["sasrec", "mean", "fmlp", "bsarec", "lru"]
+WHOLE_WINDOW = {"name": "bsarec", "window": "whole"}  # not causal: trained at the last position
 
 N_ITEMS, DIM, L = 30, 16, 8
 
@@ -66,8 +67,17 @@ def test_causal_output_ignores_later_items(tower: str) -> None:
     assert not torch.allclose(a[0, 5:], b[0, 5:], atol=1e-3)
 
 
-@pytest.mark.parametrize("name", TOWERS)
-def test_padding_is_ignored_whatever_the_pad_length(name: str) -> None:
+def test_the_whole_window_low_pass_lets_earlier_positions_see_later_items() -> None:
+    torch.manual_seed(0)
+    model = build_query_tower({"tower": WHOLE_WINDOW, "dim": DIM, "max_len": L}, N_ITEMS).eval()
+    seq = torch.arange(1, L + 1).unsqueeze(0)
+    changed = seq.clone()
+    changed[0, -1] = 20
+    assert not torch.allclose(model(seq)[0, :-1], model(changed)[0, :-1], atol=1e-3)
+
+
+@pytest.mark.parametrize("name", [*TOWERS, WHOLE_WINDOW])
+def test_padding_is_ignored_whatever_the_pad_length(name: str | dict[str, str]) -> None:
     torch.manual_seed(0)
     tower = build_query_tower({"tower": name, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     history = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])
@@ -79,8 +89,8 @@ def test_padding_is_ignored_whatever_the_pad_length(name: str) -> None:
     assert torch.allclose(tower.encode(history), tower.encode(longer), atol=1e-6)
 
 
-@pytest.mark.parametrize("name", TOWERS)
-def test_padding_rows_do_not_affect_real_positions(name: str) -> None:
+@pytest.mark.parametrize("name", [*TOWERS, WHOLE_WINDOW])
+def test_padding_rows_do_not_affect_real_positions(name: str | dict[str, str]) -> None:
     torch.manual_seed(0)
     tower = build_query_tower({"tower": name, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     seq = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])

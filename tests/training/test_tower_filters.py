@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from model.towers.filters import causal_conv, circular_taps, low_pass_taps
+from model.towers.filters import (
+    apply_operator,
+    causal_conv,
+    circular_taps,
+    low_pass_operator,
+    low_pass_taps,
+)
 from model.towers.lru import Recurrence
 
 B, L, C = 3, 12, 5
@@ -50,6 +56,31 @@ def test_the_low_pass_is_bsarecs_at_the_last_position_of_a_full_window() -> None
     published = torch.fft.irfft(spectrum, n=L, dim=1, norm="ortho")
     ours = causal_conv(x, low_pass_taps(L, cutoff))
     assert torch.allclose(ours[:, -1], published[:, -1], atol=1e-5)
+
+
+def _bsarec_low_pass(x: torch.Tensor, cutoff: int) -> torch.Tensor:
+    """BSARec's code: the window's rfft, the bins from c // 2 + 1 on zeroed, back."""
+    spectrum = torch.fft.rfft(x, dim=1, norm="ortho")
+    spectrum[:, cutoff // 2 + 1 :] = 0
+    return torch.fft.irfft(spectrum, n=x.shape[1], dim=1, norm="ortho")
+
+
+def test_the_whole_window_operator_is_bsarecs_low_pass_at_every_position() -> None:
+    x = torch.randn(B, L, C, generator=torch.Generator().manual_seed(4))
+    x[0, :5] = 0  # a left-padded row
+    operator = low_pass_operator(L, 5, whole_window=True)
+    assert torch.allclose(apply_operator(x, operator), _bsarec_low_pass(x, 5), atol=1e-5)
+    trimmed = x[:, -7:]  # the padding trimmed off: the same outputs at the kept positions
+    padded = torch.cat([torch.zeros(B, L - 7, C), trimmed], dim=1)
+    expected = _bsarec_low_pass(padded, 5)[:, -7:]
+    assert torch.allclose(apply_operator(trimmed, operator), expected, atol=1e-5)
+
+
+def test_the_causal_operator_is_the_causal_low_pass() -> None:
+    x = torch.randn(B, L, C, generator=torch.Generator().manual_seed(5))
+    operator, taps = low_pass_operator(L, 3, whole_window=False), low_pass_taps(L, 3)
+    for part in (x, x[:, -4:]):  # a full window and a short one
+        assert torch.allclose(apply_operator(part, operator), causal_conv(part, taps), atol=1e-5)
 
 
 def test_the_recurrent_unit_is_its_recurrence_step_by_step() -> None:

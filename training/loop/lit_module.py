@@ -97,7 +97,7 @@ class RetrievalModule(FullRankingEvaluation):
         inputs, targets = batch
         keep, precision = targets != 0, self.cfg.train.precision
         with record_function(PHASES["tower"]), matmul_precision(precision, self.device):
-            queries = undo_autocast(self.model.query_tower(inputs)[keep])  # [N, d]
+            queries = undo_autocast(self._queries(inputs, keep))  # [N, d]
         positives = targets[keep]  # [N]
         user_items = query_windows(inputs, targets) if self.cfg.loss.mask_user_items else None
         tau = self.tau
@@ -122,6 +122,16 @@ class RetrievalModule(FullRankingEvaluation):
             )
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
         return loss, touched
+
+    def _queries(self, inputs: Tensor, keep: Tensor) -> Tensor:
+        """The query tower's outputs at the kept positions `keep [B, L]`: `[N, d]`.
+
+        With one target per window (`train.targets=last`) it is the window's last position,
+        which the tower encodes alone (`encode`), without the rest of its last block.
+        """
+        if self.cfg.train.targets == "last":
+            return self.model.query_tower.encode(inputs)[keep[:, -1]]
+        return self.model.query_tower(inputs)[keep]
 
     def _draw(self, queries: Tensor, positives: Tensor, keep: Tensor) -> Negatives:
         """The sampler's negatives for the kept positions `keep [B, L]` of a batch.
