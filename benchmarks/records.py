@@ -82,6 +82,9 @@ def commit() -> dict[str, Any]:
     return {"sha": sha, "dirty": bool(changed.strip())}
 
 
+commit()  # asked as the process loads the benchmarks: a commit made while a run goes on is not it
+
+
 @functools.cache
 def cpu_model() -> str | None:
     """The CPU's model name (`/proc/cpuinfo`, else what the platform says; None if nothing)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,15 @@ def test_a_saved_record_has_the_wrapper_and_the_run_it_measured(tmp_path: Path) 
     assert set(body["commit"]) == {"sha", "dirty"}
     assert records.location(RESULTS / "a" / "b" / "c.json") == ("a", "b/c")
     assert records.location(tmp_path / "x.json") == (tmp_path.name, "x")
+
+
+def test_the_commit_is_asked_as_the_benchmarks_load() -> None:
+    # a run that ends after a later commit names the code it started with, not that commit
+    script = "from benchmarks import records; print(records.commit.cache_info().currsize)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "1"
 
 
 @pytest.mark.parametrize(
