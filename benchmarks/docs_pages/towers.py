@@ -41,10 +41,36 @@ def tower_runs(page: str) -> str:
 
 
 def decision(page: str) -> str:
-    """What the records decide: per setting, the tower that leads val NDCG@10 on both datasets."""
+    """What the records decide: per setting, the tower that leads val NDCG@10 on both datasets.
+
+    Then, of every like-for-like run, the one with the best val NDCG@10 on each dataset: when it
+    is the same run on both, that is the study's chosen configuration.
+    """
     found = {(r["dataset"], r["name"]): r for rows in load_results(STUDY).values() for r in rows}
+    lines = _per_setting(found)
+    names = [f"{t}-{s}" for s in SETTINGS for t in towers_of(s)]
+    best = {}
+    for dataset in DATASETS:
+        runs = {n: found[(dataset, n)] for n in names if (dataset, n) in found}
+        if len(runs) == len(names):
+            best[dataset] = max(runs, key=lambda n: runs[n]["val"]["ndcg@10"])
+    if len(best) == len(DATASETS):
+        leaders = set(best.values())
+        verdict = (
+            f"`{leaders.pop()}` has the best val NDCG@10 on both datasets: the chosen configuration"
+            if len(leaders) == 1
+            else "no run has the best val NDCG@10 on both datasets"
+        )
+        lines.append(f"- Of every run above: {verdict}.")
+    return "\n".join(lines) + "\n"
+
+
+def _per_setting(found: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """One line per like-for-like setting: its leader on both datasets, or how far it is."""
     lines = []
     for setting in SETTINGS:  # the like-for-like settings
+        if len(towers_of(setting)) < 2:
+            continue  # one tower's variant: the line across every run weighs it
         best = {}
         for dataset in DATASETS:
             runs = {t: found.get((dataset, f"{t}-{setting}")) for t in towers_of(setting)}
@@ -63,7 +89,7 @@ def decision(page: str) -> str:
                 + ")"
             )
             lines.append(f"- {setting} settings: {verdict}.")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def tested(page: str) -> str:

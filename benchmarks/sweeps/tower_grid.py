@@ -16,6 +16,9 @@ the chosen configuration in the product's frame:
   reports (its dataset makes one example of each prefix of a history, the target its last
   item): `train.targets=last`, not a target at every position; for `sasrec`, the control, and
   `bsarec`, the best published model on these splits, each on both datasets in turn.
+- `published-whole`: `published-prefix` with bsarec's low-pass over the whole window, as
+  BSARec's code filters it (`model.tower.window=whole`: earlier positions see later items,
+  which only the last position's training allows); `bsarec` only.
 - `published-prefix-product`: the chosen configuration (`bsarec` at `published-prefix`) as
   `recsys train` ships a model: the default sampler (`midx`, m = 64), precision, early stopping
   and refit, 30 minutes (the final grid's settings), one thread; its val NDCG@10 is set against
@@ -46,6 +49,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "ours": ("model.max_len=20", "model.temperature=0.1"),  # the sweeps pin 50 and 0.05
 }  # fmt: skip
 SETTINGS["published-prefix"] = (*SETTINGS["published"], "train.targets=last")
+SETTINGS["published-whole"] = (*SETTINGS["published-prefix"], "model.tower.window=whole")
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 PRODUCT = "published-prefix-product"  # the chosen configuration as recsys train ships it
 CHOSEN_TOWER = "bsarec"
@@ -53,7 +57,9 @@ ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 
 def towers_of(setting: str) -> tuple[str, ...]:
-    """The towers a like-for-like setting trains: every one, but the prefix setting's two."""
+    """The towers a like-for-like setting trains: every one, but at the prefix settings."""
+    if setting == "published-whole":
+        return ("bsarec",)  # the one tower with a whole-window form
     return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
 
 
@@ -66,8 +72,9 @@ def _spec(dataset: str, tower: str, setting: str) -> RunSpec:
 def towers(out: Path) -> tuple[list[RunSpec], int]:
     """Every tower at both settings on both datasets, published settings first, then the rest.
 
-    The prefix setting's towers come last, each on both datasets in turn (two runs at a time
-    make a pair).
+    The prefix setting's towers come next, each on both datasets in turn (two runs at a time
+    make a pair), then the chosen configuration in the product's frame, then bsarec's whole
+    window.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -79,6 +86,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
         _spec(dataset, tower, "published-prefix") for tower in PREFIX_TOWERS for dataset in DATASETS
     ]
     specs += [product_spec(dataset) for dataset in DATASETS]
+    specs += [_spec(dataset, "bsarec", "published-whole") for dataset in DATASETS]
     return specs, len(specs)
 
 
