@@ -291,17 +291,16 @@ def test_last_position_targets_train_through_fit(splits: Splits, tmp_path: Path)
 
 
 @pytest.mark.parametrize("tower", ["bsarec", "sasrec"])
-def test_last_position_targets_are_scored_from_the_last_position_alone(
-    splits: Splits, tower: str
-) -> None:
-    cfg = load_config(overrides=[*TINY, f"model.tower={tower}", "train.targets=last"])
+def test_queries_at_the_kept_positions_whichever_kind_of_batch(splits: Splits, tower: str) -> None:
+    cfg = load_config(overrides=[*TINY, f"model.tower={tower}"])
     module = build_module(cfg, splits.num_items, item_counts(splits)).eval()
-    data = SequenceDataModule(splits, cfg.model.max_len, 64, targets="last", bucket_by_length=True)
-    inputs, targets = next(iter(data.train_dataloader()))
-    keep = targets != 0
-    with torch.no_grad():
-        every_position = module.model.query_tower(inputs)[keep]
-        assert torch.allclose(module._queries(inputs, keep), every_position, atol=1e-5)
+    for targets in ("last", "all"):  # batches of either kind, whatever the config says
+        data = SequenceDataModule(splits, cfg.model.max_len, 64, targets=targets)
+        inputs, targets_ = next(iter(data.train_dataloader()))
+        keep = targets_ != 0
+        with torch.no_grad():
+            every_position = module.model.query_tower(inputs)[keep]
+            assert torch.allclose(module._queries(inputs, keep), every_position, atol=1e-5)
 
 
 @pytest.mark.parametrize(("final", "restored"), [("0.05", 0.07), ("null", 0.2)])

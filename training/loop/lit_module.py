@@ -126,10 +126,11 @@ class RetrievalModule(FullRankingEvaluation):
     def _queries(self, inputs: Tensor, keep: Tensor) -> Tensor:
         """The query tower's outputs at the kept positions `keep [B, L]`: `[N, d]`.
 
-        With one target per window (`train.targets=last`) it is the window's last position,
-        which the tower encodes alone (`encode`), without the rest of its last block.
+        When every target of the batch is at its window's last position (`train.targets=last`
+        makes such batches), the tower encodes that position alone (`encode`), without the
+        rest of its last block.
         """
-        if self.cfg.train.targets == "last":
+        if not keep[:, :-1].any():
             return self.model.query_tower.encode(inputs)[keep[:, -1]]
         return self.model.query_tower(inputs)[keep]
 
