@@ -2,11 +2,12 @@
 
 A study decided on validation (`--grid towers`, `--grid recipe`) never ranks the test split
 while it trains. When its rule has chosen, this command ranks test for the chosen run and its
-control from the checkpoint each run kept (`best.ckpt`, the best epoch on validation, in the
-run's scratch home), and writes one record per run, `RESULTS/<study>_test/<dataset>/<run>.json`:
-test NDCG@10 and Recall@10 with a 95% bootstrap interval over test users, the run's val
-NDCG@10, and `test_rankings`, how many times test has been ranked for that run. A second
-ranking is refused unless asked for (`--again`), and then counted.
+control from the model each run ships (its best epoch on validation, `best.ckpt`, or, for a run
+that refitted, the refit model; in the run's scratch home), and writes one record per run,
+`RESULTS/<study>_test/<dataset>/<run>.json`: test NDCG@10 and Recall@10 with a 95% bootstrap
+interval over test users, the run's val NDCG@10, and `test_rankings`, how many times test has
+been ranked for that run. A second ranking is refused unless asked for (`--again`), and then
+counted.
 """
 
 from __future__ import annotations
@@ -61,10 +62,19 @@ def _rankings_so_far(path: Path, again: bool) -> int:
     return done
 
 
+def shipped(row: dict[str, Any]) -> tuple[Path | None, str]:
+    """The checkpoint of the model the run ships (None: its final one) and how to name it."""
+    if row.get("refit_epochs"):
+        return None, "the refit model (what the run ships)"
+    return Path(
+        row["run_dir"]
+    ) / "checkpoints" / "best.ckpt", "best.ckpt (best epoch on validation)"
+
+
 def _measure(row: dict[str, Any]) -> dict[str, Any]:
     """Test NDCG@10 and Recall@10 (one target a user: a hit iff NDCG@10 > 0), with intervals."""
-    run = Path(row["run_dir"])
-    _, ndcg = per_user_ndcg(run, checkpoint=run / "checkpoints" / "best.ckpt", split="test")
+    checkpoint, _ = shipped(row)
+    _, ndcg = per_user_ndcg(Path(row["run_dir"]), checkpoint=checkpoint, split="test")
     out: dict[str, Any] = {"users": len(ndcg)}
     for key, values in (("ndcg@10", ndcg), ("recall@10", (ndcg > 0).astype(np.float64))):
         mean, low, high = mean_interval(values, RESAMPLES, seed=0)
@@ -90,7 +100,7 @@ def _rank(grid: str, row: dict[str, Any], path: Path, done: int) -> dict[str, An
     metrics = {
         "name": row["name"], "dataset": row["dataset"], "study_commit": row.get("commit"),
         "val_ndcg@10": row["val"]["ndcg@10"], "test": _measure(row), "test_rankings": done + 1,
-        "checkpoint": "best.ckpt (best epoch on validation)", "resamples": RESAMPLES,
+        "checkpoint": shipped(row)[1], "resamples": RESAMPLES,
     }  # fmt: skip
     return records.save(path, row["config"], metrics, started, root=test_dir(grid))
 

@@ -15,11 +15,12 @@ from tests.benchmarks.helpers import run_bench
 
 TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
 SPEC = RunSpec("tiny", "sasrec-ours", "full", None)
+REFIT = RunSpec("tiny", "sasrec-refit", "full", None, sets=("train.refit_epochs=1",))
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> sweep.Sweep:
-    """One tiny run whose record also holds the trainer's own test figure (to compare with)."""
+    """Two tiny runs, one refitted, whose records hold the trainer's own test figures."""
     root = tmp_path_factory.mktemp("study")
     (root / "data" / "tiny").mkdir(parents=True)
     generate_events(150, 80, 2000, seed=4).write_csv(root / "data" / "tiny" / "interactions.csv")
@@ -27,7 +28,8 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> sweep.Sweep:
         root / "out" / "tower_study", root / "data", root / "scratch",
         [*TINY, "train.max_epochs=2"], {"enable_progress_bar": False},
     )  # fmt: skip
-    assert sweep.run_sweep(lambda out: ([SPEC], 1), settings) == ["tiny/sasrec-ours"]
+    done = sweep.run_sweep(lambda out: ([SPEC, REFIT], 2), settings)
+    assert done == ["tiny/sasrec-ours", "tiny/sasrec-refit"]
     return settings
 
 
@@ -55,6 +57,18 @@ def test_ranks_test_from_the_kept_model_as_the_trainer_did(
         test_once.rank_test("towers", "tiny/sasrec-ours", again=True)["metrics"]["test_rankings"]
         == 2
     )
+
+
+def test_a_refitted_run_is_ranked_with_the_model_it_ships(
+    study: sweep.Sweep, towers_at: Path
+) -> None:
+    trained = records.read(study.result_path(REFIT))["metrics"]
+    assert trained["refit_epochs"] == 1
+    record = test_once.rank_test("towers", "tiny/sasrec-refit")
+    assert record["metrics"]["test"]["ndcg@10"]["mean"] == pytest.approx(
+        trained["test"]["ndcg@10"], abs=1e-5
+    )
+    assert record["metrics"]["checkpoint"].startswith("the refit model")
 
 
 def test_refuses_unknown_runs_grids_that_rank_test_and_lost_models(
