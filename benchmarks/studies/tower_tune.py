@@ -6,17 +6,18 @@ Usage: python -m benchmarks.studies.tower_tune DATASET [--trials N] [--seed S]
 The study's run `--run` (`bench quality --grid towers`) fixes everything but its tower's own
 keys: its resolved config is the search's base, and every key of `recsys tune`'s shared search
 space (`training.workflows.tune.SEARCH_SPACE`) is held at the run's value, so the trials differ
-from the run only in what the tower's `search_space` names (sasrec: blocks and heads). Each
-trial trains as the study's runs do (the full softmax, validation only, no refit, one thread)
-for `--minutes`, so its val NDCG@10 compares with the run's own.
+from the run only in what the tower's `search_space` names (sasrec: blocks and heads; bsarec:
+those, alpha and the cut-off). Each trial trains as the study's runs do (the full softmax,
+validation only, no refit, one thread) for `--minutes`, so its val NDCG@10 compares with the
+run's own.
 
-The study is `recsys tune`'s, in `SCRATCH/<dataset>-study` (resumable; the home beside it).
-It runs one trial per sitting (a sitting's draws go on from the last one's, so the trials are
-those one uninterrupted `recsys tune --seed S` would propose), so each trial's record
-(`results/tower_tune/<dataset>/trial-<n>.json`: its settings, val NDCG@10, epochs, minutes,
-the machine's load around it) is written as it ends. The same command resumes where the
-records stop. The run's config is rebuilt as the grid builds it (`run_config`), which the
-study's own records are checked against.
+The study is `recsys tune`'s, in `SCRATCH/<run>/<dataset>-study` (resumable; the home in
+`SCRATCH/<dataset>`). It runs one trial per sitting (a sitting's draws go on from the last
+one's, so the trials are those one uninterrupted `recsys tune --seed S` would propose), so each
+trial's record (`results/tower_tune/<run>/<dataset>/trial-<n>.json`: its settings, val
+NDCG@10, epochs, minutes, the machine's load around it) is written as it ends. The same
+command resumes where the records stop. The run's config is rebuilt as the grid builds it
+(`run_config`), which the study's own records are checked against.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ class Search:
     sets: list[str] = field(default_factory=list)  # the sweep's --set (tests: a tiny model)
 
     def record_path(self, dataset: str, number: int) -> Path:
-        """`OUT/<dataset>/trial-<number>.json`."""
-        return self.out / dataset / f"trial-{number}.json"
+        """`OUT/<run>/<dataset>/trial-<number>.json`."""
+        return self.out / self.run / dataset / f"trial-{number}.json"
 
 
 def base_config(dataset: str, search: Search) -> Any:
@@ -77,7 +78,7 @@ def run_trial(dataset: str, number: int, search: Search) -> dict[str, Any]:
     from data.workspace import Workspace
     from training.workflows.tune import SEARCH_SPACE, TuneRequest, tune
 
-    folder = search.scratch / f"{dataset}-study"
+    folder = search.scratch / search.run / f"{dataset}-study"
     request = TuneRequest(
         base_config(dataset, search), folder, search.minutes, number + 1, search.seed,
         frozenset(SEARCH_SPACE),

@@ -53,6 +53,24 @@ def test_trials_change_only_the_towers_keys_and_resume(search: tower_tune.Search
     assert tower_tune.run_study("amazon-beauty", 2, search) == []  # both recorded: none again
 
 
+def test_a_bsarec_run_searches_bsarecs_own_keys_in_a_folder_of_its_own(
+    search: tower_tune.Search,
+) -> None:
+    bsarec = tower_tune.Search(
+        run="bsarec-published-prefix", minutes=0.2, data_root=search.data_root,
+        scratch=search.scratch, out=search.out, sets=[*TINY, "train.max_epochs=1"],
+    )  # fmt: skip
+    (record,) = tower_tune.run_study("amazon-beauty", 1, bsarec)
+    assert record["run"] == "bsarec-published-prefix/amazon-beauty/trial-0"
+    params = record["metrics"]["params"]
+    assert params and set(params) <= {
+        "model.tower.num_layers", "model.tower.num_heads", "model.tower.alpha",
+        "model.tower.cutoff",
+    }  # fmt: skip
+    assert record["config"]["model"]["tower"]["name"] == "bsarec"
+    assert record["config"]["train"]["targets"] == "last"  # the study run's setting, held
+
+
 def test_refuses_a_run_the_study_does_not_plan(search: tower_tune.Search) -> None:
     unknown = tower_tune.Search(run="nope", out=search.out)
     with pytest.raises(typer.BadParameter, match="no run amazon-beauty/nope"):
