@@ -6,7 +6,7 @@ from typing import Any
 
 from benchmarks import records
 from benchmarks.docs_pages.quality import DEFAULT_RUN
-from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, table
+from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, record, table
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import DATASETS, SETTINGS, product_spec, towers_of
@@ -201,7 +201,11 @@ def product_default(page: str) -> str:
 
 
 def product_frame(page: str) -> str:
-    """The chosen configuration as `recsys train` ships it against the default, on validation."""
+    """The chosen configuration as `recsys train` ships it against the default, on validation.
+
+    The study's runs drop the refit (validation only), so their fit had the whole cap: the
+    third column is the best round within the fit time a refit's reserve would have left.
+    """
     name = product_spec(DATASETS[0]).name
     rows = []
     for dataset in DATASETS:
@@ -209,13 +213,31 @@ def product_frame(page: str) -> str:
         base = metrics(default)["val"]["ndcg@10"]
         run = f"tower_study/{dataset}/{name}"
         if not (RESULTS / f"{run}.json").is_file():
-            rows.append([dataset, "not run yet", num(base), "", cite(default, page), ""])
+            rows.append([dataset, "not run yet", "", num(base), "", cite(default, page), ""])
             continue
-        val = metrics(run)["val"]["ndcg@10"]
-        shown = [num(val), num(base), gap(val / base - 1)]
+        got = record(run)
+        reserved = _within_reserve(got)
+        val = got["metrics"]["val"]["ndcg@10"]
+        shown = [num(val), num(reserved), num(base), gap(reserved / base - 1)]
         rows.append([dataset, *shown, cite(default, page), cite(run, page)])
     head = [
-        "dataset", f"`{name}`: val NDCG@10", "the default: val NDCG@10", "difference",
-        "the default's record", "its record",
+        "dataset", f"`{name}`: val NDCG@10", "within a refit's reserve", "the default: val NDCG@10",
+        "difference (reserve)", "the default's record", "its record",
     ]  # fmt: skip
     return table(head, rows)
+
+
+def _within_reserve(run: dict[str, Any]) -> float:
+    """The best val NDCG@10 of the rounds a fit capped with `recsys train`'s refit reserve had.
+
+    `ReservingTimer`: the config's refit epochs at the epochs' pace, at most `REFIT_SHARE` of
+    the cap; the fit's limit is the cap less their time. (Lightning is imported here, when the
+    block is made, not with the pages.)
+    """
+    from training.loop.final_round import REFIT_SHARE
+
+    got, train = run["metrics"], run["config"]["train"]
+    cap, pace = 60.0 * train["max_minutes"], got["seconds_per_epoch"]
+    refit = min(train["refit_epochs"], max(int(cap * REFIT_SHARE // pace), 1))
+    rounds = [r for r in got["validation"] if r["time/fit_seconds"] <= cap - refit * pace]
+    return max(r["val/ndcg@10"] for r in rounds)
