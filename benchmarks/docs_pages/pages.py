@@ -73,7 +73,7 @@ PAGES: dict[str, dict[str, Block]] = {
         "towers": towers.tower_runs, "tower-decision": towers.decision,
         "tower-test": towers.tested, "tower-tune": towers.tuned,
         "tower-product-default": towers.product_default,
-        "tower-product-frame": towers.product_frame,
+        "tower-product-frame": towers.product_frame, "tower-sampled": towers.sampled,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},
     "docs/benchmarks/serving.md": {
