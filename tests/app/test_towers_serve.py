@@ -28,10 +28,14 @@ FIXED = [
     *("--set", "model.dim=32", "--set", "model.max_len=10", "--set", "train.batch_size=64"),
     *("--set", "train.refit_epochs=0", "--set", "train.lr=0.005", "--max-epochs", "4"),
 ]
-# each tower with another sampler and loss: the towers are the samplers' and losses' equals
+# each tower with another sampler and loss: the towers are the samplers' and losses' equals;
+# bsarec over its whole window, trained one target per prefix
 SAMPLERS = {
     "fmlp": ("--sampler", "full"),
-    "bsarec": ("--sampler", "uniform", "--num-negatives", "32"),
+    "bsarec": (
+        *("--sampler", "uniform", "--num-negatives", "32"),
+        *("--set", "model.tower.window=whole", "--set", "train.targets=last"),
+    ),
     "lru": ("--sampler", "tapas", "--num-negatives", "16"),
 }
 
@@ -60,8 +64,8 @@ def test_a_tower_learns_and_serves_its_own_queries(
 ) -> None:
     home = tmp_path / "home"
     trained = run_cli(
-        "train", "--dataset", str(log), *FIXED, *SAMPLERS[tower], "--set",
-        f"model.tower={tower}", "--json",
+        "train", "--dataset", str(log), *FIXED, "--set", f"model.tower={tower}",
+        *SAMPLERS[tower], "--json",
         home=home,
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-2000:]
@@ -69,6 +73,7 @@ def test_a_tower_learns_and_serves_its_own_queries(
     assert test_ndcg > 1.25 * popularity_ndcg(home), test_ndcg
     bundle = ModelBundle.load(Path(json.loads(trained.stdout)["bundle"]))
     assert bundle.manifest.model.tower.name == tower
+    assert bundle.manifest.model.tower.sees_later_items() == (tower == "bsarec")  # whole window
     history = bundle.item_ids[1:4]
     with running_server(home, env={"OMP_NUM_THREADS": "1"}) as url:
         body = {"items": history, "k": 5}
