@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -191,8 +190,9 @@ class BlockTower(QueryTowerBase):
 
     The input layer is called as `inputs(rows [B, L, d], seq [B, L])` with the ids' rows of
     the tower's table (which it does not hold: the table is saved once), a block is a
-    `SequenceBlock`; the last block's output, normalised with `normalize`, is the query.
-    `encode` runs the last block at the last position only.
+    `SequenceBlock` (a block that cheapens its last position alone: bsarec's); the last block's
+    output, normalised with `normalize`, is the query. `encode` runs the last block through
+    its `last`.
     """
 
     def __init__(self, shape: TowerShape) -> None:
@@ -213,7 +213,7 @@ class BlockTower(QueryTowerBase):
         seq = fit_left(history, self.max_len)
         *body, final = self.blocks
         x, pad, keep = self._below(seq, body)
-        query = cast(SequenceBlock, final).last(x, pad)
+        query = final.last(x, pad) if isinstance(final, SequenceBlock) else final(x, pad)[:, -1]
         return unit_or_plain(query, self.normalize) * keep[:, -1]
 
     def _below(self, seq: Tensor, blocks: Iterable[nn.Module]) -> tuple[Tensor, Tensor, Tensor]:

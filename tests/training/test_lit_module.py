@@ -298,6 +298,7 @@ def test_queries_at_the_kept_positions_whichever_kind_of_batch(splits: Splits, t
         data = SequenceDataModule(splits, cfg.model.max_len, 64, targets=targets)
         inputs, targets_ = next(iter(data.train_dataloader()))
         keep = targets_ != 0
+        assert keep[:, :-1].any() == (targets == "all")  # "last": the encode branch is taken
         with torch.no_grad():
             every_position = module.model.query_tower(inputs)[keep]
             assert torch.allclose(module._queries(inputs, keep), every_position, atol=1e-5)

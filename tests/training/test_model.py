@@ -6,6 +6,7 @@ import torch
 from model.build import build_model, build_query_tower
 from model.config import ModelConfig
 from model.towers import FastDropout, MeanPoolTower, SasrecTower, TowerShape
+from model.towers.base import BlockTower, PositionalInput
 from model.towers.sasrec import SasrecSettings
 
 TOWERS = ["sasrec", "mean", "fmlp", "bsarec", "lru"]
@@ -22,8 +23,11 @@ def _seq(batch: int = 4, seed: int = 0) -> torch.Tensor:
     return seq
 
 
-@pytest.mark.parametrize("tower", TOWERS)
-def test_shapes_and_unit_norm(tower: str) -> None:
+TWO_HEADS_ONE_BLOCK = {"name": "bsarec", "num_heads": 2, "num_layers": 1}  # last() alone
+
+
+@pytest.mark.parametrize("tower", [*TOWERS, WHOLE_WINDOW, TWO_HEADS_ONE_BLOCK])
+def test_shapes_and_unit_norm(tower: str | dict[str, object]) -> None:
     model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     out = model(_seq())
     assert out.shape == (4, L, DIM)
@@ -65,6 +69,18 @@ def test_causal_output_ignores_later_items(tower: str) -> None:
     a, b = model(seq), model(changed)
     assert torch.allclose(a[0, :5], b[0, :5], atol=1e-6)
     assert not torch.allclose(a[0, 5:], b[0, 5:], atol=1e-3)
+
+
+def test_a_block_tower_of_plain_modules_encodes_its_last_position() -> None:
+    class Doubling(torch.nn.Module):  # a plugin tower's block that is no SequenceBlock
+        def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+            return 2 * x.cumsum(dim=1)
+
+    tower = BlockTower(TowerShape(N_ITEMS, DIM, L))
+    tower.inputs = PositionalInput(DIM, L, 0.0)
+    tower.blocks.extend([Doubling(), Doubling()])
+    with torch.no_grad():
+        assert torch.allclose(tower.encode(_seq()), tower(_seq())[:, -1], atol=1e-6)
 
 
 def test_the_whole_window_low_pass_lets_earlier_positions_see_later_items() -> None:
