@@ -23,7 +23,7 @@ import os
 import platform
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +39,6 @@ TYPES: dict[str, tuple[type, ...]] = {
     "metrics": (dict,),
 }  # fmt: skip
 MACHINE = ("cpu", "cores", "load_before", "load_after", "precision", "device", "torch_threads")
-
-
-@dataclass(frozen=True)
-class Started:
-    """When a run began: its clock and the machine's 1-minute load average then."""
-
-    clock: float
-    load: float
-
-
-def start() -> Started:
-    """Mark a run's beginning (for its wall seconds and its load before)."""
-    return Started(time.perf_counter(), load_1m())
-
-
-def load_1m() -> float:
-    """The machine's 1-minute load average now."""
-    return round(os.getloadavg()[0], 2)
 
 
 @functools.cache
@@ -82,7 +64,26 @@ def commit() -> dict[str, Any]:
     return {"sha": sha, "dirty": bool(changed.strip())}
 
 
-commit()  # asked as the process loads the benchmarks: a commit made while a run goes on is not it
+@dataclass(frozen=True)
+class Started:
+    """When a run began: its clock, the machine's 1-minute load average then, and its code.
+
+    `code` is `commit()` as the run begins, so a commit made while it runs is not named.
+    """
+
+    clock: float
+    load: float
+    code: dict[str, Any] = field(default_factory=commit)
+
+
+def start() -> Started:
+    """Mark a run's beginning (for its wall seconds, its load before and its code)."""
+    return Started(time.perf_counter(), load_1m())
+
+
+def load_1m() -> float:
+    """The machine's 1-minute load average now."""
+    return round(os.getloadavg()[0], 2)
 
 
 @functools.cache
@@ -128,7 +129,7 @@ def save(
     """
     study, run = location(path, root)
     body = {
-        "schema": SCHEMA, "study": study, "run": run, "commit": commit(),
+        "schema": SCHEMA, "study": study, "run": run, "commit": started.code,
         "config": config, "machine": machine(started, **machine_facts),
         "wall_seconds": round(earlier_seconds + time.perf_counter() - started.clock, 3),
         "metrics": metrics,

@@ -8,6 +8,7 @@ from benchmarks import records
 from benchmarks.docs_pages.quality import DEFAULT_RUN
 from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, record, table
 from benchmarks.paths import RESULTS
+from benchmarks.sweeps.final_grid import WITHIN
 from benchmarks.sweeps.run_records import load_results
 from benchmarks.sweeps.tower_grid import (
     CHOSEN_SETTING,
@@ -249,8 +250,8 @@ def _within_reserve(run: dict[str, Any]) -> float:
     `ReservingTimer`: the config's refit epochs at the epochs' pace, at most `REFIT_SHARE` of
     the cap; the fit's limit is the cap less their time. The record's pace includes the
     validation rounds, which the timer's does not: the reserve here is if anything the larger,
-    the limit the earlier. (Lightning is imported here, when the
-    block is made, not with the pages.)
+    the limit the earlier. (Lightning is imported here, when the block is made, not with the
+    pages.)
     """
     from training.loop.final_round import REFIT_SHARE
 
@@ -259,9 +260,6 @@ def _within_reserve(run: dict[str, Any]) -> float:
     refit = min(train["refit_epochs"], max(int(cap * REFIT_SHARE // pace), 1))
     rounds = [r for r in got["validation"] if r["time/fit_seconds"] <= cap - refit * pace]
     return max((r["val/ndcg@10"] for r in rounds), default=float("nan"))
-
-
-WITHIN = 0.03  # the issue's bound: the sampled run's test NDCG@10 at most 3% below the full's
 
 
 def sampled(page: str) -> str:

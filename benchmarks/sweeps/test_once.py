@@ -66,14 +66,12 @@ def shipped(row: dict[str, Any]) -> tuple[Path | None, str]:
     """The checkpoint of the model the run ships (None: its final one) and how to name it."""
     if row.get("refit_epochs"):
         return None, "the refit model (what the run ships)"
-    return Path(
-        row["run_dir"]
-    ) / "checkpoints" / "best.ckpt", "best.ckpt (best epoch on validation)"
+    best = Path(row["run_dir"]) / "checkpoints" / "best.ckpt"
+    return best, "best.ckpt (best epoch on validation)"
 
 
-def _measure(row: dict[str, Any]) -> dict[str, Any]:
+def _measure(row: dict[str, Any], checkpoint: Path | None) -> dict[str, Any]:
     """Test NDCG@10 and Recall@10 (one target a user: a hit iff NDCG@10 > 0), with intervals."""
-    checkpoint, _ = shipped(row)
     _, ndcg = per_user_ndcg(Path(row["run_dir"]), checkpoint=checkpoint, split="test")
     out: dict[str, Any] = {"users": len(ndcg)}
     for key, values in (("ndcg@10", ndcg), ("recall@10", (ndcg > 0).astype(np.float64))):
@@ -97,10 +95,11 @@ def rank_test(grid: str, name: str, again: bool = False) -> dict[str, Any]:
 def _rank(grid: str, row: dict[str, Any], path: Path, done: int) -> dict[str, Any]:
     """Rank test for the run of `row`, ranked `done` times before; its record at `path`."""
     started = records.start()
+    checkpoint, named = shipped(row)
     metrics = {
         "name": row["name"], "dataset": row["dataset"], "study_commit": row.get("commit"),
-        "val_ndcg@10": row["val"]["ndcg@10"], "test": _measure(row), "test_rankings": done + 1,
-        "checkpoint": shipped(row)[1], "resamples": RESAMPLES,
+        "val_ndcg@10": row["val"]["ndcg@10"], "test": _measure(row, checkpoint),
+        "test_rankings": done + 1, "checkpoint": named, "resamples": RESAMPLES,
     }  # fmt: skip
     return records.save(path, row["config"], metrics, started, root=test_dir(grid))
 

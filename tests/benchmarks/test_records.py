@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,13 +39,12 @@ def test_a_saved_record_has_the_wrapper_and_the_run_it_measured(tmp_path: Path) 
     assert records.location(tmp_path / "x.json") == (tmp_path.name, "x")
 
 
-def test_the_commit_is_asked_as_the_benchmarks_load() -> None:
+def test_a_record_names_the_code_its_run_began_with(tmp_path: Path) -> None:
     # a run that ends after a later commit names the code it started with, not that commit
-    script = "from benchmarks import records; print(records.commit.cache_info().currsize)"
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "1"
+    assert records.start().code == records.commit()
+    began = records.Started(0.0, 0.0, {"sha": "a" * 40, "dirty": False})  # HEAD moved since
+    body = records.save(tmp_path / "s" / "r.json", None, {}, began, root=tmp_path / "s")
+    assert body["commit"] == {"sha": "a" * 40, "dirty": False}
 
 
 @pytest.mark.parametrize(
