@@ -19,6 +19,9 @@ the chosen configuration in the product's frame:
 - `published-whole`: `published-prefix` with bsarec's low-pass over the whole window, as
   BSARec's code filters it (`model.tower.window=whole`: earlier positions see later items,
   which only the last position's training allows); `bsarec` only.
+- `published-author`: `published-prefix` at the learning rate (5e-4) and early-stopping
+  patience (10 rounds) of BSARec's author log for amazon-beauty (`BSARec_Beauty_best.log` in
+  its repository: the run its published figure comes from); `bsarec` only.
 - `published-prefix` with `midx` at m = 64 (`sampled_spec`): the chosen configuration like for
   like with the default sampler, whose test figure is set against its full softmax's.
 - `published-prefix-product`: the chosen configuration (`bsarec` at `published-prefix`) as
@@ -52,6 +55,10 @@ SETTINGS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 SETTINGS["published-prefix"] = (*SETTINGS["published"], "train.targets=last")
 SETTINGS["published-whole"] = (*SETTINGS["published-prefix"], "model.tower.window=whole")
+SETTINGS["published-author"] = (
+    *(key for key in SETTINGS["published-prefix"] if not key.startswith("train.lr=")),
+    "train.lr=0.0005", "train.patience=10",
+)  # fmt: skip
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-prefix"  # the like-for-like setting of the chosen configuration
@@ -62,8 +69,8 @@ ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 def towers_of(setting: str) -> tuple[str, ...]:
     """The towers a like-for-like setting trains: every one, but at the prefix settings."""
-    if setting == "published-whole":
-        return ("bsarec",)  # the one tower with a whole-window form
+    if setting in ("published-whole", "published-author"):
+        return ("bsarec",)  # the one tower with a whole-window form; the author log's tower
     return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
 
 
@@ -78,7 +85,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
 
     The prefix setting's towers come next, each on both datasets in turn (two runs at a time
     make a pair), then the chosen configuration in the product's frame, then bsarec's whole
-    window, then the chosen configuration with the default sampler.
+    window, then the chosen configuration with the default sampler, then the author log's.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -92,6 +99,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [product_spec(dataset) for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", "published-whole") for dataset in DATASETS]
     specs += [sampled_spec(dataset) for dataset in DATASETS]
+    specs += [_spec(dataset, "bsarec", "published-author") for dataset in DATASETS]
     return specs, len(specs)
 
 
