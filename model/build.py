@@ -11,6 +11,7 @@ from typing import Any
 from model.config import ModelConfig
 from model.tower_settings import FORMER_MODEL_KEYS, tower_class
 from model.towers import ItemTower, QueryTowerBase, TowerShape, TwoTowerModel
+from model.towers.base import normal_init
 
 
 def _model_config(model_cfg: dict[str, Any] | ModelConfig) -> ModelConfig:
@@ -48,4 +49,7 @@ def build_model(
     query = build_query_tower(cfg, num_items, sparse=sparse)
     shared = query.item_embedding if cfg.share_embeddings else None
     item = ItemTower(num_items, cfg.dim, shared, sparse, cfg.normalize)
-    return TwoTowerModel(query, item)
+    model = TwoTowerModel(query, item)
+    if cfg.init_std is not None:
+        normal_init(model, cfg.init_std)
+    return model

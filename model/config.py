@@ -14,7 +14,20 @@ from model.tower_settings import (
     validate_tower,
 )
 
-__all__ = ["ModelConfig", "Section"]
+__all__ = ["SAVED_WITHOUT", "ModelConfig", "Section", "as_saved"]
+
+# keys whose default has changed since models were first saved: a saved model section (a
+# bundle's manifest, a run's config, a benchmark record) without one was trained at this value
+# (`normalize` and `init_std` came later, when every model was L2-normalised and initialised
+# as `init_std: null` does; a hand-written section may lack the others)
+SAVED_WITHOUT: dict[str, object] = {
+    "tower": "sasrec", "normalize": True, "temperature": 0.1, "init_std": None,
+}  # fmt: skip
+
+
+def as_saved(model: dict[str, Any]) -> dict[str, Any]:
+    """A saved model section with the values it was trained at for the keys it predates."""
+    return {**SAVED_WITHOUT, **model}
 
 
 def _tower(value: Any) -> TowerSettings:
@@ -22,26 +35,40 @@ def _tower(value: Any) -> TowerSettings:
 
 
 class ModelConfig(Section):
-    """The two towers."""
+    """The two towers.
+
+    The defaults are the query-tower study's chosen configuration (docs/benchmarks/
+    query-towers.md): bsarec at the published models' sizes, with dot-product logits.
+    """
 
     tower: Annotated[SerializeAsAny[TowerSettings], PlainValidator(_tower)] = Field(
         default_factory=lambda: _tower(DEFAULT_TOWER),
         description="The query tower: its `name` (sasrec, mean, fmlp, bsarec, lru) picks its "
         "settings class (model/tower_settings.py); a bare name takes that tower's defaults.",
     )
-    dim: int = Field(256, ge=2, description="Embedding size d of both towers.")
-    max_len: int = Field(20, ge=1, description="Query history length L.")
+    dim: int = Field(64, ge=2, description="Embedding size d of both towers.")
+    max_len: int = Field(50, ge=1, description="Query history length L.")
     dropout: float = Field(
         0.5,
         ge=0.0,
         lt=1.0,
         description="Dropout of the query tower's inputs and blocks (mean has none).",
     )
+    init_std: float | None = Field(
+        0.02,
+        gt=0.0,
+        description="Initialise every linear layer's and id table's weights ~ N(0, init_std^2), "
+        "biases zero, as the published SASRec-family code does (0.02); null: tables ~ N(0, 1 / "
+        "d), layers as PyTorch initialises them.",
+    )
     share_embeddings: bool = Field(
         True, description="The item tower reuses the query tower's input item table."
     )
     temperature: float = Field(
-        0.1, gt=0.0, description="logit = h . c / temperature (the recipe study's choice)."
+        1.0,
+        gt=0.0,
+        description="logit = h . c / temperature (1 with dot products; about 0.1 with "
+        "normalize: cosine logits in [-1, 1] need it to sharpen).",
     )
     learn_temperature: bool = Field(
         False, description="Train tau (on a log scale, from `temperature`); the bundle keeps it."
@@ -54,7 +81,7 @@ class ModelConfig(Section):
         "done, whichever is further; a retrain runs it again over its own); null: fixed.",
     )
     normalize: bool = Field(
-        True,
+        False,
         description="L2-normalise both towers' outputs (cosine logits over the temperature); "
         "false: plain dot products h . c / temperature, as SASRec (set temperature 1 with it).",
     )

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from model.section import Section, settings_name, validate_named
 
-DEFAULT_TOWER = "sasrec"  # the tower of a `tower:` mapping that names none
+DEFAULT_TOWER = "bsarec"  # the tower of a `tower:` mapping that names none
 # keys every tower but `mean` had at the top of `model:` before towers had their own settings
 FORMER_MODEL_KEYS = ("num_layers", "num_heads", "ffn_dim")
 

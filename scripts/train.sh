@@ -15,7 +15,9 @@ train_args=(--reuse-published)  # a published model is kept unless RECSYS_RETRAI
 if [[ -n "${RECSYS_DATASET:-}" ]]; then
     train_args+=(--dataset "${RECSYS_DATASET}")
 elif ! compgen -G "${RECSYS_HOME}/events/part-*.parquet" >/dev/null; then
-    train_args+=(--dataset synthetic)  # a fresh home: the generated demo log, kept apart
+    # a fresh home: the generated demo log, kept apart, trained for at most 4 minutes (early
+    # stopping would come after more than ten)
+    train_args+=(--dataset synthetic --set train.max_minutes=4)
 fi
 if [[ -n "${RECSYS_SAMPLER:-}" ]]; then
     train_args+=(--sampler "${RECSYS_SAMPLER}")

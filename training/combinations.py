@@ -30,7 +30,8 @@ def refuse_clashes(cfg: RecsysConfig) -> None:
     if sampler.unit_kernel and not cfg.model.normalize:
         raise RecsysInputError(
             f"the {sampler.name} sampler's kernel follows the softmax on unit vectors only: "
-            "use model.normalize=true, or another sampler"
+            "use model.normalize=true (cosine logits; with model.temperature=0.1), or another "
+            "sampler"
         )
     if cfg.loss.name == "bernoulli" and not (sampler.inclusion_probability or full):
         raise RecsysInputError(

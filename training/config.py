@@ -63,8 +63,8 @@ class LossConfig(Section):
 class TrainConfig(Section):
     """The optimisation loop."""
 
-    batch_size: int = Field(128, ge=1, description="Training windows per batch.")
-    lr: float = Field(3e-3, gt=0.0, description="Adam learning rate (SparseAdam: sparse tables).")
+    batch_size: int = Field(256, ge=1, description="Training windows per batch.")
+    lr: float = Field(5e-4, gt=0.0, description="Adam learning rate (SparseAdam: sparse tables).")
     lr_schedule: Literal["constant", "cosine", "wsd", "plateau"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
@@ -79,7 +79,7 @@ class TrainConfig(Section):
     min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="The decay's final lr / lr.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up of the lr over these steps.")
     targets: Literal["all", "last"] = Field(
-        "all",
+        "last",
         description="all: a target at every position of a window (SASRec); last: one window "
         "per transition, its preceding L items predicting it (about L times the steps).",
     )

@@ -18,11 +18,15 @@ import yaml
 from pydantic import ValidationError
 
 from data.errors import RecsysInputError
+from model.config import SAVED_WITHOUT as MODEL_SAVED_WITHOUT
 from training.combinations import refuse_clashes, refuse_missing_accelerator
 from training.config import RecsysConfig, register_samplers
 from training.sampler_settings import FullSoftmax, SampledSettings, settings_class
 
 Layer = dict[str, Any]  # a config, or part of one: section -> key -> value
+# keys added after run configs were first saved whose default has changed since: a saved
+# section without one was run at this value
+SAVED_WITHOUT: dict[str, Layer] = {"model": MODEL_SAVED_WITHOUT, "train": {"targets": "all"}}
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -46,12 +50,18 @@ def _override_layer(text: str) -> Layer:
 
 
 def _deep_merge(base: Layer, extra: Mapping[str, Any]) -> Layer:
-    """`extra` over `base`; a mapping over a bare name (`tower: fmlp`) extends `{name: fmlp}`."""
+    """`extra` over `base`; a mapping over a bare name (`tower: fmlp`) extends `{name: fmlp}`.
+
+    A bare name over a mapping that names none (`tower.window=whole`, then `tower=bsarec`)
+    names it; over a named mapping it starts afresh, with that tower's defaults.
+    """
     merged = dict(base)
     for key, value in extra.items():
         old = merged.get(key)
         if isinstance(value, dict) and isinstance(old, str):
             old = {"name": old}
+        if isinstance(value, str) and isinstance(old, dict) and "name" not in old:
+            value = {**old, "name": value}
         if isinstance(value, dict) and isinstance(old, dict):
             merged[key] = _deep_merge(old, value)
         else:
@@ -147,7 +157,8 @@ def build_run_config(
         overrides: `section.key=value` texts (`--set`), applied in order after the files.
         sampler: `--sampler`: the sampler, over everything else, starting from its own
             defaults (whatever `base` had) and what it pairs with in other sections, under
-            the files and overrides.
+            the files and overrides; over a `base`, the model it pairs with is not set (a
+            retrain keeps the served model: one that does not suit the sampler is refused).
         num_negatives: `--num-negatives`, over everything else.
         max_epochs: `--max-epochs`, over everything else.
         base: A whole config to start from (a served model's, for a retrain).
@@ -159,7 +170,7 @@ def build_run_config(
 
     """
     layers = [
-        *_sampler_layers(sampler),
+        *_sampler_layers(sampler, keep_model=base is not None),
         *(_read_yaml(Path(path)) for path in config_files),
         *map(_override_layer, overrides),
         _options_layer(sampler, num_negatives, max_epochs, options or {}),
@@ -173,12 +184,18 @@ def build_run_config(
     return cfg
 
 
-def _sampler_layers(sampler: str | None) -> list[Layer]:
-    """What `--sampler NAME` sets: the sampler, then what it pairs with in other sections."""
+def _sampler_layers(sampler: str | None, keep_model: bool) -> list[Layer]:
+    """What `--sampler NAME` sets: the sampler, then what it pairs with in other sections.
+
+    `keep_model`: leave out what it pairs with in `model` (the served model stays as trained).
+    """
     if sampler is None:
         return []
     settings = _settings_class(sampler)  # None: validation names the known samplers
-    return [{"sampler": {"name": sampler}}, dict(settings.pairs_with) if settings else {}]
+    pairs = dict(settings.pairs_with) if settings else {}
+    if keep_model:
+        pairs.pop("model", None)
+    return [{"sampler": {"name": sampler}}, pairs]
 
 
 def _options_layer(
@@ -230,10 +247,12 @@ _FLAT_PREFIXES = {
 def stored_config(config: Layer) -> Layer:
     """`config` as written by an earlier run (a manifest's, a run's hparams), in today's format.
 
-    A former flat sampler section (it has `popularity_floor`, as every one had and no
+    A key its sections predate takes the value they were run at (`SAVED_WITHOUT`). A former
+    flat sampler section (it has `popularity_floor`, as every one had and no
     sampler's own settings have) becomes the named sampler's own keys, with the values the run
     used, so a model published before keeps retraining as it was trained.
     """
+    config = as_saved(config)
     flat = config.get("sampler")
     if not isinstance(flat, dict) or "popularity_floor" not in flat:
         return config
@@ -244,3 +263,13 @@ def stored_config(config: Layer) -> Layer:
     prefix = _FLAT_PREFIXES.get(name, "")
     own = {key.removeprefix(prefix): value for key, value in {**flat, "name": name}.items()}
     return {**config, "sampler": {k: v for k, v in own.items() if k in settings.model_fields}}
+
+
+def as_saved(config: Layer) -> Layer:
+    """`config`'s sections with the values they were run at for the keys they predate."""
+    return {
+        section: {**SAVED_WITHOUT[section], **values}
+        if section in SAVED_WITHOUT and isinstance(values, dict)
+        else values
+        for section, values in config.items()
+    }

@@ -16,8 +16,8 @@ from benchmarks.docs_pages.tables import cite, interval, num, table
 LABELS = ("full", "tapas-r8", "tapas-midx", "popularity", "mixed", "in-batch", "uniform", "rff",
           "midx", "midx-pop", "exact", "bernoulli", "quadratic")  # fmt: skip
 # where a sampler's runs carry another label: midx and tapas over a midx first pass ran at 12k
-# at the current model settings (paired with the full softmax at those settings), midx at 546k
-# with shared draws
+# at the recipe study's model settings (paired with the full softmax at those settings), midx
+# at 546k with shared draws
 SMALL_RUNS = {"midx": "midx-tau0.1-len20", "tapas-midx": "tapas-midx-tau0.1-len20"}
 LARGE_RUNS = {"midx": "midx-shared", "midx-pop": "midx-pop-shared", "tapas-midx": "tapas-midx-r8"}
 NAMES = {
@@ -75,7 +75,8 @@ def sampler_choice(page: str) -> str:
         f"the run made in its budget, one draw of m negatives each; ms per draw: the mean wall "
         f"time of the sampler's draw call within those steps (the kernel tree's updates and "
         f"rebuilds after each step are not in it). `midx` and `tapas` over `midx` at 12k items: "
-        f"their runs at the current model settings (temperature 0.1), against the full softmax "
+        f"their runs at the recipe study's model settings (sasrec, L = 20, temperature 0.1), "
+        f"against the full softmax "
         f"at those settings; `midx` at 546k items with one set of draws shared by the batch "
         f"(its popularity-weighted last stage there only). "
         f"Records: {cite(f'{SWEEP}/report', page)}, "

@@ -67,7 +67,7 @@ PAGES: dict[str, dict[str, Block]] = {
         "step-shared": steps.shared_steps,
     },
     "docs/benchmarks/recipe-study.md": {
-        "recipe": recipe, "defaults": quality.defaults, "published": quality.published,
+        "recipe": recipe, "defaults": quality.recipe_final, "published": quality.published,
     },
     "docs/benchmarks/query-towers.md": {
         "towers": towers.tower_runs, "tower-decision": towers.decision,

@@ -1,9 +1,10 @@
 """Result blocks of model quality: the defaults on the test split, samplers side by side.
 
-Runs of three studies: the recipe study's final grid (`recipe_final`, the defaults as
-`recsys train` runs them), the sampler comparison at 12k items (`sampler_sweep`) and the
-half-million-item catalogue (`catalogue_1m`); the last two with the paired intervals their
-`report.json` holds (`recsys bench quality-report`), so nothing is resampled here.
+Runs of four studies: the defaults on the test split (`defaults`, as `recsys train` runs
+them), the recipe study's final grid (`recipe_final`, its defaults), the sampler comparison
+at 12k items (`sampler_sweep`) and the half-million-item catalogue (`catalogue_1m`); the
+last two with the paired intervals their `report.json` holds (`recsys bench
+quality-report`), so nothing is resampled here.
 """
 
 from __future__ import annotations
@@ -30,35 +31,53 @@ from benchmarks.sweeps.sweep_report import markdown
 
 DATASETS = ("amazon-beauty", "amazon-toys")
 DEFAULT_RUN = "midx_m64"  # the product's default sampler (a test holds it to the config)
-FINAL_RUNS = (DEFAULT_RUN, "uniform_m256", "full", "exact_m64")
+FINAL_RUNS = (DEFAULT_RUN, "uniform_m256", "full", "exact_m64")  # the recipe study's final
+DEFAULTS, RECIPE_FINAL = "defaults", "recipe_final"  # the studies of the test split
 SWEEP, CATALOGUE, LARGE = "sampler_sweep", "catalogue_1m", "synthetic-1m"
 COMPARED = ("full", "exact_m64", "rff_m64", "uniform_m64", "popularity_m64", "tapas-r1_m64",
             "tapas-r8_m64", "bernoulli_m64", "mixed_m64", "in-batch", "quadratic_m64")  # fmt: skip
 
 
-def _final(dataset: str, name: str) -> str:
-    return f"recipe_final/{dataset}/{name}"
+def _recorded(run: str) -> bool:
+    return (RESULTS / f"{run}.json").is_file()
 
 
-def _final_cells(dataset: str, name: str) -> list[str]:
-    """Sampler, test Recall@10 and NDCG@10, gap to the full softmax, minutes of a final run."""
-    facts, full = metrics(_final(dataset, name)), metrics(_final(dataset, "full"))
+def _final_cells(study: str, dataset: str, name: str) -> list[str]:
+    """Sampler, test Recall@10 and NDCG@10, gap to the full softmax, minutes of a test run.
+
+    The gap is left empty while the study's full softmax has no record.
+    """
+    facts, full = metrics(f"{study}/{dataset}/{name}"), f"{study}/{dataset}/full"
     ndcg = facts["test"]["ndcg@10"]
-    vs = "reference" if name == "full" else gap(ndcg / full["test"]["ndcg@10"] - 1)
+    vs = "reference" if name == "full" else ""
+    if name != "full" and _recorded(full):
+        vs = gap(ndcg / metrics(full)["test"]["ndcg@10"] - 1)
     label = sampler_name(facts) + (" (the default)" if name == DEFAULT_RUN else "")
     minutes = num(facts["train_seconds"] / 60, 0)
     return [label, num(facts["test"]["recall@10"]), num(ndcg), vs, minutes]
 
 
 def defaults(page: str) -> str:
-    """The defaults on the test split, with uniform m = 256, the full softmax and `exact` m = 64."""
+    """The defaults on the test split: the default sampler and the full softmax."""
+    return _test_runs(DEFAULTS, (DEFAULT_RUN, "full"), page)
+
+
+def recipe_final(page: str) -> str:
+    """The recipe study's defaults on the test split, with uniform, the full softmax, exact."""
+    return _test_runs(RECIPE_FINAL, FINAL_RUNS, page)
+
+
+def _test_runs(study: str, names: tuple[str, ...], page: str) -> str:
+    """A table of a test study's runs `names` on both datasets (those with a record)."""
     rows = []
     for dataset in DATASETS:
-        for name in FINAL_RUNS:
-            run = _final(dataset, name)
+        for name in names:
+            run = f"{study}/{dataset}/{name}"
+            if not _recorded(run):
+                continue
             facts, train = metrics(run), record(run)["config"]["train"]
             epochs = f"{facts['epochs']} + {train['refit_epochs']} refit, {facts['stopped_by']}"
-            cells = _final_cells(dataset, name)
+            cells = _final_cells(study, dataset, name)
             val = num(facts["val"]["ndcg@10"])
             rows.append([dataset, cells[0], val, *cells[1:], epochs, machine(run), cite(run, page)])
     head = ["dataset", "sampler", "val NDCG@10 (kept round)", "test Recall@10", "test NDCG@10",
@@ -74,11 +93,13 @@ def published(page: str) -> str:
 
 
 def readme_results(page: str) -> str:
-    """The README's table: the default model and the full softmax on both datasets."""
-    rows, runs = [], [_final(d, n) for d in DATASETS for n in (DEFAULT_RUN, "full")]
+    """The README's table: the default model and the full softmax (once recorded), both datasets."""
+    names = (DEFAULT_RUN, "full")
+    runs = [r for r in (f"{DEFAULTS}/{d}/{n}" for d in DATASETS for n in names) if _recorded(r)]
+    rows = []
     for run in runs:
         _, dataset, name = run.split("/")
-        label, recall, ndcg, _, minutes = _final_cells(dataset, name)
+        label, recall, ndcg, _, minutes = _final_cells(DEFAULTS, dataset, name)
         rows.append([dataset, label, recall, ndcg, minutes, cite(run, page)])
     head = ["dataset", "sampler", "Recall@10", "NDCG@10", "minutes", "record"]
     facts = [record(run) for run in runs]
@@ -87,7 +108,7 @@ def readme_results(page: str) -> str:
     note = (
         f"\nTest split, every item ranked; each run trained under a "
         f"{facts[0]['config']['train']['max_minutes']:.0f}-minute cap on "
-        f"{facts[0]['machine']['cores']} CPU cores with one thread, beside one or two other runs "
+        f"{facts[0]['machine']['cores']} CPU cores with one thread, two runs at a time "
         f"(load {min(loads):.1f} to {max(loads):.1f}). More: [the benchmark results]({index}).\n"
     )
     return table(head, rows) + note
@@ -145,7 +166,7 @@ def catalogue(page: str) -> str:
     return table(head, rows)
 
 
-# the kernel-family samplers beside the full softmax at the product's model settings
+# the kernel-family samplers beside the full softmax at the recipe study's model settings
 TODAYS_MODEL = ("full-tau0.1-len20", "rff-tau0.1-len20_m64", "midx-tau0.1-len20_m64",
                 "midx-tau0.1-len20_m256", "tapas-midx-tau0.1-len20_m64",
                 "tapas-midx-tau0.1-len20_m256")  # fmt: skip

@@ -14,6 +14,6 @@ def training_time(page: str) -> str:
     minutes = facts["wall_seconds"] / 60
     return (
         f"Measured: the demo model trained in {minutes:.1f} minutes on {machine['cores']} CPU "
-        f"cores ({run['epochs']} epochs to early stopping, then {run['refit_epochs']} refit "
-        f"epochs; load {load(machine)}; record {cite(RUN, page)}).\n"
+        f"cores ({run['epochs']} epochs, then {run['refit_epochs']} refit epochs, within the "
+        f"demo's time cap; load {load(machine)}; record {cite(RUN, page)}).\n"
     )

@@ -48,7 +48,7 @@ def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]
     from data.split import build_splits
     from data.synth import generate_events
     from data.workspace import Workspace
-    from model.config import ModelConfig
+    from training.config import RecsysConfig
     from training.loop.examples import make_windows
 
     ws = Workspace(home)
@@ -59,7 +59,10 @@ def _prepare(home: Path, users: int, items: int, events: int) -> tuple[int, int]
         subprocess.run([sys.executable, "-m", "app", "ingest", str(log), "--home", str(home)],
                        cwd=REPO, check=True, capture_output=True)  # fmt: skip
     splits = build_splits(ws, "loo", None, 0)
-    return len(make_windows(splits.train["items"], ModelConfig().max_len)), splits.num_items
+    cfg = RecsysConfig()  # what `recsys train` trains: windows of the default length and targets
+    last = cfg.train.targets == "last"
+    windows = make_windows(splits.train["items"], cfg.model.max_len, every_prefix=last)
+    return len(windows), splits.num_items
 
 
 def _train(

@@ -1,10 +1,10 @@
 """`bench quickstart`: how long the quick start's training takes, as `make up` runs it.
 
 `scripts/train.sh` on a fresh home (what `make up` and compose's trainer run first): the
-synthetic demo log generated, ingested, and the default model trained to early stopping, then
-refitted and published. One subprocess, timed as a whole; its `--json` result (epochs, refit
-epochs, test metrics) and the wall seconds are the record. The image build of the Docker quick
-start is not part of it.
+synthetic demo log generated, ingested, and the default model trained to early stopping or the
+demo's time cap, then refitted and published. One subprocess, timed as a whole; its `--json`
+result (epochs, refit epochs, test metrics) and the wall seconds are the record. The image
+build of the Docker quick start is not part of it.
 """
 
 from __future__ import annotations

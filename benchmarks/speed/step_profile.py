@@ -106,10 +106,9 @@ def profile_sampler(ws: Workspace, dataset: str, cfg: RecsysConfig, args: dict[s
     sampler = cfg.sampler.name
     prepare_dataset(ws, dataset)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
-    dm = SequenceDataModule(
-        splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
-        0, cfg.train.bucket_by_length, cfg.train.seed,
-    )  # fmt: skip
+    dm = SequenceDataModule.of(
+        splits, cfg.train.model_copy(update={"num_workers": 0}), cfg.model.max_len
+    )
     pl_lightning.seed_everything(cfg.train.seed, verbose=False)
     module = build_module(cfg, splits.num_items, item_counts(splits))
     steps = min(args["steps"] or len(dm.train_dataloader()), len(dm.train_dataloader()))

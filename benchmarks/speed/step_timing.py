@@ -4,8 +4,9 @@ A step is exactly what training runs per batch (`RetrievalModule.optimisation_st
 tower forward over B histories, the loss (sampled softmax over the sampler's negatives, or the
 full softmax over all n items), backward, every optimiser, and the sampler's update with the
 rows that changed. Each sampler runs with its preset as `recsys train --sampler NAME` applies
-it (per-query draws where that is its default), then the `--set` overrides. Targets follow
-`train.targets`: with `all` (the default) every position of the B histories is a query, N = B L.
+it (per-query draws where that is its default), then the `--set` overrides. Every position of
+the B histories is a query, N = B L (`train.targets=all`, the committed records' targets, with
+their cosine logits; `--set train.targets=last` times one query a history).
 Sampled runs use sparse id tables (`SparseAdam`, only touched rows move); the full softmax
 needs dense Adam, since every row gets a gradient. The item table is random and the histories
 are drawn from a Zipf-like popularity, so timings do not depend on data. Each row also says
@@ -73,6 +74,8 @@ def step_config(
         f"model.max_len={args['length']}",
         f"train.sparse_embeddings={str(sampler != FULL).lower()}",
         "train.precision=fp32",  # the committed figures' precision, whatever the CPU
+        "train.targets=all",  # and their queries and logits
+        "model.normalize=true",
     ]
     m = own_keys(sampler, {"num_negatives": args["num_negatives"]}).get("num_negatives")
     sets = own_overrides(sampler, args.get("overrides", ()))

@@ -131,7 +131,11 @@ def synthetic_bundle(
 def _write(
     models: Path, version: str, rows: np.ndarray, items: Any, seed: int, table_name: str
 ) -> None:
-    """Write bundle `version` of item `rows [n, d]` and a default tower with random weights."""
+    """Write bundle `version` of item `rows [n, d]` and a tower with random weights.
+
+    The tower is the one the committed serving records were measured with (`sasrec`, L = 20,
+    cosine logits: the defaults then), so a cached bundle and a new one serve alike.
+    """
     from datetime import UTC, datetime
 
     import torch
@@ -142,7 +146,7 @@ def _write(
 
     num_items, dim = rows.shape
     torch.manual_seed(seed)
-    cfg = ModelConfig(dim=dim)
+    cfg = ModelConfig(tower="sasrec", dim=dim, max_len=20, normalize=True, temperature=0.1)
     tower = build_query_tower(cfg, num_items).eval()
     manifest = Manifest(
         version=version, created_at=datetime.now(UTC), dataset=f"synthetic-{table_name}",

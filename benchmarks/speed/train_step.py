@@ -60,7 +60,7 @@ def train_step(
     """Time whole training steps (forward, backward, optimisers, sampler update) per sampler.
 
     Each sampler runs with its preset as `recsys train --sampler NAME` applies it, under the
-    `--set` overrides; every position of a history is a query unless `train.targets=last`.
+    `--set` overrides; every position of a history is a query unless `--set train.targets=last`.
     """
     from benchmarks.speed.step_timing import plot, run_benchmark  # torch: only when run
     from training.samplers import SAMPLERS

@@ -32,9 +32,9 @@ from training.losses import get_loss
 from training.sampler_settings import SampledSettings
 from training.samplers import SamplerContext, build_sampler
 
-# the model temperature of the committed results (the default then; 0.1 since the recipe study)
-TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64",
-        "model.temperature=0.05"]  # fmt: skip
+# the model and temperature of the committed results (the defaults then)
+TINY = ["model.tower=sasrec", "model.dim=32", "model.max_len=20", "model.dropout=0.1",
+        "train.batch_size=64", "model.normalize=true", "model.temperature=0.05"]  # fmt: skip
 TAU = {
     "tau 0.05": ["sampler.temperature_final=null", "sampler.temperature=0.05"],
     "tau 1 -> 0.05": ["sampler.temperature=1.0", "sampler.temperature_final=0.05"],
@@ -72,7 +72,7 @@ def run(splits: Splits, extra: list[str], seed: int) -> dict[str, float]:
     assert isinstance(cfg.sampler, SampledSettings)  # every setting of the grid draws negatives
     module = RetrievalModule(model, cfg, build_sampler(cfg.sampler, ctx), get_loss(cfg.loss.name))
     pl.seed_everything(seed, verbose=False)
-    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)
+    dm = SequenceDataModule(splits, cfg.model.max_len, cfg.train.batch_size)  # one per position
     pl.Trainer(
         max_epochs=8, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,

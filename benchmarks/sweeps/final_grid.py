@@ -1,7 +1,12 @@
-"""The test split at the end of the recipe study (issue 19, item 4): `--grid final`.
+"""The defaults on the test split: `--grid defaults`, and the recipe study's end, `--grid final`.
 
-The defaults as they stand (`configs/default.yaml`, so: after the study has changed them) on
-amazon-beauty and amazon-toys, as a user's `recsys train` runs them with a 30-minute budget:
+`--grid defaults`: the defaults as they stand (`configs/default.yaml`) on amazon-beauty and
+amazon-toys, as a user's `recsys train` runs them with a 30-minute budget, one thread each and
+two runs at a time: the default sampler (`midx` at m = 64) on both datasets first, then the
+full softmax. Run it again whenever a default changes.
+
+`--grid final`: the recipe study's defaults (the model it chose: `RECIPE_MODEL`) on
+amazon-beauty and amazon-toys, as a user's `recsys train` ran them with a 30-minute budget:
 the default early stopping (and refit) and every core (run one worker, alone on the machine;
 several workers share the grid's runs, each claiming one, with fewer epochs each). Four times
 per dataset: the full softmax; uniform sampling at m = 256, the default sampler before `midx`;
@@ -29,7 +34,7 @@ import numpy as np
 
 from benchmarks.harness.paired import mean_interval, paired_interval
 from benchmarks.sweeps.run_records import load_ndcg, read_row
-from benchmarks.sweeps.sweep_grid import BEAUTY, PROTOCOL, TOYS, RunSpec
+from benchmarks.sweeps.sweep_grid import BEAUTY, FORMER_MODEL, PROTOCOL, TOYS, Planner, RunSpec
 
 # SASRec + sampled softmax, ../shared/datasets/README.md (the issue's targets)
 PUBLISHED = {
@@ -40,6 +45,9 @@ PUBLISHED = {
 # on val over uniform, having come at or above the full softmax in the comparison)
 SAMPLED = (("uniform", 256), ("exact", 64), ("midx", 64))
 WITHIN = 0.03  # the sampled run's NDCG@10 may be this much below the full softmax's
+DEFAULT = ("midx", 64)  # the default sampler (a test holds it to the config)
+# the recipe study's model: the defaults until the query-tower study chose another
+RECIPE_MODEL = (*FORMER_MODEL, "model.max_len=20", "model.temperature=0.1")
 
 
 def user_settings() -> tuple[str, ...]:
@@ -57,12 +65,23 @@ def user_settings() -> tuple[str, ...]:
 
 
 def final(out: Path) -> tuple[list[RunSpec], int]:
-    """The full softmax and each of `SAMPLED`, with the defaults, on both datasets."""
-    sets = user_settings()
+    """The full softmax and each of `SAMPLED`, with the recipe study's defaults, on both."""
+    sets = (*user_settings(), *RECIPE_MODEL)
     specs = [
         RunSpec(dataset, name, name, m, sets=sets)
         for dataset in PUBLISHED
         for name, m in (("full", None), *SAMPLED)
+    ]
+    return specs, len(specs)
+
+
+def defaults(out: Path) -> tuple[list[RunSpec], int]:
+    """The default sampler on both datasets, then the full softmax, with today's defaults."""
+    sets = (*user_settings(), "train.threads=1")  # two runs at a time, one thread each
+    specs = [
+        RunSpec(dataset, name, name, m, sets=sets)
+        for name, m in (DEFAULT, ("full", None))
+        for dataset in PUBLISHED
     ]
     return specs, len(specs)
 
@@ -114,17 +133,24 @@ def _refit(run: dict[str, Any]) -> str:
 
 
 def final_report(out: Path, resamples: int = 2000, doc: Path | None = None) -> str:
-    """Markdown: each run's test metrics against the published figures and the full softmax.
+    """`--grid final`'s report: `report`."""
+    return report(final, out, resamples)
 
-    `doc` is unused: the table links nothing.
-    """
+
+def defaults_report(out: Path, resamples: int = 2000, doc: Path | None = None) -> str:
+    """`--grid defaults`' report: `report`."""
+    return report(defaults, out, resamples)
+
+
+def report(grid: Planner, out: Path, resamples: int) -> str:
+    """Markdown: each run's test metrics against the published figures and the full softmax."""
     head = (
         "| dataset | run | test Recall@10 (95% interval), mean vs published | test NDCG@10 (95% "
         "interval), mean vs published | NDCG@10 vs full softmax (paired), mean vs -3% | epochs "
         "| load |"
     )
     lines = [head, "|" + "---|" * 7]
-    specs, _ = final(out)
+    specs, _ = grid(out)
     for dataset in PUBLISHED:
         paths = [out / dataset / f"{s.name}.json" for s in specs if s.dataset == dataset]
         runs = {p.stem: read_row(p) for p in paths if p.is_file()}

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.paths import RESULTS
-from benchmarks.sweeps.final_grid import final, final_report
+from benchmarks.sweeps.final_grid import defaults, defaults_report, final, final_report
 from benchmarks.sweeps.recipe_grid import recipe
 from benchmarks.sweeps.recipe_report import recipe_report
 from benchmarks.sweeps.sweep import SWEEP_DIR
@@ -19,7 +19,7 @@ from benchmarks.sweeps.tower_grid import towers
 
 GRIDS: dict[str, Planner] = {
     "comparison": comparison, "catalogue": catalogue, "recipe": recipe, "final": final,
-    "towers": towers, "midx": midx_today,
+    "towers": towers, "midx": midx_today, "defaults": defaults,
 }  # fmt: skip
 RESULT_DIRS = {
     "comparison": SWEEP_DIR,
@@ -28,12 +28,14 @@ RESULT_DIRS = {
     "final": RESULTS / "recipe_final",
     "towers": RESULTS / "tower_study",
     "midx": SWEEP_DIR,
+    "defaults": RESULTS / "defaults",
 }
 VALIDATION_ONLY = frozenset({"recipe", "towers"})  # a study chosen on val: its runs never rank test
 # grid -> its markdown report from (result folder, bootstrap resamples)
 REPORTS: dict[str, Callable[[Path, int, Path | None], str]] = {
     "recipe": recipe_report,
     "final": final_report,
+    "defaults": defaults_report,
 }
 
 

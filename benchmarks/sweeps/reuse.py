@@ -3,9 +3,10 @@
 A run's record holds its training settings (`training_settings`) as its config. It is reused
 when today's settings train as it did (`same_settings`), or when they differ only in when early
 stopping ends a run and the recorded run provably trained as today's would (`stops_alike`);
-`stands_for` is either. A key a record lacks was added since it was made, with the default it
-has today (its own sampler's, for a sampler key; a study whose runs had another pins that value
-in its protocol); a model section is read in today's layout.
+`stands_for` is either. A key a record lacks was added since it was made: it ran at the value
+the key's saved configs take (`training.config_loading.SAVED_WITHOUT`), else at the default
+it has today (its own sampler's, for a sampler key; a study whose runs had another pins that
+value in its protocol); a model section is read in today's layout.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ def training_settings(cfg: Any) -> dict[str, Any]:
 
 
 def _as_recorded(stored: dict[str, Any], section: str) -> dict[str, Any]:
-    """A recorded section completed with today's defaults for the keys added since.
+    """A recorded section completed for the keys added since: as saved, else today's defaults.
 
     A model section is read in today's layout (a former flat tower key moves into the tower).
     """
-    recorded = {**_defaults(stored, section), **stored.get(section, {})}
+    from training.config_loading import SAVED_WITHOUT
+
+    saved = {**SAVED_WITHOUT.get(section, {}), **stored.get(section, {})}
+    recorded = {**_defaults(stored, section), **saved}
     return _in_todays_layout(recorded) if section == "model" else recorded
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from data.errors import RecsysInputError
 from data.store import fsync_file
 from model.bundle.layout import MANIFEST, check_version_name
-from model.config import ModelConfig
+from model.config import ModelConfig, as_saved
 
 # Format 3 stores each fact once (format 2 kept `dim` beside `model.dim` and `config.model`, and
 # a sampler summary beside `config.sampler`); a format-2 reader must refuse it. Format 2 added
@@ -152,7 +152,7 @@ def upgrade(old: dict[str, Any]) -> dict[str, Any]:
     new.update(format_version=FORMAT_VERSION, model=model, config=config)
     new.setdefault("score", DOT)
     new.setdefault("dataset", "workspace")  # what a retrain called such a home's data
-    new.setdefault("temperature", model.get("temperature", ModelConfig().temperature))
+    new.setdefault("temperature", as_saved(model)["temperature"])
     if "warm_start" in old:
         new["retrain"] = {key: old.get(key) for key in RETRAIN_KEYS}
     return new
@@ -174,7 +174,10 @@ def parse_manifest(raw: Any, where: Path | str = MANIFEST) -> Manifest:
             f"(this version reads {', '.join(map(str, READABLE_FORMATS))})"
         )
     try:
-        return Manifest.model_validate(raw if fmt == FORMAT_VERSION else upgrade(raw))
+        content = raw if fmt == FORMAT_VERSION else upgrade(raw)
+        if isinstance(content.get("model"), dict):  # the keys it predates, as trained then
+            content = {**content, "model": as_saved(content["model"])}
+        return Manifest.model_validate(content)
     except ValidationError as err:
         raise BundleError(f"{where}: {_first_problem(err)}") from None
     except ValueError as err:

@@ -2,8 +2,8 @@
 
 Sequences are LEFT-padded with item_idx 0 (most recent item last), so the last position is
 always the newest item and learned positions count from the end of the window. Every tower
-outputs L2-normalised vectors (`model.normalize`, the default; without it plain vectors, whose
-dot products are SASRec's logits); the logit of a (query, item) pair is `h . c / temperature`.
+outputs plain vectors, whose dot products are SASRec's logits (L2-normalised with
+`model.normalize`: cosine logits); the logit of a (query, item) pair is `h . c / temperature`.
 
 Every tower is causal (the output at position t depends on the items at positions <= t only)
 unless its settings say `sees_later_items()` (bsarec's whole window, trained at the last
@@ -44,6 +44,28 @@ def item_embedding(num_items: int, dim: int, sparse: bool) -> nn.Embedding:
     with torch.no_grad():
         table.weight[0].zero_()
     return table
+
+
+def normal_init(model: nn.Module, std: float) -> None:
+    """The published SASRec-family code's initialisation (`model.init_std`), in place.
+
+    Every linear layer's, attention projection's and id table's weights ~ N(0, std^2), their
+    biases and padding rows zero, layer norms at one and zero; other parameters as they are.
+    """
+    for part in model.modules():
+        if isinstance(part, nn.Linear | nn.Embedding):
+            nn.init.normal_(part.weight, std=std)
+        if isinstance(part, nn.MultiheadAttention) and part.in_proj_weight is not None:
+            nn.init.normal_(part.in_proj_weight, std=std)
+        if isinstance(part, nn.LayerNorm):
+            nn.init.ones_(part.weight)
+        for name in ("bias", "in_proj_bias"):
+            bias = getattr(part, name, None)
+            if isinstance(bias, nn.Parameter):
+                nn.init.zeros_(bias)
+        if isinstance(part, nn.Embedding) and part.padding_idx is not None:
+            with torch.no_grad():
+                part.weight[part.padding_idx].zero_()
 
 
 def fit_left(seq: Tensor, length: int) -> Tensor:

@@ -78,7 +78,10 @@ def test_train_json_then_evaluate(
     [
         (["--num-negatives", "0"], "num-negatives"),
         (["--set", "model.dim=-3"], "model.dim"),
-        (["--set", "model.dim=33"], "model.dim 33 is not divisible by model.tower.num_heads 2"),
+        (
+            ["--set", "model.tower.num_heads=2", "--set", "model.dim=33"],
+            "model.dim 33 is not divisible by model.tower.num_heads 2",
+        ),
         (["--set", "eval.ks=[0, 10]"], "eval.ks.0"),
         (["--set", "train.accelerator=tpu9"], "train.accelerator"),
         (["--set", "sampler.name=nope"], "config sampler.name: unknown sampler 'nope'"),

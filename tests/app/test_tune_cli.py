@@ -35,11 +35,14 @@ from training.workflows.tune import (
 from training.workflows.tune_study import MINUTES_RUN
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
-SEARCHED = (set(SEARCH_SPACE) | {"model.tower.num_layers", "model.tower.num_heads"}) - {
+OWN = {"model.tower.num_layers", "model.tower.num_heads", "model.tower.alpha", "model.tower.cutoff"}
+SEARCHED = (set(SEARCH_SPACE) | OWN) - {
     "model.max_len",
+    "model.temperature",
     "model.learn_temperature",
-}  # the default tower's own keys are searched; a key given with --set is not, nor a learned
-# temperature, which the default sampler (midx, built on the starting one) refuses
+}  # the default tower's own keys are searched; a key given with --set is not, nor the
+# temperature of dot-product logits, which learn their own scale
+COSINE = {"normalize": True, "temperature": 0.1}  # what the kernel samplers' flag brings
 
 
 @pytest.fixture(scope="module")
@@ -245,19 +248,34 @@ def test_a_retrain_setting_changed_since_the_study_is_no_change(tmp_path: Path) 
 
 
 def test_a_sampler_built_on_the_starting_temperature_leaves_learning_it_out() -> None:
+    cosine = ["model.normalize=true", "model.temperature=0.1"]
     for sampler, searched in (("quadratic", False), ("exact", False), ("uniform", True)):
-        base = build_run_config(sampler=sampler)
+        base = build_run_config(overrides=cosine, sampler=sampler)
         space = TuneRequest(base, Path("unused"), 1.0, 2).space()
         assert ("model.learn_temperature" in space) == searched, sampler
         assert "model.temperature" in space
+    plain = TuneRequest(build_run_config(sampler="uniform"), Path("unused"), 1.0, 2).space()
+    assert not {"model.temperature", "model.learn_temperature"} & set(plain)  # dot products
 
 
 @pytest.mark.parametrize(
     ("sampler", "sets", "written"),
     [
         (None, [], {}),
-        ("rff", ["sampler.leaf_size=64"], {"sampler": {"name": "rff", "leaf_size": 64}}),
-        ("quadratic", [], {"sampler": {"name": "quadratic"}, "loss": {"name": "absolute_softmax"}}),
+        (
+            "rff",
+            ["sampler.leaf_size=64"],
+            {"sampler": {"name": "rff", "leaf_size": 64}, "model": COSINE},
+        ),
+        (
+            "quadratic",
+            [],
+            {
+                "sampler": {"name": "quadratic"},
+                "loss": {"name": "absolute_softmax"},
+                "model": COSINE,
+            },
+        ),
     ],
 )
 def test_best_yaml_keeps_what_differs_from_the_samplers_own_defaults(

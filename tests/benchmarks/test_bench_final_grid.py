@@ -8,13 +8,14 @@ import numpy as np
 
 from benchmarks.harness.paired import mean_interval
 from benchmarks.sweeps import sweep
-from benchmarks.sweeps.final_grid import PUBLISHED, final, final_report
+from benchmarks.sweeps.final_grid import PUBLISHED, RECIPE_MODEL, final, final_report
 from benchmarks.sweeps.sweep_grid import BEAUTY, TOYS
 from tests.benchmarks.helpers import write_record
 from training.config import RecsysConfig
+from training.config_loading import load_config
 
 
-def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget() -> None:
+def test_the_runs_are_the_recipe_studys_defaults_as_a_user_trained_them_in_30_minutes() -> None:
     specs, planned = final(Path("unused"))
     assert planned == 8 and [(s.dataset, s.name) for s in specs] == [
         (d, name)
@@ -27,13 +28,15 @@ def test_the_runs_are_the_defaults_as_a_user_trains_them_with_a_30_minute_budget
     assert cfg.train.max_minutes == 30 and (cfg.sampler.name, cfg.sampler.num_negatives) == (
         "uniform", 256,
     )  # fmt: skip
-    assert cfg.model == defaults.model
+    recipe = load_config(overrides=list(RECIPE_MODEL))  # the model the recipe study chose
+    assert cfg.model == recipe.model and cfg.model != defaults.model
+    assert (cfg.train.lr, cfg.train.targets) == (recipe.train.lr, "all")
     assert sweep.run_config(specs[0], sweep.Sweep()).sampler.name == "full"
     exact = sweep.run_config(specs[2], sweep.Sweep())
     assert (exact.sampler.name, exact.sampler.num_negatives, exact.sampler.per_query) == (
         "exact", 64, True,
     )  # fmt: skip
-    assert exact.model == defaults.model and exact.train == cfg.train
+    assert exact.model == recipe.model and exact.train == cfg.train
     midx = sweep.run_config(specs[3], sweep.Sweep())
     assert midx.sampler == defaults.sampler  # the default sampler, at its own m
 

@@ -15,7 +15,6 @@ from benchmarks.sweeps.recipe_grid import DATASETS, RECIPES, combined_sets, reci
 from benchmarks.sweeps.recipe_report import DEFAULT_DOC, PLOT, recipe_report, recipe_table
 from benchmarks.sweeps.sweep_grid import RunSpec
 from data.synth import generate_events
-from model.config import ModelConfig
 from tests.benchmarks.helpers import run_bench, write_record
 
 VAL = {"defaults": 0.050, "cosine": 0.060, "cosine-warmup": 0.058, "d128": 0.052, "tau-0.1": 0.04}
@@ -93,7 +92,7 @@ def test_stages_8_to_11_and_15_add_ffn_adamw_size_ema_lr_and_a_tau_schedule_to_t
 ) -> None:
     specs, _ = recipe(tmp_path)
     chosen = ("train.max_minutes=20", "model.temperature=0.1", "model.max_len=20")
-    wide = f"model.ffn_dim={4 * ModelConfig().dim}"
+    wide = "model.ffn_dim=1024"  # 4 d at the recipe study's d = 256
     adamw = ("train.weight_decay=0.1", "train.decoupled_weight_decay=true")
     small = ("model.dim=64", "model.num_layers=1", "model.num_heads=1", "model.dropout=0.2")
     ema, lr = "train.ema_decay=0.999", "train.lr=0.006"

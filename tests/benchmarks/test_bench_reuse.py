@@ -64,14 +64,18 @@ def test_another_change_than_when_to_stop_is_trained_again() -> None:
     assert not reuse.stops_alike(plateau, _today(lr_schedule="plateau"))
 
 
-def test_every_committed_run_of_the_final_grid_stands_for_todays_defaults() -> None:
-    """The final grid trains today's defaults: its runs from before the stopping window that
-    ran to the cap are reused (the others were trained again with it)."""
+@pytest.mark.parametrize("grid", ["final", "defaults"])
+def test_every_committed_run_of_a_test_grid_stands_for_its_settings(grid: str) -> None:
+    """`final` trains the recipe study's defaults (its runs from before the stopping window
+    that ran to the cap are reused, the others were trained again with it); `defaults`
+    trains today's, and its default run is committed."""
     from benchmarks.sweeps.grids import GRIDS, RESULT_DIRS
 
-    specs, _ = GRIDS["final"](RESULT_DIRS["final"])
-    settings = sweep.Sweep(RESULT_DIRS["final"])
-    for spec in specs:
+    specs, _ = GRIDS[grid](RESULT_DIRS[grid])
+    settings = sweep.Sweep(RESULT_DIRS[grid])
+    committed = [spec for spec in specs if settings.result_path(spec).is_file()]
+    assert any(spec.sampler == "midx" for spec in committed)
+    for spec in committed:
         record = records.read(settings.result_path(spec))
         current = reuse.training_settings(sweep.run_config(spec, settings))
         assert reuse.stands_for(record, current), spec.name

@@ -1,14 +1,24 @@
-"""`configs/bsarec.yaml` is the tower study's chosen configuration, as the study trained it."""
+"""The defaults are the query-tower study's chosen configuration, as the study trained it."""
 
 from __future__ import annotations
 
-from benchmarks.paths import REPO
+from pathlib import Path
+
+from benchmarks.sweeps.final_grid import DEFAULT, defaults
+from benchmarks.sweeps.sweep_grid import BEAUTY
 from benchmarks.sweeps.tower_grid import CHOSEN_SETTING, CHOSEN_TOWER, SETTINGS
-from training.config_loading import load_config
+from training.config_loading import build_run_config, load_config
 
 
-def test_the_preset_is_the_chosen_configuration() -> None:
-    preset = load_config([REPO / "configs" / "bsarec.yaml"])
+def test_the_defaults_are_the_chosen_configuration() -> None:
     studied = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[CHOSEN_SETTING]])
-    assert preset == studied
-    assert preset != load_config()  # it changes something
+    assert studied == load_config()
+
+
+def test_the_default_runs_on_the_test_split_train_the_defaults() -> None:
+    specs, _ = defaults(Path("unused"))
+    assert {(spec.sampler, spec.m) for spec in specs} == {DEFAULT, ("full", None)}
+    shipped = next(spec for spec in specs if spec.dataset == BEAUTY and spec.m is not None)
+    undo = ["train.threads=null", "train.max_minutes=null"]  # two at a time, 30 minutes
+    assert load_config(overrides=[*shipped.sets, *undo]) == build_run_config(sampler="midx")
+    assert build_run_config(sampler="midx") == load_config()  # the default sampler

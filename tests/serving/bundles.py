@@ -18,7 +18,9 @@ from model.build import build_query_tower
 from model.bundle import Manifest, publish, write_bundle
 from model.config import ModelConfig
 
-MODEL_CFG = ModelConfig(tower="sasrec", dim=16, max_len=8, num_layers=1, num_heads=1, dropout=0.0)
+MODEL_CFG = ModelConfig(
+    tower="sasrec", dim=16, max_len=8, num_layers=1, num_heads=1, dropout=0.0, normalize=True
+)  # unit rows: the planted item's cosine score is 1
 PLANTED_HISTORY = ["i1", "i2", "i3"]
 POPULAR = ["i7", "i5", "i9"]  # the three most popular items, in order
 

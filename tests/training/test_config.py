@@ -61,7 +61,7 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["model.dim=33"], "model.dim 33 is not divisible by model.tower.num_heads 2"),
+        (["model.tower.num_heads=2", "model.dim=33"], "not divisible by model.tower.num_heads 2"),
         (["model.tower=mean", "model.dim=33"], None),  # the mean tower has no heads
         (["data.split=time"], "data.split time needs data.cutoff"),
         (["data.split=time", "data.cutoff=100"], None),
@@ -74,7 +74,7 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
         (["train.seed=-1"], "config train.seed"),  # numpy refused it after the run started
         (["train.seed=4294967296"], "config train.seed"),
         (["train.seed=4294967295"], None),
-        (["model.tower=bsarec", "model.tower.window=whole"], "needs train.targets=last"),
+        (["model.tower.window=whole", "train.targets=all"], "needs train.targets=last"),
         (["model.tower=bsarec", "model.tower.window=whole", "train.targets=last"], None),
     ],
 )
@@ -86,11 +86,21 @@ def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], messag
         load_config(overrides=overrides)
 
 
+def test_a_tower_key_set_before_the_tower_is_named_is_kept() -> None:
+    cfg = load_config(overrides=["model.tower.window=whole", "model.tower=bsarec"])
+    assert cfg.model.tower.window == "whole"
+    with pytest.raises(RecsysInputError, match="alpha: not a key of the sasrec tower"):
+        load_config(overrides=["model.tower.alpha=0.5", "model.tower=sasrec"])  # kept: refused
+    named = ["model.tower.alpha=0.5", "model.tower=bsarec"]
+    fresh = load_config(overrides=[*named, "model.tower=bsarec"])
+    assert fresh.model.tower.alpha == 0.7  # over a named mapping a bare name starts afresh
+
+
 def test_a_tower_key_at_its_former_place_still_sets_the_tower() -> None:
     default_yaml = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
     cfg = load_config([default_yaml], ["model.num_layers=3"])  # over the file's tower mapping
-    assert (cfg.model.tower.name, cfg.model.tower.num_layers) == ("sasrec", 3)
+    assert (cfg.model.tower.name, cfg.model.tower.num_layers) == ("bsarec", 3)
     fmlp = load_config(overrides=["model.tower=fmlp", "model.num_heads=4"])  # fmlp has no heads
     assert fmlp.model.tower.model_dump() == {"name": "fmlp", "num_layers": 2, "ffn_dim": None}
     with pytest.raises(RecsysInputError, match="not a key of the sasrec tower"):
-        load_config(overrides=["model.tower.alpha=0.5"])
+        load_config(overrides=["model.tower=sasrec", "model.tower.alpha=0.5"])

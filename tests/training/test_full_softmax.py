@@ -293,8 +293,11 @@ def test_the_memory_budget_counts_the_logit_tensors_the_loss_holds() -> None:
     assert logit_bytes(N, rows, ITEMS, torch.device("cuda"), "fp32") == 2 * N * ITEMS * 4
     cfg = RecsysConfig.model_validate(
         {"sampler": {"name": "full"}, "model": {"dim": 16, "num_layers": 1, "num_heads": 1,
-         "max_len": 5}, "train": {"precision": "fp32", "batch_size": 4}}
+         "max_len": 5}, "train": {"precision": "fp32", "batch_size": 4, "targets": "all"}}
     )  # fmt: skip
     module = build_module(cfg, ITEMS, torch.ones(ITEMS + 1))
     want = 4 * 5 * ITEMS * 4 / memory.MIB  # 4 windows of 5 targets against every item, fp32
     assert memory.budget(module, cfg, world=1)["batch logits per rank"] == pytest.approx(want)
+    last = cfg.model_copy(update={"train": cfg.train.model_copy(update={"targets": "last"})})
+    one = memory.budget(module, last, world=1)["batch logits per rank"]
+    assert one == pytest.approx(want / 5)  # one target a window

@@ -78,7 +78,8 @@ def test_a_training_step_shares_the_draws_of_each_history() -> None:
     cfg = load_config(overrides=[
         "sampler.name=rff", "sampler.per_sequence=true", "sampler.features=16",
         "sampler.leaf_size=4", "sampler.num_negatives=8", "model.dim=8", "model.max_len=5",
-        "model.tower=mean", "train.sparse_embeddings=true", "train.precision=fp32",
+        "model.tower=mean", "model.normalize=true", "train.sparse_embeddings=true",
+        "train.precision=fp32",
     ])  # fmt: skip
     module = build_module(cfg, n, counts)
     module.on_train_start()

@@ -24,6 +24,7 @@ from training.sampler_settings import SETTINGS, TracksTheTable
 from training.samplers import SAMPLERS, SamplerContext, build_sampler
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
+UNIT = ["model.normalize=true", "model.temperature=0.1"]  # what the kernel samplers follow
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -101,9 +102,12 @@ def test_a_dot_product_model_learns(splits: Splits, sampler: str) -> None:
         (["loss.name=bernoulli", "sampler.name=uniform"], "use sampler.name=bernoulli"),
         (["loss.name=bernoulli", "sampler.name=popularity"], "draws with repeats"),
         (["model.learn_temperature=true", "sampler.name=exact"], "starting temperature"),
-        (["model.learn_temperature=true", "sampler.name=quadratic"], "starting temperature"),
+        (["model.learn_temperature=true", *UNIT, "sampler.name=quadratic"], "starting temperature"),
         (["model.temperature_final=0.05", "sampler.name=exact"], "temperature_final moves"),
-        (["model.temperature_final=0.05", "sampler.name=quadratic"], "temperature_final moves"),
+        (
+            ["model.temperature_final=0.05", *UNIT, "sampler.name=quadratic"],
+            "temperature_final moves",
+        ),
         (
             [
                 "model.temperature_final=0.05",
@@ -142,8 +146,8 @@ def test_settings_that_cannot_train_together_are_refused(
         ["loss.name=bernoulli", "sampler.name=tapas"],
         ["model.learn_temperature=true", "sampler.name=exact", "sampler.nu=10"],
         ["model.learn_temperature=true", "sampler.name=tapas", "sampler.temperature=1.0"],
-        ["model.learn_temperature=true", "sampler.name=rff"],
-        ["model.temperature_final=0.05", "sampler.name=rff"],
+        ["model.learn_temperature=true", *UNIT, "sampler.name=rff"],
+        ["model.temperature_final=0.05", *UNIT, "sampler.name=rff"],
     ],
 )
 def test_the_combinations_beside_the_refused_ones_still_build(
@@ -251,6 +255,7 @@ def test_validation_logs_full_ranking_metrics(splits: Splits, tmp_path: Path) ->
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_every_registered_sampler_trains_and_validates(splits: Splits, name: str) -> None:
     extra = ["loss.name=absolute_softmax"] if name == "quadratic" else []
+    extra += UNIT if SETTINGS[name].unit_kernel else []
     if issubclass(SETTINGS[name], TracksTheTable):
         extra.append("sampler.refresh_every=2")
     cfg = load_config(

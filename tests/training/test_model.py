@@ -28,7 +28,9 @@ TWO_HEADS_ONE_BLOCK = {"name": "bsarec", "num_heads": 2, "num_layers": 1}  # las
 
 @pytest.mark.parametrize("tower", [*TOWERS, WHOLE_WINDOW, TWO_HEADS_ONE_BLOCK])
 def test_shapes_and_unit_norm(tower: str | dict[str, object]) -> None:
-    model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
+    model = build_query_tower(
+        {"tower": tower, "dim": DIM, "max_len": L, "normalize": True}, N_ITEMS
+    ).eval()
     out = model(_seq())
     assert out.shape == (4, L, DIM)
     assert torch.isfinite(out).all()
@@ -41,7 +43,7 @@ def test_shapes_and_unit_norm(tower: str | dict[str, object]) -> None:
 
 @pytest.mark.parametrize("tower", TOWERS)
 def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tower: str) -> None:
-    cfg = {"tower": tower, "dim": DIM, "max_len": L}
+    cfg = {"tower": tower, "dim": DIM, "max_len": L, "normalize": True}
     torch.manual_seed(0)
     unit = build_model(cfg, N_ITEMS).eval()
     torch.manual_seed(0)
@@ -117,7 +119,9 @@ def test_padding_rows_do_not_affect_real_positions(name: str | dict[str, str]) -
 
 
 def test_mean_pool_is_running_mean_of_non_padding() -> None:
-    tower = build_query_tower({"tower": "mean", "dim": DIM, "max_len": L}, N_ITEMS)
+    tower = build_query_tower(
+        {"tower": "mean", "dim": DIM, "max_len": L, "normalize": True}, N_ITEMS
+    )
     assert isinstance(tower, MeanPoolTower)
     with torch.no_grad():
         tower.proj.weight.copy_(torch.eye(DIM))
@@ -146,7 +150,7 @@ def test_shared_embeddings_and_self_contained_state() -> None:
 
 
 def test_item_tower_table_normalised_with_zero_padding_row() -> None:
-    model = build_model(ModelConfig(dim=DIM, max_len=L), N_ITEMS)
+    model = build_model(ModelConfig(dim=DIM, max_len=L, normalize=True), N_ITEMS)
     table = model.item_tower.all_embeddings()
     assert table.shape == (N_ITEMS + 1, DIM)
     assert torch.all(table[0] == 0)
@@ -181,7 +185,28 @@ def test_ffn_dim_sets_the_feed_forward_width_and_a_bundle_without_it_keeps_dim()
     for block in wide.blocks:
         assert block.ffn[0].weight.shape == (64, DIM)
         assert block.ffn[-1].weight.shape == (DIM, 64)
-    old_manifest = {"dim": DIM, "max_len": L}  # a bundle written before the key existed
+    old_manifest = {"tower": "sasrec", "dim": DIM, "max_len": L}  # written before the key
     plain = build_query_tower(old_manifest, N_ITEMS)
     assert plain.blocks[0].ffn[0].weight.shape == (DIM, DIM)
     assert wide(_seq()).shape == plain(_seq()).shape == (4, L, DIM)
+
+
+@pytest.mark.parametrize("tower", ["bsarec", "sasrec", "fmlp", "lru", "mean"])
+def test_init_std_initialises_as_the_published_code(tower: str) -> None:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(tower=tower, dim=64, init_std=0.02), num_items=500)
+    for part in model.modules():
+        weights = [getattr(part, "weight", None), getattr(part, "in_proj_weight", None)]
+        if isinstance(part, torch.nn.Linear | torch.nn.Embedding | torch.nn.MultiheadAttention):
+            for weight in (w for w in weights if w is not None):
+                rows = weight[1:] if isinstance(part, torch.nn.Embedding) else weight
+                assert abs(rows.std().item() - 0.02) < 0.004, part
+        if isinstance(part, torch.nn.LayerNorm):
+            assert torch.equal(part.weight, torch.ones_like(part.weight))
+        for name in ("bias", "in_proj_bias"):
+            bias = getattr(part, name, None)
+            if isinstance(bias, torch.nn.Parameter):
+                assert not bias.any(), (part, name)
+    assert not model.item_embedding_weight[0].any()  # the padding row
+    plain = build_model(ModelConfig(tower=tower, dim=64, init_std=None), num_items=500)
+    assert abs(plain.item_embedding_weight[1:].std().item() - 64**-0.5) < 0.01

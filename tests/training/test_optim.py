@@ -252,7 +252,7 @@ def test_decoupled_weight_decay_shrinks_a_weight_without_gradient_by_lr_times_de
 ) -> None:
     train = load_config(overrides=["train.lr=0.01", "train.weight_decay=0.5"]).train
     train.decoupled_weight_decay = decoupled
-    model = build_model({"dim": 8, "max_len": 4, "num_layers": 1, "num_heads": 1}, 20)
+    model = build_model({"tower": "sasrec", "dim": 8, "max_len": 4, "num_layers": 1}, 20)
     weight = model.query_tower.pos_embedding.weight
     before = weight.detach().clone()
     (optimizer,) = make_optimizers(model, [], train)

@@ -21,6 +21,7 @@ from training.workflows.scoring import evaluate
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "sampler.num_negatives=32", "train.max_epochs=2", "eval.ks=[10,20]",
+    "train.targets=all",  # a target at every position: the steps an epoch that the tests count
 ]  # fmt: skip
 
 
@@ -79,7 +80,10 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
 def test_absolute_softmax_model_is_evaluated_and_exported_by_magnitude(
     ws: Workspace, log_file: Path
 ) -> None:
-    result = _train(ws, str(log_file), "sampler.name=quadratic", "loss.name=absolute_softmax")
+    cosine = ("model.normalize=true", "model.temperature=0.1")  # what quadratic follows
+    result = _train(
+        ws, str(log_file), "sampler.name=quadratic", "loss.name=absolute_softmax", *cosine
+    )
     manifest = read_manifest(ws.models_dir / result.version)
     assert manifest.score == "abs_dot"
     again = evaluate(ws, None, "test")  # from the bundle: |h . c| ranks, as in training

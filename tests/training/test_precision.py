@@ -23,7 +23,7 @@ def test_bf16_reaches_the_tower_and_the_logits_only(
     tmp_path, sampler, chunk, precision, tower_dtype
 ) -> None:
     _, splits = tiny_home(tmp_path)
-    sets = [*TINY, f"train.precision={precision}", f"sampler.name={sampler}"]
+    sets = [*TINY, "model.tower=sasrec", f"train.precision={precision}", f"sampler.name={sampler}"]
     module = build_module(
         load_config(overrides=[*sets, f"loss.full_chunk={chunk}"]), splits.num_items,
         item_counts(splits),

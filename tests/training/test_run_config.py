@@ -46,6 +46,7 @@ def test_the_sampler_flag_is_its_own_defaults_and_the_loss_it_pairs_with(name: s
 def test_precedence_defaults_base_sampler_files_sets_flags(tmp_path: Path) -> None:
     """--sampler: its defaults under the file and --set, its name over them (a flag)."""
     base = {"sampler": {"name": "tapas", "ratio": 2.0}, "train": {"lr": 0.1, "seed": 5}}
+    base["model"] = {"normalize": True}  # a served model with the cosine logits rff follows
     path = tmp_path / "c.yaml"
     path.write_text("sampler: {name: exact, leaf_size: 64, score_floor: 0.01}\ntrain: {lr: 0.2}\n")
     cfg = build_run_config(
@@ -66,8 +67,10 @@ def test_precedence_defaults_base_sampler_files_sets_flags(tmp_path: Path) -> No
 def test_the_default_yaml_takes_another_sampler_by_flag_or_set(name: str) -> None:
     """Its midx keys give way to the named sampler's; the keys both have keep the file's."""
     path = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
-    by_flag = build_run_config([path], sampler=name)
-    by_set = build_run_config([path], [f"sampler.name={name}"])
+    pairs = SETTINGS[name].pairs_with  # what the flag brings, under the file's own keys
+    brought = [f"{section}.{k}={v}" for section, keys in pairs.items() for k, v in keys.items()]
+    by_flag = build_run_config([path], brought, sampler=name)
+    by_set = build_run_config([path], [f"sampler.name={name}", *brought])
     assert by_flag.sampler.name == by_set.sampler.name == name
     assert by_flag.sampler.num_negatives == by_set.sampler.num_negatives == 64  # the file's
     assert by_flag == by_set  # midx's own keys dropped either way (they were refused)
@@ -103,7 +106,7 @@ def test_what_cannot_train_is_refused_once_with_one_line(
 
 def test_a_former_flat_sampler_section_reads_as_the_samplers_own_keys() -> None:
     config = stored_config({"sampler": FLAT_RFF, "train": {"lr": 0.01}})
-    assert config["train"] == {"lr": 0.01}
+    assert config["train"] == {"lr": 0.01, "targets": "all"}  # the key it predates, as run
     assert config["sampler"] == {
         "name": "rff", "num_negatives": 64, "per_query": True, "features": 1024, "nu": 4.0,
         "orthogonal": True, "leaf_size": 64, "refresh_every": 100, "score_floor": 0.001,
@@ -135,10 +138,22 @@ def test_a_model_published_before_keeps_retraining_with_its_settings(tmp_path: P
     models = tmp_path / "models"
     path = make_bundle(models, "v1")
     manifest = json.loads((path / MANIFEST).read_text())
-    manifest["config"] = {"sampler": FLAT_RFF, "loss": {"name": "sampled_softmax"}}
+    manifest["config"] = {"sampler": FLAT_RFF, "loss": {"name": "sampled_softmax"}, "train": {}}
+    del manifest["model"]["normalize"]  # written before the key: every model was normalised
     (path / MANIFEST).write_text(json.dumps(manifest))
     cfg = build_run_config(overrides=["train.lr=0.01"], base=served_config(models))
     assert cfg.sampler == SETTINGS["rff"](num_negatives=64, nu=4.0, leaf_size=64)
+    assert cfg.model.normalize and cfg.train.targets == "all"
     hparams = tmp_path / "hparams.yaml"  # a run's saved config, as Lightning wrote it
-    hparams.write_text(json.dumps({"sampler": FLAT_RFF}))  # JSON is YAML
-    assert load_stored_config(hparams).sampler == cfg.sampler
+    hparams.write_text(json.dumps({"sampler": FLAT_RFF, "model": {"dim": 8}}))  # JSON is YAML
+    stored = load_stored_config(hparams)
+    assert stored.sampler == cfg.sampler
+    assert (stored.model.tower.name, stored.model.normalize) == ("sasrec", True)
+
+
+def test_the_kernel_sampler_flag_brings_cosine_logits_but_not_over_a_served_model() -> None:
+    fresh = build_run_config(sampler="rff")
+    assert (fresh.model.normalize, fresh.model.temperature) == (True, 0.1)
+    served = {"model": {"normalize": False, "temperature": 1.0}}  # a dot-product model
+    with pytest.raises(RecsysInputError, match="use model.normalize=true"):
+        build_run_config(sampler="rff", base=served)  # a retrain keeps the served model

@@ -132,11 +132,11 @@ def test_the_decay_lies_strictly_between_0_and_1() -> None:
 
 
 def test_the_memory_budget_counts_the_average_as_one_more_copy_of_the_weights() -> None:
-    cfg = load_config(overrides=[*TINY, "train.ema_decay=0.99"])
+    cfg = load_config(overrides=[*TINY, "model.tower=sasrec", "train.ema_decay=0.99"])
     module = build_module(cfg, 40, torch.ones(41))
-    # TINY: 41 x 16 shared table, 10 x 16 positions, one block with d = 16 and 2 norms
+    # TINY's sasrec: 41 x 16 shared table, 10 x 16 positions, one block with d = 16, 2 norms
     block = 2 * 2 * 16 + (3 * 16 * 16 + 3 * 16) + (16 * 16 + 16) + 2 * (16 * 16 + 16)
     expected = (41 * 16 + 10 * 16 + block + 2 * 16) * 4 / memory.MIB
     assert memory.budget(module, cfg, world=1)["weight average"] == pytest.approx(expected)
-    plain = load_config(overrides=TINY)
+    plain = load_config(overrides=[*TINY, "model.tower=sasrec"])
     assert "weight average" not in memory.budget(build_module(plain, 40, torch.ones(41)), plain, 1)

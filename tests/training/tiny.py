@@ -8,7 +8,9 @@ from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
 
-TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32"]
+# a target at every position: a few steps an epoch, which the tests count
+TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32",
+        "train.targets=all"]  # fmt: skip
 
 
 def tiny_home(root: Path, home: str = "home") -> tuple[Workspace, Splits]:

@@ -20,6 +20,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from training import distributed
+from training.config import TrainConfig
 from training.loop.batching import (
     EqualCount,
     LengthBucketBatches,
@@ -162,6 +163,19 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         shards = splits.shard[1]  # a shard samples its part of the validation users
         sample = None if val_users is None else -(-val_users // shards)
         self.val_rows = _user_sample(len(self.val_set), sample, seed)
+
+    @classmethod
+    def of(
+        cls, splits: SplitsLike, train: TrainConfig, max_len: int, val_users: int | None = None
+    ) -> SequenceDataModule:
+        """The data module a run's `train` settings and history length `max_len` describe.
+
+        `val_users`: the rounds' sample of validation users (a fit: `train.val_users`).
+        """
+        return cls(
+            splits, max_len, train.batch_size, train.eval_batch_size, train.num_workers,
+            train.bucket_by_length, train.seed, val_users, train.targets,
+        )  # fmt: skip
 
     @property
     def num_items(self) -> int:

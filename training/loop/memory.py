@@ -7,7 +7,7 @@ the item table, a proposal table); the per-rank batch is its logits and their gr
 largest activation of a step at large catalogues (`[N, n]` for the full softmax, one tensor
 on the CPU, bf16 there under bf16: `full_softmax.logit_bytes`; or `[N, loss.full_chunk]` above
 that many items; `[N, m]` sampled; N = the rank's share of batch_size x max_len targets at
-most).
+most, of batch_size with `train.targets=last`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     """
     trained = [p for p in module.parameters() if p.requires_grad]
     table = module.model.item_embedding_weight  # its size only: no normalised copy
-    targets = -(-cfg.train.batch_size // world) * cfg.model.max_len
+    per_window = cfg.model.max_len if cfg.train.targets == "all" else 1
+    targets = -(-cfg.train.batch_size // world) * per_window
     if isinstance(cfg.sampler, FullSoftmax):  # one piece, or one chunk above loss.full_chunk items
         rows, chunk = table.shape[0], cfg.loss.full_chunk
         logits = logit_bytes(targets, rows, chunk, module.device, cfg.train.precision)

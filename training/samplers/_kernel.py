@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field
@@ -19,11 +19,18 @@ _PROPOSAL_CHUNK = 1 << 24  # floats of one [queries, n] block in proposal_log_pr
 
 
 class KernelTreeSettings(TracksTheTable, PerSequenceDraws):
-    """Settings every kernel-tree sampler shares; per query by default (as in the papers)."""
+    """Settings every kernel-tree sampler shares; per query by default (as in the papers).
+
+    Its kernel follows the softmax on unit vectors: `--sampler NAME` brings the cosine logits
+    (`model.normalize`) at the temperature the sampler comparison ran them at.
+    """
 
     leaf_size: int = Field(32, ge=1, description="Kernel tree leaf bucket size b.")
     score_floor: float = Field(1e-6, gt=0.0, description="Kernel tree node score floor.")
     unit_kernel: ClassVar[bool] = True
+    pairs_with: ClassVar[dict[str, dict[str, Any]]] = {
+        "model": {"normalize": True, "temperature": 0.1}
+    }
 
 
 def leaf_size(configured: int, features: int, dim: int) -> int:

@@ -13,6 +13,7 @@ probability.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 import torch
@@ -96,12 +97,12 @@ class ExactSampler:
     def _mixture_log_probs(self, queries: Tensor) -> Tensor:
         """`[n]` log of the batch mixture `mean_r softmax_r`.
 
-        Summed as probabilities (one softmax pass per chunk): with L2-normalised towers
-        logits lie in [-nu, nu], so every softmax entry is at least exp(-2 nu) / n, far above
-        float32's smallest normal number for any nu <= 20 (tau >= 0.05).
+        Summed in log space (one log-softmax pass per chunk, then a log-sum-exp over the
+        chunks): plain dot-product logits are unbounded, and an item's softmax entries can lie
+        below float32's smallest number in every row.
         """
-        total = sum(torch.softmax(self._logits(q), dim=1).sum(0) for q in self._row_chunks(queries))
-        return torch.log(torch.as_tensor(total) / queries.shape[0])
+        parts = [torch.logsumexp(self._log_softmax(q), dim=0) for q in self._row_chunks(queries)]
+        return torch.logsumexp(torch.stack(parts), dim=0) - math.log(queries.shape[0])
 
     def sample(self, queries: Tensor, positives: Tensor, num: int) -> Negatives:
         """Draw `num` ids: `[m]` from the batch mixture or `[N, m]` per query.

@@ -26,13 +26,19 @@ from training.samplers.base import SamplerContext, register_sampler
 
 
 class QuadraticSettings(KernelTreeSettings):
-    """`sampler: {name: quadratic}`; `--sampler quadratic` brings the absolute softmax."""
+    """`sampler: {name: quadratic}`; `--sampler quadratic` brings the absolute softmax.
+
+    The flag also brings the cosine logits every kernel-tree sampler needs.
+    """
 
     name: Literal["quadratic"] = "quadratic"
     alpha: float = Field(
         100.0, gt=0.0, description="Kernel alpha o^2 + 1 on the logit o = h.c / temperature."
     )
-    pairs_with: ClassVar[dict[str, dict[str, Any]]] = {"loss": {"name": "absolute_softmax"}}
+    pairs_with: ClassVar[dict[str, dict[str, Any]]] = {
+        **KernelTreeSettings.pairs_with,
+        "loss": {"name": "absolute_softmax"},
+    }
 
     def fixes_the_temperature(self) -> bool:
         """Always: its map is built on alpha / tau^2 at the start, and has no tau of its own."""

@@ -88,11 +88,7 @@ def refit(
             "refit: %d epoch%s on the training events and %d users' validation events",
             epochs, "" if epochs == 1 else "s", splits.val.height,
         )  # fmt: skip
-    data = SequenceDataModule(
-        refit_splits, cfg.model.max_len, cfg.train.batch_size, cfg.train.eval_batch_size,
-        cfg.train.num_workers, cfg.train.bucket_by_length, cfg.train.seed, None,
-        cfg.train.targets,
-    )  # fmt: skip
+    data = SequenceDataModule.of(refit_splits, cfg.train, cfg.model.max_len)
     left = _time_left(cfg, module)
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(

@@ -8,7 +8,8 @@ round to Optuna and stops a trial that the median pruner judges hopeless. The st
 budget spent, a sitting with other settings refused). Each trial's config and score go to
 `OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
 A sampler built on the model's starting temperature (its settings'
-`fixes_the_temperature`) leaves `model.learn_temperature` out of the search.
+`fixes_the_temperature`) leaves `model.learn_temperature` out of the search; plain dot-product
+logits (`model.normalize=false`) leave the temperature out: the towers learn their own scale.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class TuneRequest:
         left_out = {_tower_key(key) for key in self.fixed}
         if self.base.sampler.fixes_the_temperature():
             left_out.add("model.learn_temperature")
+        if not self.base.model.normalize:  # dot products learn their own scale
+            left_out |= {"model.temperature", "model.learn_temperature"}
         tower = self.base.model.tower.search_space
         own = {f"model.tower.{key}": _suggestion(spec) for key, spec in tower.items()}
         return {key: how for key, how in {**SEARCH_SPACE, **own}.items() if key not in left_out}
