@@ -15,7 +15,16 @@ from data import owner
 from data.synth import generate_events
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1"]
+TINY = [
+    "--set",
+    "model.dim=16",
+    "--set",
+    "model.max_len=10",
+    "--set",
+    "model.num_layers=1",
+    "--set",
+    "train.targets=all",
+]
 
 
 def _recsys(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

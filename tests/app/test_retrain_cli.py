@@ -26,6 +26,7 @@ RECSYS = str(Path(sys.executable).parent / "recsys")
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
     "--set", "train.batch_size=64", "--set", "eval.ks=[10,20]",
+    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 PAYLOAD = {
     "version", "previous_version", "published", "reason", "metrics", "new_items", "new_users",

@@ -39,6 +39,7 @@ TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "sampler.num_negatives=32", "eval.ks=[10,20]", "train.threads=1",
     f"train.refit_epochs={REFIT}", f"retrain.refit_epochs={REFIT}",
+    "train.targets=all",  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 EPOCHS = 6
 USER = "u0"  # a user of the first log, known to every model

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
     "--set", "train.batch_size=64",
+    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 
 

@@ -35,6 +35,7 @@ TINY = [
     # fp32: under bf16 each process rounds its own products, so the equalities below are fp32's
     "--set", "train.precision=fp32",
     "--set", "train.refit_epochs=0",
+    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 REL = 1e-5
 

@@ -22,7 +22,16 @@ from data.synth import generate_events
 from training.precision import resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1"]
+TINY = [
+    "--set",
+    "model.dim=16",
+    "--set",
+    "model.max_len=10",
+    "--set",
+    "model.num_layers=1",
+    "--set",
+    "train.targets=all",
+]
 
 
 def test_one_progress_line_per_epoch_on_stderr_without_a_terminal(tmp_path: Path) -> None:

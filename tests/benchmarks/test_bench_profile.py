@@ -9,7 +9,16 @@ from data.synth import generate_events
 from tests.benchmarks.helpers import run_bench
 from training.loop.lit_module import PHASES
 
-TINY = ["--set", "model.dim=16", "--set", "model.max_len=10", "--set", "train.batch_size=16"]
+TINY = [
+    "--set",
+    "model.dim=16",
+    "--set",
+    "model.max_len=10",
+    "--set",
+    "train.batch_size=16",
+    "--set",
+    "train.targets=all",
+]
 TINY += ["--num-negatives", "16"]  # the full softmax draws none
 
 

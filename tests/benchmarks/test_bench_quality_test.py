@@ -13,7 +13,13 @@ from data.errors import RecsysInputError
 from data.synth import generate_events
 from tests.benchmarks.helpers import run_bench
 
-TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64"]
+TINY = [
+    "model.dim=16",
+    "model.max_len=10",
+    "model.num_layers=1",
+    "train.batch_size=64",
+    "train.targets=all",
+]
 SPEC = RunSpec("tiny", "sasrec-ours", "full", None)
 REFIT = RunSpec("tiny", "sasrec-refit", "full", None, sets=("train.refit_epochs=1",))
 

@@ -11,7 +11,13 @@ import pytest
 import recsys
 from data.errors import RecsysInputError
 
-TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.refit_epochs=0"]
+TINY = [
+    "model.dim=16",
+    "model.max_len=10",
+    "model.num_layers=1",
+    "train.refit_epochs=0",
+    "train.targets=all",
+]
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ DRAWS: list[int] = []  # the number of negatives of each draw the plugin made
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
     "--set", "train.batch_size=256", "--set", "train.refit_epochs=0", "--set", "eval.ks=[10]",
+    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 
 
