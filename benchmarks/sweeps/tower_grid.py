@@ -11,7 +11,8 @@ the chosen configuration in the product's frame:
   (SASRec, FMLP-Rec, BSARec, LRURec on the S3-Rec data: d = 64, 2 blocks, dropout 0.5,
   L = 50, plain dot-product logits, lr 1e-3, batch 256, one attention head); `sasrec` at
   these settings is the control the issue asks for: SASRec with full cross-entropy.
-- `ours`: the product's model settings (d = 256, L = 20, cosine logits at temperature 0.1).
+- `ours`: the product's model settings before this study (d = 256, L = 20, cosine logits at
+  temperature 0.1; the sweeps' `PROTOCOL` pins the rest of that model).
 - `published-prefix`: the published settings trained as BSARec's code trains every model it
   reports (its dataset makes one example of each prefix of a history, the target its last
   item): `train.targets=last`, not a target at every position; for `sasrec`, the control, and
@@ -25,7 +26,8 @@ the chosen configuration in the product's frame:
   published figure comes from); `bsarec` only.
 - `published-prefix` with `midx` at m = 64 (`sampled_spec`): the chosen configuration like for
   like with the default sampler, whose test figure is set against its full softmax's.
-- `published-prefix-product`: the chosen configuration (`bsarec` at `published-prefix`) as
+- `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
+  `published-author`) as
   `recsys train` ships a model: the default sampler (`midx`, m = 64), precision, early stopping
   and refit, 30 minutes (the final grid's settings), one thread; its val NDCG@10 is set against
   the product default's in the final grid (a default is chosen in the frame it ships in). A
