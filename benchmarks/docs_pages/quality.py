@@ -21,6 +21,7 @@ from benchmarks.docs_pages.tables import (
     metrics,
     num,
     record,
+    recorded,
     sampler_name,
     table,
 )
@@ -38,10 +39,6 @@ COMPARED = ("full", "exact_m64", "rff_m64", "uniform_m64", "popularity_m64", "ta
             "tapas-r8_m64", "bernoulli_m64", "mixed_m64", "in-batch", "quadratic_m64")  # fmt: skip
 
 
-def _recorded(run: str) -> bool:
-    return (RESULTS / f"{run}.json").is_file()
-
-
 def _final_cells(study: str, dataset: str, name: str) -> list[str]:
     """Sampler, test Recall@10 and NDCG@10, gap to the full softmax, minutes of a test run.
 
@@ -50,7 +47,7 @@ def _final_cells(study: str, dataset: str, name: str) -> list[str]:
     facts, full = metrics(f"{study}/{dataset}/{name}"), f"{study}/{dataset}/full"
     ndcg = facts["test"]["ndcg@10"]
     vs = "reference" if name == "full" else ""
-    if name != "full" and _recorded(full):
+    if name != "full" and recorded(full):
         vs = gap(ndcg / metrics(full)["test"]["ndcg@10"] - 1)
     label = sampler_name(facts) + (" (the default)" if name == DEFAULT_RUN else "")
     minutes = num(facts["train_seconds"] / 60, 0)
@@ -73,7 +70,7 @@ def _test_runs(study: str, names: tuple[str, ...], page: str) -> str:
     for dataset in DATASETS:
         for name in names:
             run = f"{study}/{dataset}/{name}"
-            if not _recorded(run):
+            if not recorded(run):
                 continue
             facts, train = metrics(run), record(run)["config"]["train"]
             epochs = f"{facts['epochs']} + {train['refit_epochs']} refit, {facts['stopped_by']}"
@@ -95,7 +92,7 @@ def published(page: str) -> str:
 def readme_results(page: str) -> str:
     """The README's table: the default model and the full softmax (once recorded), both datasets."""
     names = (DEFAULT_RUN, "full")
-    runs = [r for r in (f"{DEFAULTS}/{d}/{n}" for d in DATASETS for n in names) if _recorded(r)]
+    runs = [r for r in (f"{DEFAULTS}/{d}/{n}" for d in DATASETS for n in names) if recorded(r)]
     rows = []
     for run in runs:
         _, dataset, name = run.split("/")

@@ -22,6 +22,11 @@ def record(run: str) -> dict[str, Any]:
     return records.read(RESULTS / f"{run}.json")
 
 
+def recorded(run: str) -> bool:
+    """`run` (its path under `results/`, no `.json`) has a record."""
+    return (RESULTS / f"{run}.json").is_file()
+
+
 def metrics(run: str) -> dict[str, Any]:
     """The metrics of `run`'s record."""
     return dict(record(run)["metrics"])

@@ -6,7 +6,7 @@ from typing import Any
 
 from benchmarks import records
 from benchmarks.docs_pages.quality import DEFAULT_RUN, DEFAULTS, RECIPE_FINAL
-from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, record, table
+from benchmarks.docs_pages.tables import cite, gap, load, metrics, num, record, recorded, table
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.final_grid import WITHIN
 from benchmarks.sweeps.run_records import load_results
@@ -230,7 +230,7 @@ def product_frame(page: str) -> str:
         studied = f"tower_study/{dataset}/{product_spec(dataset).name}"
         shipped = f"{DEFAULTS}/{dataset}/{DEFAULT_RUN}"
         for run in (studied, shipped):
-            if not (RESULTS / f"{run}.json").is_file():
+            if not recorded(run):
                 rows.append([dataset, f"`{run}`: not run yet", "", "", num(base), "", ""])
                 continue
             got = record(run)
@@ -272,7 +272,7 @@ def sampled(page: str) -> str:
     for dataset in DATASETS:
         full = f"tower_study_test/{dataset}/{CHOSEN_TOWER}-{CHOSEN_SETTING}"
         drawn = f"tower_study_test/{dataset}/{sampled_spec(dataset).name}"
-        if not (RESULTS / f"{drawn}.json").is_file():
+        if not recorded(drawn):
             rows.append([dataset, num(_test(full)), "not ranked yet", "", "", cite(full, page), ""])
             continue
         base, got = _test(full), _test(drawn)

@@ -13,18 +13,11 @@ from pathlib import Path
 
 from data import owner
 from data.synth import generate_events
+from tests.training.tiny import flags
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = [
-    "--set",
-    "model.dim=16",
-    "--set",
-    "model.max_len=10",
-    "--set",
-    "model.num_layers=1",
-    "--set",
-    "train.targets=all",
-]
+# a target at every position: a few steps an epoch
+TINY = flags(["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.targets=all"])
 
 
 def _recsys(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

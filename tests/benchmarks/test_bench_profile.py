@@ -7,18 +7,11 @@ import pytest
 
 from data.synth import generate_events
 from tests.benchmarks.helpers import run_bench
+from tests.training.tiny import flags
 from training.loop.lit_module import PHASES
 
-TINY = [
-    "--set",
-    "model.dim=16",
-    "--set",
-    "model.max_len=10",
-    "--set",
-    "train.batch_size=16",
-    "--set",
-    "train.targets=all",
-]
+# a target at every position: a few steps an epoch
+TINY = flags(["model.dim=16", "model.max_len=10", "train.batch_size=16", "train.targets=all"])
 TINY += ["--num-negatives", "16"]  # the full softmax draws none
 
 

@@ -14,15 +14,9 @@ from benchmarks.sweeps import reuse, run_records, sweep, sweep_grid
 from benchmarks.sweeps.sweep_grid import RunSpec
 from data.errors import RecsysInputError
 from data.synth import generate_events
-from tests.benchmarks.helpers import run_bench
+from tests.benchmarks.helpers import SWEEP_TINY, run_bench
 
-TINY = [
-    "model.dim=16",
-    "model.max_len=10",
-    "model.num_layers=1",
-    "train.batch_size=64",
-    "train.targets=all",
-]
+TINY = SWEEP_TINY
 SPECS = [RunSpec("tiny", "full", "full", None), RunSpec("tiny", "uniform", "uniform", 8)]
 
 

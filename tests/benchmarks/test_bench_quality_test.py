@@ -11,15 +11,9 @@ from benchmarks.sweeps import grids, sweep, test_once
 from benchmarks.sweeps.sweep_grid import RunSpec
 from data.errors import RecsysInputError
 from data.synth import generate_events
-from tests.benchmarks.helpers import run_bench
+from tests.benchmarks.helpers import SWEEP_TINY, run_bench
 
-TINY = [
-    "model.dim=16",
-    "model.max_len=10",
-    "model.num_layers=1",
-    "train.batch_size=64",
-    "train.targets=all",
-]
+TINY = SWEEP_TINY
 SPEC = RunSpec("tiny", "sasrec-ours", "full", None)
 REFIT = RunSpec("tiny", "sasrec-refit", "full", None, sets=("train.refit_epochs=1",))
 

@@ -13,6 +13,11 @@ TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_s
         "train.targets=all"]  # fmt: skip
 
 
+def flags(sets: list[str]) -> list[str]:
+    """`sets` as the CLI's `--set` flags."""
+    return [part for text in sets for part in ("--set", text)]
+
+
 def tiny_home(root: Path, home: str = "home") -> tuple[Workspace, Splits]:
     """A small synthetic log (60 users, 40 items) ingested into `root / home`, and its splits."""
     root.mkdir(parents=True, exist_ok=True)
