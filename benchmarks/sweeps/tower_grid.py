@@ -62,18 +62,20 @@ SETTINGS["published-author"] = (
     *(key for key in SETTINGS["published-prefix"] if not key.startswith("train.lr=")),
     "train.lr=0.0005", "train.patience=10", "model.init_std=0.02",
 )  # fmt: skip
+SETTINGS["published-author-plateau"] = (*SETTINGS["published-author"], "train.lr_schedule=plateau")
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author"  # the like-for-like setting of the chosen configuration
 PRODUCT_SETTING = "published-prefix"  # the setting that was held against the former default
 PRODUCT = f"{PRODUCT_SETTING}-product"  # that setting as recsys train ships it
 SAMPLED = ("midx", 64)  # the default sampler: the chosen configuration with it, like for like
+WIDE = 256  # the issue's largest sample: the same sampler drawing this many
 ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 
 def towers_of(setting: str) -> tuple[str, ...]:
     """The towers a like-for-like setting trains: every one, but at the prefix settings."""
-    if setting in ("published-whole", "published-author"):
+    if setting in ("published-whole", "published-author", "published-author-plateau"):
         return ("bsarec",)  # the one tower with a whole-window form; the author log's tower
     return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
 
@@ -104,13 +106,16 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [_spec(dataset, "bsarec", "published-whole") for dataset in DATASETS]
     specs += [sampled_spec(dataset) for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", "published-author") for dataset in DATASETS]
+    specs += [_spec(dataset, "bsarec", "published-author-plateau") for dataset in DATASETS]
+    specs += [sampled_spec(dataset, WIDE) for dataset in DATASETS]
     return specs, len(specs)
 
 
-def sampled_spec(dataset: str) -> RunSpec:
-    """The chosen configuration like for like, with the default sampler for the full softmax."""
+def sampled_spec(dataset: str, negatives: int = SAMPLED[1]) -> RunSpec:
+    """The chosen configuration like for like, the default sampler (`negatives` drawn) for the
+    full softmax."""
     full = _spec(dataset, CHOSEN_TOWER, CHOSEN_SETTING)
-    return RunSpec(dataset, full.label, *SAMPLED, sets=full.sets)
+    return RunSpec(dataset, full.label, SAMPLED[0], negatives, sets=full.sets)
 
 
 def product_spec(dataset: str) -> RunSpec:
