@@ -19,6 +19,7 @@ from benchmarks.docs_pages import (
     operations,
     quality,
     quickstart,
+    refit,
     serving_guide,
     serving_scale,
     steps,
@@ -74,6 +75,7 @@ PAGES: dict[str, dict[str, Block]] = {
         "tower-test": towers.tested, "tower-tune": towers.tuned,
         "tower-product-default": towers.product_default,
         "tower-product-frame": towers.product_frame, "tower-sampled": towers.sampled,
+        "tower-refit": refit.refit_curve,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},
     "docs/benchmarks/serving.md": {

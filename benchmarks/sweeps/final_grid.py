@@ -76,7 +76,7 @@ def final(out: Path) -> tuple[list[RunSpec], int]:
 
 
 def defaults(out: Path) -> tuple[list[RunSpec], int]:
-    """The default sampler on both datasets, then the full softmax, with today's defaults."""
+    """The default sampler on both datasets, then the full softmax, with the current defaults."""
     sets = (*user_settings(), "train.threads=1")  # two runs at a time, one thread each
     specs = [
         RunSpec(dataset, name, name, m, sets=sets)

@@ -24,8 +24,10 @@ the chosen configuration in the product's frame:
   (10 rounds) and initialisation (weights ~ N(0, 0.02^2), `model.init_std`) of BSARec's
   author log for amazon-beauty (`BSARec_Beauty_best.log` in its repository: the run its
   published figure comes from); `bsarec` only.
-- `published-prefix` with `midx` at m = 64 (`sampled_spec`): the chosen configuration like for
-  like with the default sampler, whose test figure is set against its full softmax's.
+- `published-author-plateau`: `published-author` with the lr decayed to zero before the run
+  ends (`train.lr_schedule=plateau`); `bsarec` only.
+- `published-author` with `midx` at m = 64 and at m = 256 (`sampled_spec`): like for like
+  with the default sampler, whose test figures are set against its full softmax's.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as
   `recsys train` ships a model: the default sampler (`midx`, m = 64), precision, early stopping
@@ -65,11 +67,16 @@ SETTINGS["published-author"] = (
 SETTINGS["published-author-plateau"] = (*SETTINGS["published-author"], "train.lr_schedule=plateau")
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
-CHOSEN_SETTING = "published-author"  # the like-for-like setting of the chosen configuration
+CHOSEN_SETTING = "published-author-plateau"  # the like-for-like setting chosen on validation
+# The defaults' setting: the chosen one without its lr decay. The refit goes on with the fit's
+# lr schedule (training/workflows/refit.py), which a finished decay leaves at zero.
+DEFAULT_SETTING = "published-author"
 PRODUCT_SETTING = "published-prefix"  # the setting that was held against the former default
 PRODUCT = f"{PRODUCT_SETTING}-product"  # that setting as recsys train ships it
 SAMPLED = ("midx", 64)  # the default sampler: the chosen configuration with it, like for like
 WIDE = 256  # the issue's largest sample: the same sampler drawing this many
+# (setting, negatives) of the runs with the default sampler, each set against its full softmax
+SAMPLED_RUNS = ((DEFAULT_SETTING, SAMPLED[1]), (DEFAULT_SETTING, WIDE), (CHOSEN_SETTING, WIDE))
 ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 
@@ -104,17 +111,16 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     ]
     specs += [product_spec(dataset) for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", "published-whole") for dataset in DATASETS]
-    specs += [sampled_spec(dataset) for dataset in DATASETS]
+    specs += [sampled_spec(dataset, *SAMPLED_RUNS[0]) for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", "published-author") for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", "published-author-plateau") for dataset in DATASETS]
-    specs += [sampled_spec(dataset, WIDE) for dataset in DATASETS]
+    specs += [sampled_spec(dataset, *run) for run in SAMPLED_RUNS[1:] for dataset in DATASETS]
     return specs, len(specs)
 
 
-def sampled_spec(dataset: str, negatives: int = SAMPLED[1]) -> RunSpec:
-    """The chosen configuration like for like, the default sampler (`negatives` drawn) for the
-    full softmax."""
-    full = _spec(dataset, CHOSEN_TOWER, CHOSEN_SETTING)
+def sampled_spec(dataset: str, setting: str, negatives: int) -> RunSpec:
+    """`setting` like for like, the default sampler (`negatives` drawn) for the full softmax."""
+    full = _spec(dataset, CHOSEN_TOWER, setting)
     return RunSpec(dataset, full.label, SAMPLED[0], negatives, sets=full.sets)
 
 

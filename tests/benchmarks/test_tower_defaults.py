@@ -1,4 +1,4 @@
-"""The defaults are the query-tower study's chosen configuration, as the study trained it."""
+"""The defaults are the query-tower study's chosen configuration bar its lr decay, as trained."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ from pathlib import Path
 
 from benchmarks.sweeps.final_grid import DEFAULT, defaults
 from benchmarks.sweeps.sweep_grid import BEAUTY
-from benchmarks.sweeps.tower_grid import CHOSEN_SETTING, CHOSEN_TOWER, SETTINGS
+from benchmarks.sweeps.tower_grid import CHOSEN_SETTING, CHOSEN_TOWER, DEFAULT_SETTING, SETTINGS
 from training.config_loading import build_run_config, load_config
 
 
-def test_the_defaults_are_the_chosen_configuration() -> None:
-    studied = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[CHOSEN_SETTING]])
+def test_the_defaults_are_the_chosen_configuration_without_its_lr_decay() -> None:
+    studied = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[DEFAULT_SETTING]])
     assert studied == load_config()
+    decayed = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[CHOSEN_SETTING]])
+    assert decayed == load_config(overrides=["train.lr_schedule=plateau"])
 
 
 def test_the_default_runs_on_the_test_split_train_the_defaults() -> None:
