@@ -99,7 +99,7 @@ class TrainConfig(Section):
     )  # fmt: skip
     max_epochs: int = Field(200, ge=1, description="Upper bound on training epochs.")
     refit_epochs: int = Field(
-        8, ge=0, description="After early stopping, train the best round this many epochs more "
+        16, ge=0, description="After early stopping, train the best round this many epochs more "
         "on every event but each user's test one (the validation events added; "
         "training/workflows/refit.py); val metrics are the best round's, test and the bundle the "
         "refit model's; a time cap leaves room for them. 0: ship the best round.",
