@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from data.synth import generate_events
-from tests.training.tiny import flags
+from tests.training.tiny import DEFAULT_REFIT, flags
 from training.precision import resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,6 +119,7 @@ def test_on_a_terminal_the_bar_counts_epochs_from_1_on_stderr_and_stdout_is_the_
     assert proc.returncode == 0, terminal.decode(errors="replace")[-2000:]
     shown = terminal.decode(errors="replace")
     assert "Epoch 1/2" in shown and "Epoch 2/2" in shown and "Epoch 0" not in shown
-    assert "Refit 1/8" in shown and "Refit 8/8" in shown and "Refit 0" not in shown  # its own bar
+    last = f"Refit {DEFAULT_REFIT}/{DEFAULT_REFIT}"  # the refit's own bar, the default's epochs
+    assert f"Refit 1/{DEFAULT_REFIT}" in shown and last in shown and "Refit 0" not in shown
     assert "Tip" not in shown and "LeafSpec" not in shown and "GPU available" not in shown
     assert stdout.count("\n") == 1 and stdout.startswith("model ") and "published" in stdout

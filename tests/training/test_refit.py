@@ -9,7 +9,7 @@ import torch
 
 from data.split import build_splits
 from model.bundle import ModelBundle, read_manifest
-from tests.training.tiny import TINY, tiny_home
+from tests.training.tiny import DEFAULT_REFIT, TINY, tiny_home
 from training.config_loading import load_config
 from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkpoint
 from training.loop.examples import make_windows
@@ -131,8 +131,8 @@ def test_the_gate_leaves_out_the_rows_a_refit_served_model_trained_on(tmp_path: 
 @pytest.mark.parametrize(
     ("sets", "used", "overrides", "refit"),
     [
-        ([], True, {}, 8),  # the default
-        (["train.devices=2"], True, {}, 8),  # data-parallel: every rank refits
+        ([], True, {}, DEFAULT_REFIT),  # the default
+        (["train.devices=2"], True, {}, DEFAULT_REFIT),  # data-parallel: every rank refits
         ([], False, {}, 0),  # no test metrics, no bundle: nothing would use it
         ([], True, {"max_epochs": 0}, 0),  # a warm start kept untrained
     ],

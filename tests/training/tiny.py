@@ -7,10 +7,12 @@ from data.ingest import ingest_files
 from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
+from training.config import TrainConfig
 
 # a target at every position: a few steps an epoch, which the tests count
 TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32",
         "train.targets=all"]  # fmt: skip
+DEFAULT_REFIT = TrainConfig().refit_epochs  # the refit's epochs where a run sets none
 
 
 def flags(sets: list[str]) -> list[str]:
