@@ -73,8 +73,8 @@ CHOSEN_SETTING = "published-author-plateau"  # the like-for-like setting chosen 
 DEFAULT_SETTING = "published-author"
 PRODUCT_SETTING = "published-prefix"  # the setting that was held against the former default
 PRODUCT = f"{PRODUCT_SETTING}-product"  # that setting as recsys train ships it
-SAMPLED = ("midx", 64)  # the default sampler: the chosen configuration with it, like for like
-WIDE = 256  # the issue's largest sample: the same sampler drawing this many
+SAMPLED = ("midx", 64)  # the default sampler: the defaults' setting with it, like for like
+WIDE = 256  # the largest sample the sampled runs are held to: the same sampler drawing this many
 # (setting, negatives) of the runs with the default sampler, each set against its full softmax
 SAMPLED_RUNS = ((DEFAULT_SETTING, SAMPLED[1]), (DEFAULT_SETTING, WIDE), (CHOSEN_SETTING, WIDE))
 ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
