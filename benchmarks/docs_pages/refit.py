@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from benchmarks.docs_pages.tables import cite, metrics, num, recorded, table
 from benchmarks.sweeps.tower_grid import DATASETS
 
@@ -20,18 +18,17 @@ def refit_curve(page: str) -> str:
     rows, best = [], {}
     for run, dataset in zip(runs, DATASETS, strict=True):
         got = metrics(run)
+        curves = {arm: [row["ndcg@10"] for row in got[arm]] for arm in ARMS}
         for arm, shown in ARMS.items():
-            curve = [row["ndcg@10"] for row in got[arm]]
-            rows.append([dataset, shown, num(got["base_test"]["ndcg@10"]), *map(num, curve),
-                         cite(run, page)])  # fmt: skip
-        best[dataset] = _best_epoch(got)
+            rows.append([dataset, shown, num(got["base_test"]["ndcg@10"]),
+                         *map(num, curves[arm]), cite(run, page)])  # fmt: skip
+        best[dataset] = _best_epoch(curves["with_val"])
     head = ["dataset", "refit on", "base fit", *(str(e) for e in range(1, epochs + 1)), "record"]
     return table(head, rows) + "\n" + _verdict(best) + "\n"
 
 
-def _best_epoch(got: dict[str, Any]) -> int:
-    """The refit epochs (1-based) after which the held-out NDCG@10 with validation was best."""
-    curve = [row["ndcg@10"] for row in got["with_val"]]
+def _best_epoch(curve: list[float]) -> int:
+    """The refit epochs (1-based) after which the held-out NDCG@10 `curve` was best."""
     return 1 + max(range(len(curve)), key=curve.__getitem__)
 
 
