@@ -71,7 +71,8 @@ class TrainConfig(Section):
         "(max_epochs' steps, or max_minutes when that ends sooner; training/loop/optim.py); wsd: "
         "constant, then that cosine over the budget's last decay_fraction; plateau: wsd whose "
         "decay starts sooner, over `patience` validation rounds, when early stopping would "
-        "have stopped (`patience` rounds without a gain), the run ending with it.",
+        "have stopped (`patience` rounds without a gain), the run ending with it; with a refit, "
+        "the fit stops there and the refit decays over its own steps.",
     )
     decay_fraction: float = Field(
         0.2, gt=0.0, le=1.0, description="wsd, plateau: the share of the budget the lr decays over."

@@ -1,6 +1,7 @@
 """How many refit epochs (`train.refit_epochs`), on validation only: every split one event back.
 
-Usage: python -m benchmarks.studies.refit_study [--out DIR] [--minutes M] [--epochs K] DATASET...
+Usage: python -m benchmarks.studies.refit_study [--out DIR] [--minutes M] [--epochs K]
+       [--arms ARM]... DATASET...
 
 The refit trains on each user's validation event, so validation cannot judge it. This study
 moves every split back by one event and never reads the test split: each user's last
@@ -11,7 +12,10 @@ becomes the "test" target. Per dataset (the record `DIR/<dataset>.json`, skipped
    shifted training sequences plus the shifted validation events, the shifted "test" (the real
    validation rows) ranked after each epoch;
 3. `train_only`: the same K epochs on the shifted training sequences alone (the control: are
-   the gains the extra epochs', or the added events'?).
+   the gains the extra epochs', or the added events'?);
+4. `with_val_decay` (`--arms`): `with_val` with the lr decaying to `train.min_lr_ratio` over
+   the K epochs (a cosine, as a refit decays under `lr_schedule: plateau`).
+`--arms` picks which of 2-4 run (default: `with_val` and `train_only`), each from the same base.
 Threads: torch's default (every core, or OMP_NUM_THREADS); the committed runs ran two at a
 time with OMP_NUM_THREADS=1 each, which the record holds (torch threads, load averages).
 """
@@ -97,8 +101,19 @@ def continue_from_best(
     return ranker.rows
 
 
-def study(dataset: str, data_root: Path, home: Path, minutes: float, epochs: int) -> dict:
-    """The base fit, then `with_val` and `train_only` (see the module docstring)."""
+# arm: (it trains on the validation events, its lr schedule over its epochs)
+ARMS = {
+    "with_val": (True, "constant"),
+    "train_only": (False, "constant"),
+    "with_val_decay": (True, "cosine"),  # the curve of `plateau`'s refit: lr to its floor
+}
+DEFAULT_ARMS = ("with_val", "train_only")
+
+
+def study(
+    dataset: str, data_root: Path, home: Path, minutes: float, epochs: int, arms: list[str]
+) -> dict:
+    """The base fit, then each of `arms` from its best round (see the module docstring)."""
     ws = Workspace(home)
     prepare_dataset(ws, str(data_root / dataset / "interactions.csv"))
     cfg = load_config(overrides=["sampler.name=full", f"train.max_minutes={minutes}"])
@@ -109,12 +124,15 @@ def study(dataset: str, data_root: Path, home: Path, minutes: float, epochs: int
         "base_val_ndcg@10": measure(base.module, base.data, cfg, "val")["ndcg@10"],
         "base_test": _at_10(measure(base.module, base.data, cfg, "test")),
     }  # fmt: skip
-    free = load_config(overrides=["sampler.name=full", "train.refit_epochs=0"])
     run = home / "runs" / "base"
-    record["with_val"] = continue_from_best(
-        free, with_validation_events(splits), base, run, epochs, "with_val"
-    )
-    record["train_only"] = continue_from_best(free, splits, base, run, epochs, "train_only")
+    for arm in arms:
+        with_val, schedule = ARMS[arm]
+        free = load_config(overrides=[
+            "sampler.name=full", "train.refit_epochs=0", f"train.lr_schedule={schedule}",
+            "train.max_minutes=null",  # a cosine over the arm's epochs, not over a time cap
+        ])  # fmt: skip
+        trained = with_validation_events(splits) if with_val else splits
+        record[arm] = continue_from_best(free, trained, base, run, epochs, arm)
     return record
 
 
@@ -127,14 +145,21 @@ def main(
     work: Annotated[Path, typer.Option("--scratch")] = TEMP / "refit-study",
     minutes: Annotated[float, typer.Option(help="The base fit's cap.")] = 10.0,
     epochs: Annotated[int, typer.Option(help="Refit (and control) epochs.")] = 8,
+    arms: Annotated[
+        list[str] | None, typer.Option("--arms", help=f"Arms to run, of {', '.join(ARMS)}.")
+    ] = None,
 ) -> None:
     """Run the study for each dataset without a record."""
+    chosen = list(arms or DEFAULT_ARMS)
+    if unknown := sorted(set(chosen) - set(ARMS)):
+        raise typer.BadParameter(f"unknown arms {unknown}; known: {', '.join(ARMS)}")
     for dataset in datasets:
         path = out / f"{dataset}.json"
         if not path.exists():
             started = records.start()
-            setting = {"dataset": dataset, "minutes": minutes, "epochs": epochs}
-            found = study(dataset, data_root or datasets_root(), work / dataset, minutes, epochs)
+            setting = {"dataset": dataset, "minutes": minutes, "epochs": epochs, "arms": chosen}
+            root = data_root or datasets_root()
+            found = study(dataset, root, work / dataset, minutes, epochs, chosen)
             records.save(path, setting, found, started, threads=torch.get_num_threads())
 
 

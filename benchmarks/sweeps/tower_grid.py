@@ -26,8 +26,9 @@ the chosen configuration in the product's frame:
   published figure comes from); `bsarec` only.
 - `published-author-plateau`: `published-author` with the lr decayed to zero before the run
   ends (`train.lr_schedule=plateau`); `bsarec` only.
-- `published-author` with `midx` at m = 64 and at m = 256 (`sampled_spec`): like for like
-  with the default sampler, whose test figures are set against its full softmax's.
+- `published-author` with `midx` at m = 64 and at m = 256, `published-author-plateau` with
+  `midx` and with `exact` at m = 256 (`SAMPLED_RUNS`, `sampled_spec`): like for like with a
+  sampled softmax, whose test figures are set against its setting's full softmax's.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as
   `recsys train` ships a model: the default sampler (`midx`, m = 64), precision, early stopping
@@ -74,9 +75,13 @@ DEFAULT_SETTING = "published-author"
 PRODUCT_SETTING = "published-prefix"  # the setting that was held against the former default
 PRODUCT = f"{PRODUCT_SETTING}-product"  # that setting as recsys train ships it
 SAMPLED = ("midx", 64)  # the default sampler: the defaults' setting with it, like for like
-WIDE = 256  # the largest sample the sampled runs are held to: the same sampler drawing this many
-# (setting, negatives) of the runs with the default sampler, each set against its full softmax
-SAMPLED_RUNS = ((DEFAULT_SETTING, SAMPLED[1]), (DEFAULT_SETTING, WIDE), (CHOSEN_SETTING, WIDE))
+WIDE = 256  # the largest sample the sampled runs are held to
+# (setting, sampler, negatives) of the sampled runs, each set against its setting's full softmax:
+# the default sampler, then it drawing `WIDE`, then the model's own softmax (`exact`) drawing it
+SAMPLED_RUNS = (
+    (DEFAULT_SETTING, *SAMPLED), (DEFAULT_SETTING, SAMPLED[0], WIDE),
+    (CHOSEN_SETTING, SAMPLED[0], WIDE), (CHOSEN_SETTING, "exact", WIDE),
+)  # fmt: skip
 ONE_HEAD = "model.tower.num_heads=1"  # the published attention towers' one head
 
 
@@ -98,7 +103,8 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
 
     The prefix setting's towers come next, each on both datasets in turn (two runs at a time
     make a pair), then the chosen configuration in the product's frame, then bsarec's whole
-    window, then the chosen configuration with the default sampler, then the author log's.
+    window, then the chosen configuration with the default sampler, then the author log's
+    settings, then the rest of `SAMPLED_RUNS`.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -118,10 +124,14 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     return specs, len(specs)
 
 
-def sampled_spec(dataset: str, setting: str, negatives: int) -> RunSpec:
-    """`setting` like for like, the default sampler (`negatives` drawn) for the full softmax."""
+def sampled_spec(dataset: str, setting: str, sampler: str, negatives: int) -> RunSpec:
+    """`setting` like for like, `sampler` drawing `negatives` for the full softmax.
+
+    The default sampler's runs are named after their setting; another sampler's name follows.
+    """
     full = _spec(dataset, CHOSEN_TOWER, setting)
-    return RunSpec(dataset, full.label, SAMPLED[0], negatives, sets=full.sets)
+    label = full.label if sampler == SAMPLED[0] else f"{full.label}-{sampler}"
+    return RunSpec(dataset, label, sampler, negatives, sets=full.sets)
 
 
 def product_spec(dataset: str) -> RunSpec:

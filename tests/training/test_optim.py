@@ -94,8 +94,11 @@ def test_plateau_is_wsd_until_validation_stalls_then_decays_over_its_steps() -> 
     assert lr_factor("wsd", 120, 0, 0.5, 0.1, 0.2, stalled) == 1.0  # wsd ignores a plateau
 
 
-def _stalled_fit(tmp_path, schedule: str, resumable: bool = False):
-    """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch."""
+def _stalled_fit(tmp_path, schedule: str, resumable: bool = False, refit_epochs: int = 0):
+    """A real fit whose validation cannot improve (lr 1e-12): patience 2, 3 batches an epoch.
+
+    `refit_epochs`: the refit that follows it (the fit does not run it).
+    """
     from training.loop.trainer import fit
 
     splits = tiny_home(tmp_path, schedule)[1]
@@ -104,7 +107,10 @@ def _stalled_fit(tmp_path, schedule: str, resumable: bool = False):
                    "train.max_epochs=20"]
     )  # fmt: skip
     run = tmp_path / schedule / "runs" / "r"
-    fitted = fit(cfg, splits, run, resumable=resumable, limit_train_batches=3, log_every_n_steps=1)
+    fitted = fit(
+        cfg, splits, run, resumable=resumable, refit_epochs=refit_epochs,
+        limit_train_batches=3, log_every_n_steps=1,
+    )  # fmt: skip
     return fitted, _logged_lrs(run)
 
 
@@ -126,6 +132,12 @@ def test_plateau_decays_where_early_stopping_would_stop_and_ends_with_the_decay(
     ]
     assert lrs == pytest.approx(want, rel=1e-6)
     assert lrs[-1] < 0.1e-12
+
+
+def test_a_plateau_fit_a_refit_follows_stops_at_its_plateau_without_decaying(tmp_path) -> None:
+    fitted, lrs = _stalled_fit(tmp_path, "plateau", refit_epochs=2)  # the refit takes the decay
+    assert len(fitted.epoch_seconds) == 3 and fitted.module.clock.plateau is None
+    assert lrs == pytest.approx([1e-12] * 9, rel=1e-6)  # three rounds of 3 steps, lr untouched
 
 
 def test_a_resumed_fit_continues_the_schedule_where_the_killed_one_left_it(tmp_path) -> None:

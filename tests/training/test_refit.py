@@ -14,6 +14,7 @@ from training.config_loading import load_config
 from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT, final_checkpoint
 from training.loop.examples import make_windows
 from training.loop.final_round import ReservingTimer, capped_final_round
+from training.loop.optim import lr_factor
 from training.workflows.gate import gate_rows
 from training.workflows.pipeline import _idle_refit_dropped, train_on
 from training.workflows.refit import with_validation_events
@@ -152,6 +153,33 @@ def test_a_cap_with_time_left_runs_every_refit_epoch(tmp_path: Path) -> None:
     refit = torch.load(ws.runs_dir / "v" / "checkpoints" / REFIT_CHECKPOINT, weights_only=False)
     windows = make_windows(with_validation_events(splits).train["items"], 10)
     assert refit["global_step"] == 2 * math.ceil(len(windows) / 32)  # two whole epochs
+
+
+def _lr(checkpoint: dict) -> float:
+    """The lr a checkpoint's optimiser last stepped with."""
+    return checkpoint["optimizer_states"][0]["param_groups"][0]["lr"]
+
+
+def test_under_plateau_the_refit_decays_the_lr_over_its_own_steps(tmp_path: Path) -> None:
+    ws, splits = tiny_home(tmp_path)
+    # early stopping ends the fit well inside its budget, before the budget's own decay (wsd's)
+    sets = [*TINY, "train.max_epochs=200", "train.patience=1", "train.refit_epochs=2",
+            "train.lr_schedule=plateau"]  # fmt: skip
+    cfg = load_config(overrides=sets)
+    result = train_on(ws, cfg, splits, "v", "tiny")
+    assert result is not None and result.refit_epochs == 2
+    folder = ws.runs_dir / "v" / "checkpoints"
+    fit_end, refit = (
+        torch.load(folder / n, weights_only=False) for n in (BEST_CHECKPOINT, REFIT_CHECKPOINT)
+    )
+    assert fit_end["clock"]["plateau"] is None  # the fit left the decay to the refit
+    assert _lr(fit_end) == pytest.approx(cfg.train.lr)
+    steps = 2 * math.ceil(len(make_windows(with_validation_events(splits).train["items"], 10)) / 32)
+    start, decay = refit["clock"]["plateau"]
+    assert decay == steps and start + steps == refit["clock"]["steps"]  # over all its steps
+    last = lr_factor("plateau", start + steps - 1, 0, 0.0, 0.0, 0.2, (start, steps))
+    assert _lr(refit) == pytest.approx(cfg.train.lr * last)
+    assert last < 0.05  # the last step's lr: nearly the floor (0)
 
 
 def test_the_refit_stops_at_the_time_cap(tmp_path: Path) -> None:

@@ -10,6 +10,10 @@ callback starts the module's decay (`TrainingClock.plateau`: a cosine over the n
 `patience` rounds' steps, `optim.lr_factor`) and counts patience afresh instead of stopping.
 The run then ends when that decay has ended, or sooner if early stopping says so.
 
+A fit followed by a refit (`train.refit_epochs` > 0) stops at its plateau instead, as with a
+constant lr: the refit ends the training, so it takes the decay (`DecayOverTheRefit`: the
+same cosine, over the refit's steps, from the lr its fit stopped at).
+
 It overrides `EarlyStopping`'s stopping decision (`_evaluate_stopping_criteria`, a private
 method of Lightning 2.6; tests/training/test_optim.py and test_stopping.py fail if that
 changes), so the checkpoint choice and the callback's saved state (its wait count, and the
@@ -22,6 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch import Tensor
 
@@ -71,3 +76,11 @@ class DecayBeforeStopping(SmoothedStopping):
             return self.steps_every
         rounds = max(1, (self._trainer.current_epoch + 1) // self.rounds_every)
         return max(1, round(steps / rounds))
+
+
+class DecayOverTheRefit(Callback):
+    """The refit's lr decay under `lr_schedule: plateau`: a cosine over all its steps."""
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        """Start the module's decay (`TrainingClock.plateau`) at the refit's first step."""
+        module.clock.plateau = (module.clock.steps, max(1, int(trainer.estimated_stepping_batches)))

@@ -113,7 +113,7 @@ def _trainer(
         **processes(cfg),
         "callbacks": [
             *best_and_last(cfg, run_dir, save_last),
-            _stopping(cfg, patience),
+            _stopping(cfg, patience, refit_epochs),
             *capped_final_round(cfg.train.max_minutes, refit_epochs),
             StopOnDivergence(),
             EpochTimer(),
@@ -148,11 +148,15 @@ def processes(cfg: RecsysConfig) -> dict[str, Any]:
     }
 
 
-def _stopping(cfg: RecsysConfig, patience: int) -> SmoothedStopping:
-    """Early stopping, or (`lr_schedule: plateau`) the decay it starts before it stops."""
+def _stopping(cfg: RecsysConfig, patience: int, refit_epochs: int) -> SmoothedStopping:
+    """Early stopping, or (`lr_schedule: plateau`, no refit) the decay it starts before it stops.
+
+    A refit after the fit ends the training, so under `plateau` it takes the decay instead
+    (`training.workflows.refit`), and the fit stops at its plateau as a constant lr's does.
+    """
     rule: dict[str, Any] = {"monitor": MONITOR, "mode": "max", "patience": patience}
     window = cfg.train.patience_window
-    if cfg.train.lr_schedule != "plateau":
+    if cfg.train.lr_schedule != "plateau" or refit_epochs > 0:
         return SmoothedStopping(window=window, **rule)
     every = (cfg.train.val_every, cfg.train.val_every_steps)
     return DecayBeforeStopping(*every, window=window, **rule)

@@ -6,7 +6,9 @@ ends with it. `train.refit_epochs` E > 0 trains the restored best round E more e
 training sequences with each user's validation event appended (`with_validation_events`),
 the optimiser's moments going on from the best checkpoint and the lr schedule (and a scheduled
 temperature, `model.temperature_final`) from where the fit stopped, no validation round in
-between (the validation rows are now training data).
+between (the validation rows are now training data). Under `lr_schedule: plateau` the fit
+stops at its plateau without decaying and the refit decays the lr over its own steps
+(`training.loop.plateau`): the decay ends the training, whichever part ends it.
 A data-parallel fit refits on every rank, each with its part of every batch, as it fitted.
 The test event is never trained on. The run's val metrics are measured before the refit;
 its test metrics and its bundle are the refit model's. A time cap covers the refit too: the
@@ -37,6 +39,7 @@ from training.config import RecsysConfig
 from training.loop.checkpoints import BEST_CHECKPOINT, REFIT_CHECKPOINT
 from training.loop.datamodule import SequenceDataModule
 from training.loop.interrupt import interruptible_fit
+from training.loop.plateau import DecayOverTheRefit
 from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
 from training.loop.trainer import processes
 from training.workflows.warm_start import optimizer_state_loader
@@ -97,7 +100,7 @@ def refit(
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),
-        callbacks=[*_moments(run_dir), EpochTimer(), *_progress(epochs)],
+        callbacks=[*_moments(run_dir), EpochTimer(), *_progress(epochs), *_decay(cfg)],
         **{k: v for k, v in overrides.items() if k in SHARED_OVERRIDES},
     )  # fmt: skip
     began = time.perf_counter()
@@ -117,6 +120,11 @@ def _time_left(cfg: RecsysConfig, module: Any) -> timedelta | None:
     if cfg.train.max_minutes is None:
         return None
     return timedelta(seconds=max(60.0 * cfg.train.max_minutes - module.clock.seconds(), 0.0))
+
+
+def _decay(cfg: RecsysConfig) -> list[pl_lightning.Callback]:
+    """Under `lr_schedule: plateau` the refit, which ends the training, decays the lr."""
+    return [DecayOverTheRefit()] if cfg.train.lr_schedule == "plateau" else []
 
 
 def _progress(epochs: int) -> list[pl_lightning.Callback]:
