@@ -1,4 +1,8 @@
-"""The refit study's block: the held-out NDCG@10 after each refit epoch, per dataset and arm."""
+"""The refit study's blocks: the held-out NDCG@10 after each refit epoch, per dataset and arm.
+
+`tower-refit`: how long (with the validation events, or without: the control);
+`tower-refit-decay`: with the lr held, or decayed over the refit as `plateau` decays it.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +11,58 @@ from benchmarks.sweeps.tower_grid import DATASETS
 
 REFIT_STUDY = "refit_study_bsarec"  # `benchmarks/studies/refit_study.py` on the current defaults
 ARMS = {"with_val": "with the validation events", "train_only": "training events alone"}
+DECAY_STUDY = "refit_decay"  # the same study, `--arms with_val --arms with_val_decay`
+DECAY_ARMS = {"with_val": "lr held", "with_val_decay": "lr decayed over the refit"}
 
 
 def refit_curve(page: str) -> str:
     """Markdown: per dataset, the base fit's figure, each arm's after every epoch, and the best."""
-    runs = [f"{REFIT_STUDY}/{dataset}" for dataset in DATASETS]
-    if not all(recorded(run) for run in runs):
+    curves = _curves(REFIT_STUDY, ARMS)
+    if curves is None:
         return "The refit study has not run on the current defaults yet.\n"
-    epochs = len(metrics(runs[0])["with_val"])
-    rows, best = [], {}
-    for run, dataset in zip(runs, DATASETS, strict=True):
-        got = metrics(run)
-        curves = {arm: [row["ndcg@10"] for row in got[arm]] for arm in ARMS}
-        for arm, shown in ARMS.items():
-            rows.append([dataset, shown, num(got["base_test"]["ndcg@10"]),
-                         *map(num, curves[arm]), cite(run, page)])  # fmt: skip
-        best[dataset] = _best_epoch(curves["with_val"])
-    head = ["dataset", "refit on", "base fit", *(str(e) for e in range(1, epochs + 1)), "record"]
-    return table(head, rows) + "\n" + _verdict(best) + "\n"
+    best = {dataset: _best_epoch(arms["with_val"]) for dataset, arms in curves.items()}
+    return _table(REFIT_STUDY, ARMS, "refit on", curves, page) + "\n" + _verdict(best) + "\n"
+
+
+def refit_decay(page: str) -> str:
+    """Markdown: the refit with its lr held or decayed, per dataset, and which ends higher."""
+    curves = _curves(DECAY_STUDY, DECAY_ARMS)
+    if curves is None:
+        return "The refit's decay has not been studied yet.\n"
+    table_ = _table(DECAY_STUDY, DECAY_ARMS, "the refit's lr", curves, page)
+    leads = [d for d, arms in curves.items() if arms["with_val_decay"][-1] > arms["with_val"][-1]]
+    if len(leads) == len(curves):
+        verdict = "After the last epoch the decayed refit leads on both datasets."
+    else:
+        verdict = f"After the last epoch the decayed refit leads on {len(leads)} of the datasets."
+    return table_ + "\n" + verdict + "\n"
+
+
+def _curves(study: str, arms: dict[str, str]) -> dict[str, dict[str, list[float]]] | None:
+    """Per dataset, each arm's held-out NDCG@10 after every epoch; None until both are run."""
+    runs = {dataset: f"{study}/{dataset}" for dataset in DATASETS}
+    if not all(recorded(run) for run in runs.values()):
+        return None
+    return {
+        dataset: {arm: [row["ndcg@10"] for row in metrics(run)[arm]] for arm in arms}
+        for dataset, run in runs.items()
+    }
+
+
+def _table(
+    study: str, arms: dict[str, str], column: str, curves: dict[str, dict[str, list[float]]],
+    page: str,
+) -> str:  # fmt: skip
+    """One row per dataset and arm: the base fit's held-out figure, then each epoch's."""
+    rows = []
+    for dataset, curve in curves.items():
+        run = f"{study}/{dataset}"
+        base = num(metrics(run)["base_test"]["ndcg@10"])
+        rows += [[dataset, shown, base, *map(num, curve[arm]), cite(run, page)]
+                 for arm, shown in arms.items()]  # fmt: skip
+    epochs = len(next(iter(curves.values()))[next(iter(arms))])
+    head = ["dataset", column, "base fit", *(str(e) for e in range(1, epochs + 1)), "record"]
+    return table(head, rows)
 
 
 def _best_epoch(curve: list[float]) -> int:

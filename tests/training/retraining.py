@@ -16,6 +16,7 @@ TINY = [
     "sampler.num_negatives=32", "train.max_epochs=3", "eval.ks=[10,20]",
     "model.normalize=true", "model.temperature=0.1",  # unit rows: the tests compare norms,
     "train.targets=all",  # a target at every position: a few steps an epoch
+    "train.refit_epochs=2", "retrain.refit_epochs=2",  # short refits: tests of one set theirs
 ]  # fmt: skip
 
 

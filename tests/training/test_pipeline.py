@@ -69,7 +69,7 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     assert (ws.runs_dir / "v1" / "checkpoints" / "best.ckpt").is_file()
     assert (ws.runs_dir / "v1" / "metrics.csv").is_file()
     # The bundle alone (no checkpoint) reproduces the in-memory model's full-ranking metrics
-    # on test; it was refit on the val events (the default), which its val figures say.
+    # on test; it was refit on the val events (TINY's refit), which its val figures say.
     again = evaluate(ws, None, "test")
     assert again["version"] == "v1"
     for key, value in payload["metrics"]["test"].items():

@@ -158,7 +158,7 @@ def test_the_gate_scores_the_kept_round_and_the_refit_model_is_published(
     ws: Workspace, logs: tuple[Path, Path]
 ) -> None:
     old, new = logs
-    serve_v1(ws, old)  # refit on its own val events (TINY keeps the default refit)
+    serve_v1(ws, old)  # refit on its own val events (TINY's two epochs)
     res = retrain_on(ws, new, "retrain.tolerance=1.0", "retrain.refit_epochs=2")
     candidate, served = (ModelBundle.load(ws.models_dir / v) for v in (res.version, "v1"))
     assert res.published and candidate.manifest.trained_on_val

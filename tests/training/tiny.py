@@ -9,9 +9,10 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import TrainConfig
 
-# a target at every position: a few steps an epoch, which the tests count
+# a target at every position: a few steps an epoch, which the tests count; a short refit (the
+# tests of the default's length read `DEFAULT_REFIT`)
 TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32",
-        "train.targets=all"]  # fmt: skip
+        "train.targets=all", "train.refit_epochs=2"]  # fmt: skip
 DEFAULT_REFIT = TrainConfig().refit_epochs  # the refit's epochs where a run sets none
 
 
