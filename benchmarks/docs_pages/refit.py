@@ -12,7 +12,7 @@ from benchmarks.sweeps.tower_grid import DATASETS
 REFIT_STUDY = "refit_study_bsarec"  # `benchmarks/studies/refit_study.py` on the current defaults
 ARMS = {"with_val": "with the validation events", "train_only": "training events alone"}
 DECAY_STUDY = "refit_decay"  # the same study, `--arms with_val --arms with_val_decay`
-DECAY_ARMS = {"with_val": "lr held", "with_val_decay": "lr decayed over the refit"}
+DECAY_ARMS = {"with_val": "lr held", "with_val_decay": "lr decayed over its epochs"}
 
 
 def refit_curve(page: str) -> str:
@@ -30,11 +30,15 @@ def refit_decay(page: str) -> str:
     if curves is None:
         return "The refit's decay has not been studied yet.\n"
     table_ = _table(DECAY_STUDY, DECAY_ARMS, "the refit's lr", curves, page)
-    leads = [d for d, arms in curves.items() if arms["with_val_decay"][-1] > arms["with_val"][-1]]
-    if len(leads) == len(curves):
-        verdict = "After the last epoch the decayed refit leads on both datasets."
+    leader = {
+        dataset: max(DECAY_ARMS, key=lambda arm: arms[arm][-1]) for dataset, arms in curves.items()
+    }
+    if len(set(leader.values())) == 1:
+        verdict = f"After the last epoch the refit with its {DECAY_ARMS[leader[DATASETS[0]]]} "
+        verdict += "leads on both datasets."
     else:
-        verdict = f"After the last epoch the decayed refit leads on {len(leads)} of the datasets."
+        each = ", ".join(f"{d}: {DECAY_ARMS[arm]}" for d, arm in leader.items())
+        verdict = f"After the last epoch the lead differs between the datasets ({each})."
     return table_ + "\n" + verdict + "\n"
 
 
