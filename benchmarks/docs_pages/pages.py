@@ -76,6 +76,7 @@ PAGES: dict[str, dict[str, Block]] = {
         "tower-product-default": towers.product_default,
         "tower-product-frame": towers.product_frame, "tower-sampled": towers.sampled,
         "tower-refit": refit.refit_curve,
+        "tower-refit-length": refit.refit_length,
         "tower-refit-decay": refit.refit_decay,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},

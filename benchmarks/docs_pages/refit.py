@@ -1,6 +1,7 @@
 """The refit study's blocks: the held-out NDCG@10 after each refit epoch, per dataset and arm.
 
 `tower-refit`: how long (with the validation events, or without: the control);
+`tower-refit-length`: the same for longer, with the validation events;
 `tower-refit-decay`: with the lr held, or decayed over the refit as `plateau` decays it.
 """
 
@@ -11,6 +12,7 @@ from benchmarks.sweeps.tower_grid import DATASETS
 
 REFIT_STUDY = "refit_study_bsarec"  # `benchmarks/studies/refit_study.py` on the current defaults
 ARMS = {"with_val": "with the validation events", "train_only": "training events alone"}
+LENGTH_STUDY = "refit_length"  # the same study, `--epochs 24 --arms with_val`
 DECAY_STUDY = "refit_decay"  # the same study, `--arms with_val --arms with_val_decay`
 DECAY_ARMS = {"with_val": "lr held", "with_val_decay": "lr decayed over its epochs"}
 
@@ -22,6 +24,16 @@ def refit_curve(page: str) -> str:
         return "The refit study has not run on the current defaults yet.\n"
     best = {dataset: _best_epoch(arms["with_val"]) for dataset, arms in curves.items()}
     return _table(REFIT_STUDY, ARMS, "refit on", curves, page) + "\n" + _verdict(best) + "\n"
+
+
+def refit_length(page: str) -> str:
+    """Markdown: the refit with the validation events for longer, per dataset, and the best."""
+    arms = {"with_val": ARMS["with_val"]}
+    curves = _curves(LENGTH_STUDY, arms)
+    if curves is None:
+        return "The longer refit has not been studied yet.\n"
+    best = {dataset: _best_epoch(by_arm["with_val"]) for dataset, by_arm in curves.items()}
+    return _table(LENGTH_STUDY, arms, "refit on", curves, page) + "\n" + _verdict(best) + "\n"
 
 
 def refit_decay(page: str) -> str:

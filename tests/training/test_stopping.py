@@ -111,7 +111,7 @@ def test_the_log_says_why_a_fit_stopped_and_which_round_it_kept(tmp_path, caplog
 @pytest.mark.parametrize("schedule", ["constant", "plateau"])
 def test_training_uses_the_configured_window(schedule: str) -> None:
     cfg = load_config(overrides=[f"train.lr_schedule={schedule}", "train.patience_window=4"])
-    callback = _stopping(cfg, patience=6)
+    callback = _stopping(cfg, patience=6, refit_epochs=0)
     assert isinstance(callback, SmoothedStopping)
     assert (callback.window, callback.patience) == (4, 6)
     assert load_config().train.patience_window == 3  # the default (docs/benchmarks.md)
