@@ -49,7 +49,6 @@ DEFAULT = ("midx", 64)  # the default sampler (a test holds it to the config)
 # the recipe study's model: the defaults until the query-tower study chose another
 RECIPE_MODEL = (*FORMER_MODEL, "model.max_len=20", "model.temperature=0.1")
 FORMER_REFIT = "train.refit_epochs=8"  # the refit's length before the refit study of the defaults
-FORMER_SCHEDULE = "train.lr_schedule=constant"  # the defaults' lr schedule before `plateau`
 
 
 def user_settings() -> tuple[str, ...]:
@@ -68,7 +67,7 @@ def user_settings() -> tuple[str, ...]:
 
 def final(out: Path) -> tuple[list[RunSpec], int]:
     """The full softmax and each of `SAMPLED`, with the recipe study's defaults, on both."""
-    sets = (*user_settings(), *RECIPE_MODEL, FORMER_REFIT, FORMER_SCHEDULE)
+    sets = (*user_settings(), *RECIPE_MODEL, FORMER_REFIT)
     specs = [
         RunSpec(dataset, name, name, m, sets=sets)
         for dataset in PUBLISHED

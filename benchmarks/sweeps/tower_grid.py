@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.sweeps.final_grid import FORMER_REFIT, FORMER_SCHEDULE, user_settings
+from benchmarks.sweeps.final_grid import FORMER_REFIT, user_settings
 from benchmarks.sweeps.sweep_grid import BEAUTY, TOYS, RunSpec
 
 DATASETS = (BEAUTY, TOYS)
@@ -138,6 +138,6 @@ def product_spec(dataset: str) -> RunSpec:
     """`PRODUCT_SETTING` as `recsys train` ships it: the final grid's settings, midx."""
     one_thread = "train.threads=1"  # as the default's final-grid runs had (two at a time)
     tower = f"model.tower={CHOSEN_TOWER}"
-    trained = ("model.init_std=null", FORMER_REFIT, FORMER_SCHEDULE)  # as that setting was held
+    trained = ("model.init_std=null", FORMER_REFIT)  # as that setting was held
     shipped = (*user_settings(), one_thread, tower, *SETTINGS[PRODUCT_SETTING], *trained)
     return RunSpec(dataset, f"{CHOSEN_TOWER}-{PRODUCT}", *SAMPLED, sets=shipped)
