@@ -69,8 +69,8 @@ SETTINGS["published-author-plateau"] = (*SETTINGS["published-author"], "train.lr
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author-plateau"  # the like-for-like setting chosen on validation
-# The defaults' setting: the chosen one without its lr decay. Decayed over the refit, the lr
-# stops the refit learning the added events (benchmarks/results/refit_decay/).
+# The defaults' setting: the chosen one without its lr decay. With the lr decayed over it, the
+# refit ends lower (benchmarks/results/refit_decay/).
 DEFAULT_SETTING = "published-author"
 PRODUCT_SETTING = "published-prefix"  # the setting that was held against the former default
 PRODUCT = f"{PRODUCT_SETTING}-product"  # that setting as recsys train ships it

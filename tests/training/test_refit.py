@@ -168,12 +168,7 @@ def test_under_plateau_the_refit_decays_the_lr_over_its_own_steps(tmp_path: Path
     cfg = load_config(overrides=sets)
     result = train_on(ws, cfg, splits, "v", "tiny")
     assert result is not None and result.refit_epochs == 2
-    folder = ws.runs_dir / "v" / "checkpoints"
-    fit_end, refit = (
-        torch.load(folder / n, weights_only=False) for n in (BEST_CHECKPOINT, REFIT_CHECKPOINT)
-    )
-    assert fit_end["clock"]["plateau"] is None  # the fit left the decay to the refit
-    assert _lr(fit_end) == pytest.approx(cfg.train.lr)
+    refit = torch.load(ws.runs_dir / "v" / "checkpoints" / REFIT_CHECKPOINT, weights_only=False)
     steps = 2 * math.ceil(len(make_windows(with_validation_events(splits).train["items"], 10)) / 32)
     start, decay = refit["clock"]["plateau"]
     assert decay == steps and start + steps == refit["clock"]["steps"]  # over all its steps

@@ -115,3 +115,11 @@ def test_training_uses_the_configured_window(schedule: str) -> None:
     assert isinstance(callback, SmoothedStopping)
     assert (callback.window, callback.patience) == (4, 6)
     assert load_config().train.patience_window == 3  # the default (docs/benchmarks.md)
+
+
+def test_plateau_decays_before_stopping_unless_a_refit_follows_and_takes_the_decay() -> None:
+    from training.loop.plateau import DecayBeforeStopping
+
+    cfg = load_config(overrides=["train.lr_schedule=plateau"])
+    assert type(_stopping(cfg, patience=6, refit_epochs=0)) is DecayBeforeStopping
+    assert type(_stopping(cfg, patience=6, refit_epochs=2)) is SmoothedStopping

@@ -4,7 +4,8 @@
 parameters and SparseAdam on the tables. `schedule_lr`: a linear warm-up, then constant, a
 cosine over the budget, constant and then that cosine over the budget's last part (wsd), or
 wsd whose decay also starts when validation stops improving (plateau: the decay then lasts
-`patience` validation rounds, `plateau.DecayBeforeStopping` starts it); its factor multiplies
+`patience` validation rounds, `plateau.DecayBeforeStopping` starts it; with a refit after the
+fit, the refit's steps instead, `plateau.DecayOverTheRefit`); its factor multiplies
 `train.lr` before every optimiser step. The budget is the training's progress
 (`RetrievalModule._progress`: the share of `max_epochs`' steps done, or of
 `train.max_minutes` when that budget is reached sooner); the decay ends at `min_lr_ratio`. A
@@ -44,8 +45,8 @@ def lr_factor(
         progress: Fraction of the training budget done, in [0, 1].
         floor: The decay's final factor (`min_lr_ratio`).
         tail: wsd: the share of the budget the decay takes (`decay_fraction`).
-        plateau: plateau: (the step validation stopped improving at, the decay's steps), or
-            None while it improves.
+        plateau: plateau: (the step the decay began at: where validation stopped improving,
+            or the refit's first; the decay's steps), or None before.
 
     """
     warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
