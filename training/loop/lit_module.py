@@ -79,6 +79,9 @@ class RetrievalModule(FullRankingEvaluation):
         )
         self.automatic_optimization = False
         self.clock = TrainingClock()  # steps, seconds, plateau: the schedule's place
+        # `plateau` with a refit after the fit: the refit's steps hold the whole decay, the
+        # budget's own (wsd's tail) included (`trainer.fit` sets it; `plateau.DecayOverTheRefit`)
+        self.refit_owns_the_decay = False
         self._total_steps: float | None = None
         self._round: ValidationRound | None = None
 
@@ -211,7 +214,8 @@ class RetrievalModule(FullRankingEvaluation):
                 model.temperature, model.temperature_final, "exponential", progress
             )
         optimizers = self._optimizers()
-        lr = schedule_lr(optimizers, self.cfg.train, self.clock.steps, progress, self.clock.plateau)
+        budget = 0.0 if self.refit_owns_the_decay else progress  # the lr's share of the budget
+        lr = schedule_lr(optimizers, self.cfg.train, self.clock.steps, budget, self.clock.plateau)
         loss = self.optimisation_step(batch, optimizers, self.manual_backward)
         loss = distributed.average(loss)  # each rank's weighted mean: the whole batch's mean
         self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].shape[0])

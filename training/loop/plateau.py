@@ -12,8 +12,8 @@ The run then ends when that decay has ended, or sooner if early stopping says so
 
 A fit followed by a refit (`train.refit_epochs` > 0) stops at its plateau instead, as with a
 constant lr: the refit ends the training, so it takes the decay (`DecayOverTheRefit`: the
-same cosine, over the refit's steps). The budget's own decay (wsd's last `decay_fraction`)
-still applies, whichever is further along: a fit that reached it hands the refit its lr.
+same cosine, over the refit's steps). The refit then holds the whole decay: the fit runs at
+the full lr even in its budget's last `decay_fraction` (`RetrievalModule.refit_owns_the_decay`).
 
 It overrides `EarlyStopping`'s stopping decision (`_evaluate_stopping_criteria`, a private
 method of Lightning 2.6; tests/training/test_optim.py and test_stopping.py fail if that

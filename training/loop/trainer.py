@@ -241,6 +241,8 @@ def fit(
     if overrides.get("max_epochs", cfg.train.max_epochs) > 0:  # 0: a warm start kept untrained
         _require_windows(dm, cfg)
     module = build_module(cfg, splits.num_items, item_counts(splits))
+    refit = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
+    module.refit_owns_the_decay = cfg.train.lr_schedule == "plateau" and refit > 0
     done = finished_fit.read(run_dir / "checkpoints", cfg) if resumable else None
     if done is not None:
         load_checkpoint(module, done.best)
@@ -248,7 +250,6 @@ def fit(
     resume_from = resumable_checkpoint(run_dir) if resumable else None
     extra = start.apply(module) if start is not None and resume_from is None else []
     patience = cfg.train.patience if patience is None else patience
-    refit = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
     trainer = _trainer(cfg, run_dir, extra, resumable, patience, refit, **overrides)
     for logger in trainer.loggers:
         logger.log_hyperparams(cfg.model_dump())
