@@ -19,21 +19,23 @@ DECAY_ARMS = {"with_val": "lr held", "with_val_decay": "lr decayed over its epoc
 
 def refit_curve(page: str) -> str:
     """Markdown: per dataset, the base fit's figure, each arm's after every epoch, and the best."""
-    curves = _curves(REFIT_STUDY, ARMS)
-    if curves is None:
-        return "The refit study has not run on the current defaults yet.\n"
-    best = {dataset: _best_epoch(arms["with_val"]) for dataset, arms in curves.items()}
-    return _table(REFIT_STUDY, ARMS, "refit on", curves, page) + "\n" + _verdict(best) + "\n"
+    missing = "The refit study has not run on the current defaults yet.\n"
+    return _lengths(REFIT_STUDY, ARMS, missing, page)
 
 
 def refit_length(page: str) -> str:
     """Markdown: the refit with the validation events for longer, per dataset, and the best."""
-    arms = {"with_val": ARMS["with_val"]}
-    curves = _curves(LENGTH_STUDY, arms)
+    missing = "The longer refit has not been studied yet.\n"
+    return _lengths(LENGTH_STUDY, {"with_val": ARMS["with_val"]}, missing, page)
+
+
+def _lengths(study: str, arms: dict[str, str], missing: str, page: str) -> str:
+    """`study`'s curves of `arms` and the refit length that leads; `missing` until it has run."""
+    curves = _curves(study, arms)
     if curves is None:
-        return "The longer refit has not been studied yet.\n"
+        return missing
     best = {dataset: _best_epoch(by_arm["with_val"]) for dataset, by_arm in curves.items()}
-    return _table(LENGTH_STUDY, arms, "refit on", curves, page) + "\n" + _verdict(best) + "\n"
+    return _table(study, arms, "refit on", curves, page) + "\n" + _verdict(best) + "\n"
 
 
 def refit_decay(page: str) -> str:

@@ -100,7 +100,7 @@ def refit(
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),
-        callbacks=[*_moments(run_dir), EpochTimer(), *_progress(epochs), *_decay(cfg)],
+        callbacks=[*_moments(run_dir), EpochTimer(), *_progress(epochs), *_decay(module)],
         **{k: v for k, v in overrides.items() if k in SHARED_OVERRIDES},
     )  # fmt: skip
     began = time.perf_counter()
@@ -122,9 +122,9 @@ def _time_left(cfg: RecsysConfig, module: Any) -> timedelta | None:
     return timedelta(seconds=max(60.0 * cfg.train.max_minutes - module.clock.seconds(), 0.0))
 
 
-def _decay(cfg: RecsysConfig) -> list[pl_lightning.Callback]:
-    """Under `lr_schedule: plateau` the refit, which ends the training, decays the lr."""
-    return [DecayOverTheRefit()] if cfg.train.lr_schedule == "plateau" else []
+def _decay(module: Any) -> list[pl_lightning.Callback]:
+    """The refit's lr decay, where its fit left the decay to it (`lr_schedule: plateau`)."""
+    return [DecayOverTheRefit()] if module.refit_owns_the_decay else []
 
 
 def _progress(epochs: int) -> list[pl_lightning.Callback]:
