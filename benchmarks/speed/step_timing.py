@@ -35,6 +35,7 @@ from data.errors import RecsysInputError
 from training.config import RecsysConfig
 from training.config_loading import build_run_config, parse_override
 from training.loop.trainer import build_module
+from training.precision import resolve_precision
 
 FULL = "full"
 
@@ -197,8 +198,10 @@ def run_benchmark(setting: dict[str, Any]) -> dict[str, Any]:
             row = bench_one(cfg, n, counts, setting, ratio)
             sys.stderr.write(json.dumps(row) + "\n")
             results.append(row)
+    used = {resolve_precision(cfg.train.precision, torch.device("cpu")) for cfg, _ in cells}
     metrics = {
-        "results": results, "torch": torch.__version__, "platform": platform.platform(),
+        "results": results, "precision": "/".join(sorted(used)),  # fp32 unless --set changes it
+        "torch": torch.__version__, "platform": platform.platform(),
         "proc_loadavg_at_start": load_at_start, "proc_loadavg_at_end": _loadavg(),
     }  # fmt: skip
     return {**metrics, "speedup_vs_full": speedups(results),

@@ -80,6 +80,7 @@ def train_step(
     config = {**args, "items": options.ints(items, "items"), "samplers": names,
               "towers": options.names(towers, "towers")}  # fmt: skip
     started = records.start()
-    metrics = run_benchmark(config)  # every cell in fp32 (`step_timing.step_config`)
-    body = records.save(json_path, config, metrics, started, precision="fp32", threads=threads)
+    metrics = run_benchmark(config)  # in fp32 unless --set train.precision says otherwise
+    used = metrics["precision"]
+    body = records.save(json_path, config, metrics, started, precision=used, threads=threads)
     options.plot_record(body, json_path, plot_path, plot)
