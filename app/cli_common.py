@@ -150,7 +150,8 @@ SamplerOption = Annotated[
     typer.Option(
         "--sampler",
         parser=RegistryChoice("sampler", _sampler_names),
-        help="Negative sampler; full: the full softmax, which draws none.",
+        help="Negative sampler; auto: the full softmax up to sampler.full_up_to items, midx "
+        "above; full: the full softmax, which draws none.",
         show_default="sampler.name",
     ),
 ]

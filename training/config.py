@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PlainValidator, SerializeAsAny, model_validator
 
 from model.config import ModelConfig, Section
-from training.sampler_settings import AnySampler, FullSoftmax, validate_sampler
+from training.sampler_settings import AnySampler, AutoSampler, FullSoftmax, validate_sampler
 
 
 class DataConfig(Section):
@@ -276,6 +276,17 @@ class RecsysConfig(Section):
                 "causal): it needs train.targets=last, or a position would learn from its target"
             )
         return self
+
+    def for_catalogue(self, num_items: int) -> RecsysConfig:
+        """The config with an `auto` sampler replaced by the one it picks for `num_items` items.
+
+        Where a config meets its data (`fit`, `build_module`, `train_on`, `tune`): what trains,
+        is recorded and is written to a bundle names the sampler that ran. Other configs are
+        returned as they are.
+        """
+        if not isinstance(self.sampler, AutoSampler):
+            return self
+        return self.model_copy(update={"sampler": self.sampler.pick(num_items)})
 
     @property
     def ranks_by_magnitude(self) -> bool:

@@ -21,7 +21,7 @@ from data.errors import RecsysInputError
 from model.config import SAVED_WITHOUT as MODEL_SAVED_WITHOUT
 from training.combinations import refuse_clashes, refuse_missing_accelerator
 from training.config import RecsysConfig, register_samplers
-from training.sampler_settings import FullSoftmax, SampledSettings, settings_class
+from training.sampler_settings import AnySampler, settings_class
 
 Layer = dict[str, Any]  # a config, or part of one: section -> key -> value
 # keys added after run configs were first saved whose default has changed since: a saved
@@ -218,7 +218,7 @@ def _options_layer(
     return layer
 
 
-def _settings_class(name: Any) -> type[FullSoftmax] | type[SampledSettings] | None:
+def _settings_class(name: Any) -> type[AnySampler] | None:
     register_samplers()
     return settings_class(name)
 

@@ -5,7 +5,9 @@ defaults and capability flags, and registers it with the sampler in one call
 (`training.samplers.register_sampler`), which adds it to `SETTINGS`. A config's `sampler:`
 mapping is validated by `validate_sampler` against the class its `name` picks, so a sampler
 registered later (a plugin) is as valid as the built-in ones (`training.config` registers those
-first). `FullSoftmax` is the one kind that draws nothing. Torch-free: the CLI reads this at
+first). `FullSoftmax` is the one kind that draws nothing; `AutoSampler` (the default) is no
+sampler but a choice between the full softmax and `SAMPLED_DEFAULT` by catalogue size, made
+once the catalogue is known (`RecsysConfig.for_catalogue`). Torch-free: the CLI reads this at
 start-up.
 """
 
@@ -17,9 +19,16 @@ from pydantic import Field, model_validator
 
 from model.section import Section, settings_name, validate_named
 
-# the sampler of a `sampler:` section that names none: above uniform on validation on both
+# the sampler of a `sampler:` section that names none: the full softmax on small catalogues,
+# SAMPLED_DEFAULT on larger ones (`AutoSampler`)
+DEFAULT_SAMPLER = "auto"
+# the sampler `auto` picks above `full_up_to` items: above uniform on validation on both
 # datasets with its own default m (docs/benchmarks/recipe-study.md, the final grid)
-DEFAULT_SAMPLER = "midx"
+SAMPLED_DEFAULT = "midx"
+# the largest catalogue `auto` trains with the full softmax: up to it a full-softmax step of the
+# default model costs no more than a midx one on this machine, and the full softmax leads midx
+# on both datasets' validation (docs/benchmarks/default-sampler.md)
+FULL_SOFTMAX_UP_TO = 16_000
 
 
 class SamplerSettings(Section):
@@ -115,11 +124,37 @@ class TracksTheTable(SampledSettings):
     )
 
 
-AnySampler = FullSoftmax | SampledSettings  # what `RecsysConfig.sampler` holds
+class AutoSampler(SamplerSettings):
+    """The default: the full softmax up to `full_up_to` items, `midx` at its defaults above.
+
+    No sampler is built from it: `pick` replaces it by the settings it chooses for a catalogue
+    (`SAMPLED_DEFAULT` names the sampled one).
+    """
+
+    name: Literal["auto"] = "auto"
+    full_up_to: int = Field(
+        FULL_SOFTMAX_UP_TO,
+        ge=0,
+        description=f"The full softmax on a catalogue of at most this many items, above it "
+        f"{SAMPLED_DEFAULT} at its defaults (`sampler.name={SAMPLED_DEFAULT}` tunes it; "
+        "0: always sampled).",
+    )
+
+    def pick(self, num_items: int) -> FullSoftmax | SampledSettings:
+        """The settings trained on a catalogue of `num_items` items."""
+        if num_items <= self.full_up_to:
+            return FullSoftmax()
+        chosen = validate_sampler({"name": SAMPLED_DEFAULT})
+        assert isinstance(chosen, SampledSettings)  # a sampler that draws
+        return chosen
 
 
-SETTINGS: dict[str, type[FullSoftmax] | type[SampledSettings]] = {
-    settings_name(FullSoftmax): FullSoftmax
+AnySampler = FullSoftmax | SampledSettings | AutoSampler  # what `RecsysConfig.sampler` holds
+
+
+SETTINGS: dict[str, type[AnySampler]] = {
+    settings_name(AutoSampler): AutoSampler,
+    settings_name(FullSoftmax): FullSoftmax,
 }
 
 
@@ -132,7 +167,7 @@ def register_settings(settings: type[SampledSettings]) -> str:
     return name
 
 
-def settings_class(name: Any) -> type[FullSoftmax] | type[SampledSettings] | None:
+def settings_class(name: Any) -> type[AnySampler] | None:
     """The settings class registered under `name` (None: no such sampler)."""
     return SETTINGS.get(name) if isinstance(name, str) else None
 

@@ -75,8 +75,9 @@ def _sampler_section() -> str:
 
 def _sampler(name: str, settings: type[BaseModel]) -> str:
     """One sampler's subsection: what it is, what it pairs with, and its own keys."""
-    module = sys.modules[settings.__module__]
-    summary = first_paragraph(settings.__doc__ if name == "full" else module.__doc__)
+    module = sys.modules[settings.__module__]  # a sampler's own module says what it draws
+    shared = module.__name__ == "training.sampler_settings"  # full and auto: their class says
+    summary = first_paragraph(settings.__doc__ if shared else module.__doc__)
     pairs = [
         f"`{section}.{key}: {value}`"
         for section, keys in getattr(settings, "pairs_with", {}).items()

@@ -20,7 +20,7 @@ from training.workflows.retrain import RetrainRequest, retrain, served_config
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
-    "sampler.num_negatives=32", "train.max_epochs=2", "eval.ks=[10,20]",
+    "train.max_epochs=2", "eval.ks=[10,20]",
     "train.targets=all",  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 

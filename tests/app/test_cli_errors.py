@@ -92,7 +92,7 @@ def test_the_result_line_of_a_one_epoch_training_says_1_epoch(
     tiny = ["--set=model.dim=16", "--set=model.max_len=10", "--set=model.num_layers=1"]
     args = ["train", "--dataset", str(log), "--home", str(tmp_path / "home"), "--max-epochs", "1"]
     code, out, _ = _main(capsys, *args, *tiny, f"--set=train.refit_epochs={refit}")
-    assert code == 0 and f"sampler midx, {said}" in out  # not "1 epochs"
+    assert code == 0 and f"sampler full, {said}" in out  # not "1 epochs"; auto's full softmax
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_the_description_wraps_at_the_terminal_width_not_mid_sentence(command: s
 
 
 def _help(*command: str) -> str:
-    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
     return result.stdout
 

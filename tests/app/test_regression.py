@@ -29,7 +29,7 @@ FIXED = [
     *("--set", "train.refit_epochs=1", "--max-epochs", "3"),
 ]
 CASES = {
-    "default": [],
+    "midx": ["--sampler", "midx"],  # the default above 16,000 items (auto: full here)
     "tapas": ["--sampler", "tapas", "--num-negatives", "8"],  # a presample of 64 of 120 items
     "full": ["--sampler", "full"],
 }

@@ -131,10 +131,10 @@ def test_a_two_process_rff_bundle_serves(tmp_path: Path, log_file: Path) -> None
 def test_the_default_sampler_trains_on_two_ranks_and_beats_popularity(
     tmp_path: Path, log_file: Path
 ) -> None:
-    """midx, the sampler when none is named, in a data-parallel training."""
+    """`auto`, the sampler when none is named, in a data-parallel training: each rank picks."""
     two = ("--devices", "2", "--strategy", "ddp", "--max-epochs", "10")  # 3 trail popularity
     result, stderr = train(tmp_path / "home", log_file, *two)
-    assert result["sampler"] == "midx" and result["epochs"] == 10
+    assert result["sampler"] == "full" and result["epochs"] == 10  # a catalogue of 120 items
     assert "memory per rank (2 ranks)" in stderr
     splits = build_splits(Workspace(tmp_path / "home"))
     test = SequenceDataModule(splits, 10, 64).test_set

@@ -41,9 +41,12 @@ def test_a_figure_edited_by_hand_is_caught(monkeypatch: pytest.MonkeyPatch, tmp_
     assert pages.stale() == [f"{page}: retraining"]
 
 
-def test_the_default_rows_are_the_products_default_sampler() -> None:
-    sampler = RecsysConfig().sampler
-    assert f"{sampler.name}_m{sampler.num_negatives}" == quality.DEFAULT_RUN
+def test_the_default_rows_are_what_the_default_sampler_picks() -> None:
+    default = RecsysConfig()
+    small = default.for_catalogue(12_101).sampler  # amazon-beauty's and amazon-toys' size
+    assert small.name == quality.DEFAULT_RUN
+    sampled = default.for_catalogue(default.sampler.full_up_to + 1).sampler
+    assert f"{sampled.name}_m{sampled.num_negatives}" == quality.SAMPLED_DEFAULT_RUN
 
 
 def test_every_page_is_linked_from_the_index_and_tells_no_history() -> None:

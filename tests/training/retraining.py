@@ -13,7 +13,7 @@ from training.workflows.retrain import RetrainRequest, retrain, served_config
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
-    "sampler.num_negatives=32", "train.max_epochs=3", "eval.ks=[10,20]",
+    "sampler.name=midx", "sampler.num_negatives=32", "train.max_epochs=3", "eval.ks=[10,20]",
     "model.normalize=true", "model.temperature=0.1",  # unit rows: the tests compare norms,
     "train.targets=all",  # a target at every position: a few steps an epoch
     "train.refit_epochs=2", "retrain.refit_epochs=2",  # short refits: tests of one set theirs

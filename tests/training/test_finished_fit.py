@@ -60,6 +60,6 @@ def test_a_resumed_fit_counts_the_epochs_and_seconds_of_the_run_it_resumed(
     assert again.module.clock.steps == 12  # resumed, not trained afresh
     assert len(again.epoch_seconds) == 4 and again.epoch_seconds[:2] == first.epoch_seconds
     assert again.seconds > first.seconds
-    done = finished_fit.read(run / "checkpoints", cfg)
+    done = finished_fit.read(run / "checkpoints", again.module.cfg)  # as trained: auto picked
     assert done is not None and done.epoch_seconds == again.epoch_seconds
     assert done.seconds == again.seconds

@@ -1,6 +1,7 @@
 """train() / evaluate(): ingest once, fit, export, publish; the bundle reproduces the metrics."""
 
 import json
+import logging
 from pathlib import Path
 
 import polars as pl
@@ -20,12 +21,13 @@ from training.workflows.scoring import evaluate
 
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
-    "sampler.num_negatives=32", "train.max_epochs=2", "eval.ks=[10,20]",
+    "train.max_epochs=2", "eval.ks=[10,20]",
     "train.targets=all",  # a target at every position: the steps an epoch that the tests count
 ]  # fmt: skip
+FEW = "sampler.num_negatives=32"  # what a named sampler draws here
 
 
-FREE_TAU = "sampler.name=uniform"  # the default, midx, is built on a fixed temperature
+FREE_TAU = "sampler.name=uniform"  # midx is built on a fixed temperature
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -38,10 +40,8 @@ def log_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _train(ws: Workspace, dataset: str | None, *extra: str, version: str | None = None):
-    sets = [*TINY, *extra]
-    if "sampler.name=full" in extra:  # the full softmax has no num_negatives
-        sets.remove("sampler.num_negatives=32")
-    cfg = load_config(overrides=sets)
+    named = [e for e in extra if e.startswith("sampler.name=") and e != "sampler.name=full"]
+    cfg = load_config(overrides=[*TINY, *extra, *([FEW] if named else [])])
     return train(ws, cfg, dataset=dataset, version=version, enable_progress_bar=False)
 
 
@@ -49,7 +49,8 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     result = _train(ws, str(log_file), version="v1")
     payload = result.to_json()
     assert payload["version"] == "v1" and payload["dataset"] == "tiny"
-    assert payload["sampler"] == "midx" and payload["num_negatives"] == 32  # the default sampler
+    # the default sampler, `auto`, trains the full softmax on about 120 items, and says so
+    assert payload["sampler"] == "full" and payload["num_negatives"] is None
     assert payload["epochs"] == 2 and payload["train_seconds"] > 0
     for split in ("val", "test"):
         assert set(payload["metrics"][split]) >= {"recall@10", "ndcg@10", "mrr@10", "full_ce"}
@@ -62,6 +63,7 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     assert manifest.temperature == RecsysConfig().model.temperature
     assert manifest.score == "dot" and manifest.retrain is None
     assert RecsysConfig.model_validate(manifest.run_config()).model == manifest.model
+    assert manifest.sampler == {"name": "full"}  # what trained, not `auto`
     parts = [p.name.removeprefix("part-").removesuffix(".parquet") for p in store.part_paths(ws)]
     assert manifest.events == parts and len(parts) == 1  # what the run read, named
     items = pl.read_parquet(bundle / "items.parquet")
@@ -75,6 +77,20 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
     for key, value in payload["metrics"]["test"].items():
         assert again["metrics"][key] == pytest.approx(value, abs=1e-5), key
     assert "not held out" in evaluate(ws, None, "val")["note"]
+
+
+def test_the_default_sampler_trains_midx_above_its_limit_and_the_bundle_says_so(
+    ws: Workspace, log_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="training.loop.trainer"):
+        result = _train(ws, str(log_file), "train.max_epochs=1", "sampler.full_up_to=100")
+    assert (result.sampler, result.num_negatives) == ("midx", 64)  # its own defaults
+    manifest = read_manifest(ws.models_dir / result.version)
+    assert manifest.sampler["name"] == "midx" and manifest.sampler["num_negatives"] == 64
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("sampler auto")]
+    n = manifest.num_items  # above 100
+    assert said == [f"sampler auto: midx for {n} items (the full softmax up to "
+                    "sampler.full_up_to=100)"]  # fmt: skip
 
 
 def test_absolute_softmax_model_is_evaluated_and_exported_by_magnitude(

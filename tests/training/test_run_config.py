@@ -13,7 +13,7 @@ from model.bundle.layout import MANIFEST
 from tests.serving.bundles import make_bundle
 from training.config import RecsysConfig
 from training.config_loading import build_run_config, load_stored_config, stored_config
-from training.sampler_settings import SETTINGS, FullSoftmax
+from training.sampler_settings import SETTINGS, AutoSampler, FullSoftmax
 from training.samplers import SAMPLERS
 from training.workflows.retrain import served_config
 
@@ -29,11 +29,27 @@ FLAT_RFF = {
 }  # fmt: skip
 
 
-def test_defaults_are_midx_with_64_negatives_per_query() -> None:
+def test_the_default_picks_the_full_softmax_up_to_16000_items_and_midx_above() -> None:
     cfg = build_run_config()
-    assert cfg == RecsysConfig() and set(SETTINGS) == {*SAMPLERS, FullSoftmax().name}
-    assert cfg.sampler == SETTINGS["midx"]()
-    assert (cfg.sampler.num_negatives, cfg.sampler.per_query) == (64, True)
+    assert cfg == RecsysConfig() and set(SETTINGS) == {*SAMPLERS, "full", "auto"}
+    assert cfg.sampler == AutoSampler() and cfg.sampler.full_up_to == 16_000
+    assert cfg.for_catalogue(16_000).sampler == FullSoftmax()
+    above = cfg.for_catalogue(16_001)
+    assert above.sampler == SETTINGS["midx"]() and above.model_dump(exclude={"sampler"}) == (
+        cfg.model_dump(exclude={"sampler"})
+    )
+    assert (above.sampler.num_negatives, above.sampler.per_query) == (64, True)
+    always = build_run_config(overrides=["sampler.full_up_to=0"]).for_catalogue(1)
+    assert always.sampler.name == "midx"
+    chosen = build_run_config(sampler="uniform")
+    assert chosen.for_catalogue(10) is chosen  # a named sampler is never replaced
+
+
+def test_the_default_has_no_sampled_keys_and_the_error_names_the_one_given() -> None:
+    with pytest.raises(RecsysInputError, match="num_negatives.*not a key of the auto sampler"):
+        build_run_config(num_negatives=128)
+    named = build_run_config(overrides=["sampler.name=midx"], num_negatives=128)
+    assert named.sampler.num_negatives == 128
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -65,15 +81,15 @@ def test_precedence_defaults_base_sampler_files_sets_flags(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("name", ["uniform", "popularity", "rff", "tapas"])
 def test_the_default_yaml_takes_another_sampler_by_flag_or_set(name: str) -> None:
-    """Its midx keys give way to the named sampler's; the keys both have keep the file's."""
+    """Its auto keys give way to the named sampler's own defaults, by flag or by set."""
     path = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
     pairs = SETTINGS[name].pairs_with  # what the flag brings, under the file's own keys
     brought = [f"{section}.{k}={v}" for section, keys in pairs.items() for k, v in keys.items()]
     by_flag = build_run_config([path], brought, sampler=name)
     by_set = build_run_config([path], [f"sampler.name={name}", *brought])
     assert by_flag.sampler.name == by_set.sampler.name == name
-    assert by_flag.sampler.num_negatives == by_set.sampler.num_negatives == 64  # the file's
-    assert by_flag == by_set  # midx's own keys dropped either way (they were refused)
+    assert by_flag.sampler == by_set.sampler == SETTINGS[name]()
+    assert by_flag == by_set  # auto's own key dropped either way (it would be refused)
 
 
 def test_a_base_of_another_sampler_keeps_only_the_keys_the_new_one_has() -> None:
@@ -85,12 +101,15 @@ def test_a_base_of_another_sampler_keeps_only_the_keys_the_new_one_has() -> None
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["sampler.ratio=4"], "config sampler.ratio: not a key of the midx sampler; its keys: "
-         "name, num_negatives, per_query, per_sequence, refresh_every, codewords"),
+        (["sampler.ratio=4"], "config sampler.ratio: not a key of the auto sampler; its keys: "
+         "name, full_up_to"),
+        (["sampler.name=midx", "sampler.ratio=4"], "config sampler.ratio: not a key of the midx "
+         "sampler; its keys: name, num_negatives, per_query, per_sequence, refresh_every"),
         (["sampler.name=tapas", "sampler.tapas_ratio=4"], "config sampler.tapas_ratio: not a key "
          "of the tapas sampler"),
         (["sampler.name=full", "sampler.num_negatives=4"], "not a key of the full sampler"),
-        (["sampler.name=nope"], "config sampler.name: unknown sampler 'nope'; known: bernoulli"),
+        (["sampler.name=nope"], "config sampler.name: unknown sampler 'nope'; known: auto, "
+             "bernoulli"),
         (["sampler=3"], "config sampler: expected a mapping"),
         (["loss.name=nope"], "config loss.name: unknown loss 'nope'"),
         (["loss.name=nce", "sampler.name=in-batch"], "negatives are the batch's positives"),

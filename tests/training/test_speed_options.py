@@ -19,6 +19,7 @@ TOLERANCE = 0.2  # stated: within 20% of the default run's NDCG@10, as bf16's te
 ITEMS = 120
 BASE = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
+    "sampler.name=midx",  # a sampled run: sparse_embeddings is one of its options
     "sampler.num_negatives=32", "train.max_epochs=6", "train.patience=6",
     "train.refit_epochs=0", "eval.ks=[10]",
 ]  # fmt: skip

@@ -137,6 +137,6 @@ def test_the_memory_budget_counts_the_average_as_one_more_copy_of_the_weights() 
     # TINY's sasrec: 41 x 16 shared table, 10 x 16 positions, one block with d = 16, 2 norms
     block = 2 * 2 * 16 + (3 * 16 * 16 + 3 * 16) + (16 * 16 + 16) + 2 * (16 * 16 + 16)
     expected = (41 * 16 + 10 * 16 + block + 2 * 16) * 4 / memory.MIB
-    assert memory.budget(module, cfg, world=1)["weight average"] == pytest.approx(expected)
-    plain = load_config(overrides=[*TINY, "model.tower=sasrec"])
-    assert "weight average" not in memory.budget(build_module(plain, 40, torch.ones(41)), plain, 1)
+    assert memory.budget(module, module.cfg, world=1)["weight average"] == pytest.approx(expected)
+    plain = build_module(load_config(overrides=[*TINY, "model.tower=sasrec"]), 40, torch.ones(41))
+    assert "weight average" not in memory.budget(plain, plain.cfg, 1)

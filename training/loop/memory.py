@@ -20,7 +20,7 @@ import torch
 
 from training.config import RecsysConfig
 from training.full_softmax import logit_bytes
-from training.sampler_settings import FullSoftmax
+from training.sampler_settings import SampledSettings
 
 log = logging.getLogger(__name__)
 MIB = 2**20
@@ -60,11 +60,12 @@ def budget(module: Any, cfg: RecsysConfig, world: int) -> dict[str, float]:
     table = module.model.item_embedding_weight  # its size only: no normalised copy
     per_window = cfg.model.max_len if cfg.train.targets == "all" else 1
     targets = -(-cfg.train.batch_size // world) * per_window
-    if isinstance(cfg.sampler, FullSoftmax):  # one piece, or one chunk above loss.full_chunk items
+    sampler = cfg.sampler
+    if isinstance(sampler, SampledSettings):
+        logits = 2 * targets * sampler.num_negatives * 4  # fp32 logits and gradient
+    else:  # the full softmax: one piece, or one chunk above loss.full_chunk items
         rows, chunk = table.shape[0], cfg.loss.full_chunk
         logits = logit_bytes(targets, rows, chunk, module.device, cfg.train.precision)
-    else:
-        logits = 2 * targets * cfg.sampler.num_negatives * 4  # fp32 logits and gradient
     parts = {
         "item table": table.numel() * table.element_size() / MIB,
         "optimiser state": 2 * _bytes(trained) / MIB,

@@ -49,25 +49,37 @@ from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
 from training.loop.stopping import SmoothedStopping
 from training.loop.weight_average import WeightAverage
 from training.losses import binary_loss_caveat, get_loss
-from training.sampler_settings import FullSoftmax, SampledSettings
+from training.sampler_settings import SampledSettings
 from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
+
+
+def for_catalogue(cfg: RecsysConfig, n: int) -> RecsysConfig:
+    """`cfg.for_catalogue(n)`, saying what an `auto` sampler picked (once, on rank 0)."""
+    picked = cfg.for_catalogue(n)
+    if picked is not cfg and not distributed.launched_as_secondary():
+        log.info(
+            "sampler auto: %s for %d items (the full softmax up to sampler.full_up_to=%d)",
+            picked.sampler.name, n, getattr(cfg.sampler, "full_up_to", 0),
+        )  # fmt: skip
+    return picked
 
 
 def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalModule:
     """Model, sampler (None for the full softmax) and loss, wired into the module.
 
     Args:
-        cfg: The run's configuration.
+        cfg: The run's configuration (an `auto` sampler picks for `n` items: `module.cfg`).
         n: Catalogue size (item_idx 1..n).
         counts: `[n + 1]` training interaction counts per item_idx (popularity, log-q).
 
     """
+    cfg = for_catalogue(cfg, n)
     refuse_clashes(cfg)
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     settings = cfg.sampler
-    if isinstance(settings, FullSoftmax):
+    if not isinstance(settings, SampledSettings):  # the full softmax (`auto` has picked)
         full_loss = functools.partial(full_softmax_loss, chunk=cfg.loss.full_chunk)
         return RetrievalModule(model, cfg, None, full_loss=full_loss)
     ctx = SamplerContext(n, counts, cfg.model.temperature, cfg.train.seed)
@@ -217,7 +229,7 @@ def fit(
     """Seed, build, fit and restore the best checkpoint.
 
     Args:
-        cfg: The run's configuration.
+        cfg: The run's configuration (an `auto` sampler picks for the splits' catalogue).
         splits: Train / val / test sequences.
         run_dir: `runs/<run-id>`: logs and checkpoints.
         start: None (fresh weights) or a warm start with `apply(module) -> list[Callback]`
@@ -234,6 +246,7 @@ def fit(
         KeyboardInterrupt: Ctrl-C during the fit (`training.loop.interrupt`).
 
     """
+    cfg = for_catalogue(cfg, splits.num_items)
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
     pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)

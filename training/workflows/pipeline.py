@@ -30,9 +30,9 @@ from training import distributed
 from training.config import RecsysConfig
 from training.loop.datamodule import item_counts
 from training.loop.lit_module import RetrievalModule
-from training.loop.trainer import Fitted, fit
+from training.loop.trainer import Fitted, fit, for_catalogue
 from training.precision import resolve_precision
-from training.sampler_settings import FullSoftmax
+from training.sampler_settings import SampledSettings
 from training.workflows.gate_evidence import record_kept_round
 from training.workflows.refit import refit
 from training.workflows.scoring import VAL_TEST, measure
@@ -182,6 +182,7 @@ def train_on(
 
     """
     run_dir = ws.runs_dir / version
+    cfg = for_catalogue(cfg, splits.num_items)  # measured and written as it trains
     refit_epochs = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
     used = export or "test" in measured
     refit_epochs = _idle_refit_dropped(refit_epochs, used, trainer_overrides)
@@ -250,7 +251,7 @@ def _result(
         version=version,
         dataset=label,
         sampler=sampler.name,
-        num_negatives=None if isinstance(sampler, FullSoftmax) else sampler.num_negatives,
+        num_negatives=sampler.num_negatives if isinstance(sampler, SampledSettings) else None,
         metrics=metrics,
         train_seconds=round(fitted.seconds, 3),
         epochs=epochs,

@@ -18,7 +18,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,7 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
     """
     from data.datasets import check_dataset, prepare_dataset
     from data.lock import training_lock
+    from training.loop.trainer import for_catalogue
     from training.workflows.pipeline import load_splits
 
     base = request.base.train
@@ -180,6 +181,7 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
         study = open_study(request)  # before the data: a study of other settings is refused
         prepare_dataset(ws, dataset)
         splits = load_splits(ws, request.base)
+        request = replace(request, base=for_catalogue(request.base, splits.num_items))
         left = request.trials - len(study.get_trials(deepcopy=False, states=_ENDED))
         minutes = request.budget_minutes - minutes_spent(study)
         if left > 0 and minutes > 0:
