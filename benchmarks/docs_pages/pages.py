@@ -16,6 +16,7 @@ import typer
 from benchmarks.docs_pages import (
     blocks,
     choice,
+    default_sampler,
     operations,
     quality,
     quickstart,
@@ -78,6 +79,9 @@ PAGES: dict[str, dict[str, Block]] = {
         "tower-refit": refit.refit_curve,
         "tower-refit-length": refit.refit_length,
         "tower-refit-decay": refit.refit_decay,
+    },
+    "docs/benchmarks/default-sampler.md": {
+        "default-sampler-steps": default_sampler.step_costs, "defaults": quality.defaults,
     },
     "docs/benchmarks/retraining.md": {"retraining": operations.retraining},
     "docs/benchmarks/serving.md": {
