@@ -9,13 +9,27 @@ from __future__ import annotations
 
 from data.errors import RecsysInputError
 from training.config import RecsysConfig
-from training.sampler_settings import FullSoftmax
+from training.sampler_settings import AutoSampler, FullSoftmax
 
 NEEDS_LOG_Q = ("nce", "blackout", "bernoulli")  # losses whose terms are built on the noise's q
 
 
 def refuse_clashes(cfg: RecsysConfig) -> None:
-    """Raise RecsysInputError naming the first pair of settings that cannot train together."""
+    """Raise RecsysInputError naming the first pair of settings that cannot train together.
+
+    An `auto` sampler is held to each of its picks, so a clash is refused before the
+    catalogue is known; naming a sampler lifts it.
+    """
+    if isinstance(cfg.sampler, AutoSampler):
+        for where, pick in cfg.sampler.picks().items():
+            try:
+                refuse_clashes(cfg.model_copy(update={"sampler": pick}))
+            except RecsysInputError as err:
+                raise RecsysInputError(
+                    f"sampler auto trains {pick.name} on a catalogue of {where}, and {err} "
+                    "(or name the sampler: --sampler NAME)"
+                ) from None
+        return
     sampler = cfg.sampler
     full = isinstance(sampler, FullSoftmax)
     if full and cfg.train.sparse_embeddings:

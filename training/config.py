@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PlainValidator, SerializeAsAny, model_validator
 
 from model.config import ModelConfig, Section
-from training.sampler_settings import AnySampler, AutoSampler, FullSoftmax, validate_sampler
+from training.sampler_settings import AnySampler, AutoSampler, SampledSettings, validate_sampler
 
 
 class DataConfig(Section):
@@ -280,8 +280,8 @@ class RecsysConfig(Section):
     def for_catalogue(self, num_items: int) -> RecsysConfig:
         """The config with an `auto` sampler replaced by the one it picks for `num_items` items.
 
-        Where a config meets its data (`fit`, `build_module`, `train_on`, `tune`): what trains,
-        is recorded and is written to a bundle names the sampler that ran. Other configs are
+        Where a config meets its data (`fit`, `build_module`, `train_on`): what trains, is
+        recorded and is written to a bundle names the sampler that ran. Other configs are
         returned as they are.
         """
         if not isinstance(self.sampler, AutoSampler):
@@ -297,5 +297,5 @@ class RecsysConfig(Section):
         model learned with o = -15 is among its best items, not its worst. The full softmax
         always trains the ordinary softmax.
         """
-        sampled = not isinstance(self.sampler, FullSoftmax)
+        sampled = isinstance(self.sampler, SampledSettings)  # not auto: picked before it is read
         return sampled and self.loss.name == "absolute_softmax"

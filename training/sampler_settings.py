@@ -148,6 +148,17 @@ class AutoSampler(SamplerSettings):
         assert isinstance(chosen, SampledSettings)  # a sampler that draws
         return chosen
 
+    def picks(self) -> dict[str, FullSoftmax | SampledSettings]:
+        """What it may train, by the catalogues it trains it on (one entry when 0 items)."""
+        above = f"more than {self.full_up_to:,} items"
+        if self.full_up_to == 0:
+            return {above: self.pick(1)}
+        return {f"at most {self.full_up_to:,} items": FullSoftmax(), above: self.pick(2**62)}
+
+    def fixes_the_temperature(self) -> bool:
+        """Whether one of its picks is built on the model's starting temperature."""
+        return any(pick.fixes_the_temperature() for pick in self.picks().values())
+
 
 AnySampler = FullSoftmax | SampledSettings | AutoSampler  # what `RecsysConfig.sampler` holds
 

@@ -49,19 +49,22 @@ from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
 from training.loop.stopping import SmoothedStopping
 from training.loop.weight_average import WeightAverage
 from training.losses import binary_loss_caveat, get_loss
-from training.sampler_settings import SampledSettings
+from training.sampler_settings import AutoSampler, SampledSettings
 from training.samplers import SamplerContext, build_sampler
 
 log = logging.getLogger(__name__)
 
 
-def for_catalogue(cfg: RecsysConfig, n: int) -> RecsysConfig:
+def resolve_sampler(cfg: RecsysConfig, n: int) -> RecsysConfig:
     """`cfg.for_catalogue(n)`, saying what an `auto` sampler picked (once, on rank 0)."""
+    auto = cfg.sampler
+    if not isinstance(auto, AutoSampler):
+        return cfg
     picked = cfg.for_catalogue(n)
-    if picked is not cfg and not distributed.launched_as_secondary():
+    if not distributed.launched_as_secondary():
         log.info(
             "sampler auto: %s for %d items (the full softmax up to sampler.full_up_to=%d)",
-            picked.sampler.name, n, getattr(cfg.sampler, "full_up_to", 0),
+            picked.sampler.name, n, auto.full_up_to,
         )  # fmt: skip
     return picked
 
@@ -75,7 +78,7 @@ def build_module(cfg: RecsysConfig, n: int, counts: torch.Tensor) -> RetrievalMo
         counts: `[n + 1]` training interaction counts per item_idx (popularity, log-q).
 
     """
-    cfg = for_catalogue(cfg, n)
+    cfg = resolve_sampler(cfg, n)
     refuse_clashes(cfg)
     model = build_model(cfg.model, n, sparse=cfg.train.sparse_embeddings)
     settings = cfg.sampler
@@ -246,7 +249,7 @@ def fit(
         KeyboardInterrupt: Ctrl-C during the fit (`training.loop.interrupt`).
 
     """
-    cfg = for_catalogue(cfg, splits.num_items)
+    cfg = resolve_sampler(cfg, splits.num_items)
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
     pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)

@@ -30,7 +30,7 @@ from training import distributed
 from training.config import RecsysConfig
 from training.loop.datamodule import item_counts
 from training.loop.lit_module import RetrievalModule
-from training.loop.trainer import Fitted, fit, for_catalogue
+from training.loop.trainer import Fitted, fit, resolve_sampler
 from training.precision import resolve_precision
 from training.sampler_settings import SampledSettings
 from training.workflows.gate_evidence import record_kept_round
@@ -182,7 +182,7 @@ def train_on(
 
     """
     run_dir = ws.runs_dir / version
-    cfg = for_catalogue(cfg, splits.num_items)  # measured and written as it trains
+    cfg = resolve_sampler(cfg, splits.num_items)  # measured and written as it trains
     refit_epochs = cfg.train.refit_epochs if refit_epochs is None else refit_epochs
     used = export or "test" in measured
     refit_epochs = _idle_refit_dropped(refit_epochs, used, trainer_overrides)

@@ -18,7 +18,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +169,6 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
     """
     from data.datasets import check_dataset, prepare_dataset
     from data.lock import training_lock
-    from training.loop.trainer import for_catalogue
     from training.workflows.pipeline import load_splits
 
     base = request.base.train
@@ -181,7 +180,6 @@ def tune(ws: Workspace, request: TuneRequest, dataset: str | None = None) -> dic
         study = open_study(request)  # before the data: a study of other settings is refused
         prepare_dataset(ws, dataset)
         splits = load_splits(ws, request.base)
-        request = replace(request, base=for_catalogue(request.base, splits.num_items))
         left = request.trials - len(study.get_trials(deepcopy=False, states=_ENDED))
         minutes = request.budget_minutes - minutes_spent(study)
         if left > 0 and minutes > 0:
@@ -228,7 +226,8 @@ class _Objective:
                 refit_epochs=0,
             )
             trial.set_user_attr("epochs", len(fitted.epoch_seconds))
-            return measure(fitted.module, fitted.data, cfg, "val")["ndcg@10"]
+            trained = fitted.module.cfg  # an `auto` sampler picked for the catalogue
+            return measure(fitted.module, fitted.data, trained, "val")["ndcg@10"]
         except TrainingDivergedError as err:  # hopeless settings: pruned, the search goes on
             log.info("tune: trial %d pruned: %s", trial.number, err)
             raise optuna.TrialPruned(str(err)) from None
