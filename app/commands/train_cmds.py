@@ -57,7 +57,8 @@ def train_command(
     num_negatives: Annotated[
         int | None,
         typer.Option(
-            help="m negatives: shared by the batch, or per query with sampler.per_query.",
+            help="m negatives: shared by the batch, or per query with sampler.per_query; a "
+            "sampler that draws must be named (--sampler), auto has none.",
             show_default="sampler.num_negatives",
         ),
     ] = None,

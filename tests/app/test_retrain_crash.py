@@ -37,6 +37,7 @@ RECSYS = str(Path(sys.executable).parent / "recsys")
 REFIT = 3  # `train.refit_epochs` and `retrain.refit_epochs`
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
+    "sampler.name=midx", "sampler.num_negatives=32",  # a sampler's state through the kill
     "eval.ks=[10,20]", "train.threads=1",
     f"train.refit_epochs={REFIT}", f"retrain.refit_epochs={REFIT}",
     "train.targets=all",  # a target at every position: a few steps an epoch

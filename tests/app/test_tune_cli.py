@@ -249,7 +249,8 @@ def test_a_retrain_setting_changed_since_the_study_is_no_change(tmp_path: Path) 
 
 def test_a_sampler_built_on_the_starting_temperature_leaves_learning_it_out() -> None:
     cosine = ["model.normalize=true", "model.temperature=0.1"]
-    for sampler, searched in (("quadratic", False), ("exact", False), ("uniform", True)):
+    fixed = (("quadratic", False), ("exact", False), ("uniform", True), ("auto", False))  # midx
+    for sampler, searched in fixed:
         base = build_run_config(overrides=cosine, sampler=sampler)
         space = TuneRequest(base, Path("unused"), 1.0, 2).space()
         assert ("model.learn_temperature" in space) == searched, sampler

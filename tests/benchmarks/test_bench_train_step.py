@@ -141,6 +141,7 @@ def test_cli_times_the_train_preset_under_set_overrides(
     assert record["config"]["overrides"] == ["sampler.features=16", "sampler.leaf_size=8"]
     assert record["machine"]["precision"] == "fp32"  # the bench's own, no --set changing it
     uniform, rff = record["metrics"]["results"]
+    assert uniform["optimizer"] == rff["optimizer"] == "Adam + SparseAdam (id tables)"
     assert rff["per_query"] is True  # rff's preset, as `recsys train --sampler rff` has it
     assert (rff["features"], rff["leaf_size"]) == (32, 8)  # 2D features; b from --set
     assert (uniform["per_query"], uniform["features"], uniform["leaf_size"]) == (False, None, None)
@@ -168,14 +169,18 @@ def test_cli_refuses_a_sampler_key_no_timed_sampler_has(
     assert result.returncode == 2 and "sampler.leaf_sise=8" in result.stderr
 
 
-def test_the_record_names_the_precision_a_set_override_chose(
+def test_the_record_names_the_precision_and_optimiser_set_overrides_chose(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_json = tmp_path / "steps.json"
     result = run_bench(
-        capsys, "train-step", "--items", "300", "--samplers", "full", "--towers", "mean",
+        capsys, "train-step", "--items", "300", "--samplers", "full,uniform", "--towers", "mean",
         "--repeats", "1", "--batch", "4", "--history", "5", "--dim", "8", "--threads", "1",
-        "--set", "train.precision=bf16", "--out", str(out_json), "--plot", str(tmp_path / "p.png"),
+        "--num-negatives", "8", "--set", "train.precision=bf16",
+        "--set", "train.sparse_embeddings=false",
+        "--out", str(out_json), "--plot", str(tmp_path / "p.png"),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert json.loads(out_json.read_text())["machine"]["precision"] == "bf16"
+    record = json.loads(out_json.read_text())
+    assert record["machine"]["precision"] == "bf16"
+    assert [row["optimizer"] for row in record["metrics"]["results"]] == ["Adam (dense)"] * 2

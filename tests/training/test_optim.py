@@ -52,8 +52,7 @@ def _logged_lrs(run) -> list[float]:
 
 @pytest.mark.parametrize(
     ("extra", "sparse"),
-    [(["train.lr_schedule=cosine", "train.warmup_steps=2", "train.min_lr_ratio=0.1",
-       "sampler.name=midx"], True),  # sparse id tables: a sampled run's
+    [(["train.lr_schedule=cosine", "train.warmup_steps=2", "train.min_lr_ratio=0.1"], True),
      ([], False)],
 )  # fmt: skip
 def test_a_fit_steps_every_optimiser_by_the_schedule(tmp_path, extra, sparse) -> None:

@@ -169,12 +169,13 @@ def test_no_training_window_is_bad_input_and_nothing_is_published(tmp_path: Path
 
 
 def test_same_seed_same_model(tmp_path: Path, log_file: Path) -> None:
+    drawn = ("train.max_epochs=1", "sampler.name=midx")  # the sampler's draws seeded too
     runs = [
-        _train(Workspace(tmp_path / name), str(log_file), "train.max_epochs=1", version="v")
+        _train(Workspace(tmp_path / name), str(log_file), *drawn, version="v")
         for name in ("a", "b")
     ]
     assert runs[0].metrics == runs[1].metrics
-    other = _train(Workspace(tmp_path / "c"), str(log_file), "train.max_epochs=1", "train.seed=7")
+    other = _train(Workspace(tmp_path / "c"), str(log_file), *drawn, "train.seed=7")
     assert other.metrics != runs[0].metrics
 
 

@@ -111,6 +111,12 @@ def test_a_base_of_another_sampler_keeps_only_the_keys_the_new_one_has() -> None
         (["sampler.name=nope"], "config sampler.name: unknown sampler 'nope'; known: auto, "
              "bernoulli"),
         (["sampler=3"], "config sampler: expected a mapping"),
+        (["train.sparse_embeddings=true"], "sampler auto trains full on a catalogue of at most "
+         "16,000 items, and full softmax touches every item row"),
+        (["model.normalize=true", "model.learn_temperature=true"], "sampler auto trains midx on "
+         "a catalogue of more than 16,000 items, and the midx sampler is built on the model's"),
+        (["sampler.full_up_to=0", "train.sparse_embeddings=true", "loss.name=bernoulli"],
+         "sampler auto trains midx on a catalogue of more than 0 items, and loss bernoulli"),
         (["loss.name=nope"], "config loss.name: unknown loss 'nope'"),
         (["loss.name=nce", "sampler.name=in-batch"], "negatives are the batch's positives"),
     ],
