@@ -44,11 +44,12 @@ def _by_size(rows: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
 def _setup(run: str) -> str:
     """How the steps were timed (the same in both records)."""
     facts = record(run)
-    first, machine = facts["metrics"]["results"][0], facts["machine"]
+    rows, machine = facts["metrics"]["results"], facts["machine"]
+    first, optimisers = rows[0], " / ".join(sorted({row["optimizer"] for row in rows}))
     return (
         f"\nThe default model (`{first['tower']}`, d = {first['dim']}, L = {first['history']}), "
         f"B = {first['batch']} windows a step, one query each; `midx` at m = "
-        f"{facts['config']['num_negatives']} per query, dense Adam for both (the default); "
+        f"{facts['config']['num_negatives']} per query; {optimisers} for both; "
         f"matmuls in {machine['precision']}. Each figure is the median of "
         f"{facts['config']['repeats']} timed steps after a warm-up, on {machine['cores']} cores "
         f"with {machine['torch_threads']} thread, alone on the machine (load {load(machine)}).\n"

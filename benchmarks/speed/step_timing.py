@@ -170,7 +170,9 @@ def bench_one(
         "dim": args["dim"],
         "tower": tower,
         "history": args["length"],
-        "optimizer": "Adam (dense)" if sampler == FULL else "Adam + SparseAdam (id tables)",
+        "optimizer": "Adam + SparseAdam (id tables)"
+        if cfg.train.sparse_embeddings
+        else "Adam (dense)",
         "ms_per_step": round(statistics.median(times), 3),
         "ms_per_step_min": round(min(times), 3),
         "phases_ms": clock.per_step_ms(times),
