@@ -29,8 +29,8 @@ the chosen configuration in the product's frame:
 - `published-author` with `midx` at m = 64 and at m = 256, `published-author-plateau` with
   `midx` and with `exact` at m = 256 (`SAMPLED_RUNS`, `sampled_spec`): like for like with a
   sampled softmax, whose test figures are set against its setting's full softmax's.
-- `published-author-plateau` again at another seed (`SEEDS`, `seed_spec`): the chosen
-  configuration's like-for-like figure from two seeds, the one reported chosen on validation.
+- `published-author-plateau` again at other seeds (`SEEDS`, `seed_spec`): the chosen
+  configuration's like-for-like figure from three seeds, the one reported chosen on validation.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
