@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# Two worker processes, one per core of the 2-core machine it is sized for; a test file's tests
+# stay in one worker, so a module's fixtures are built once.
 test: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 test-all: install
 	$(BIN)/python -m pytest -q
