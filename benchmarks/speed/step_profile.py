@@ -35,7 +35,7 @@ from training.config_loading import build_run_config
 from training.loop.datamodule import SequenceDataModule, item_counts
 from training.loop.interrupt import interruptible_fit
 from training.loop.lit_module import PHASES, RetrievalModule
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.precision import resolve_precision
 
 WARMUP_STEPS = 5  # allocations, Adam state: not profiled

@@ -34,7 +34,7 @@ from benchmarks.speed.step_traffic import traffic_mb
 from data.errors import RecsysInputError
 from training.config import RecsysConfig
 from training.config_loading import build_run_config, parse_override
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.precision import resolve_precision
 
 FULL = "full"

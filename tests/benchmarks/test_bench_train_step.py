@@ -10,7 +10,7 @@ from benchmarks.speed.step_phases import PhaseClock
 from benchmarks.speed.step_timing import random_batch, step_config, zipf_counts
 from benchmarks.speed.step_traffic import traffic_mb
 from tests.benchmarks.helpers import run_bench
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 
 SMALL = {"num_negatives": 16, "dim": 8, "length": 5, "batch": 12}
 

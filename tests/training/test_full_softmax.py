@@ -14,7 +14,7 @@ from tests.training.device import TEST_DEVICE as DEVICE
 from training.config import RecsysConfig
 from training.full_softmax import full_softmax_loss, logit_bytes
 from training.loop import memory
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 
 N, ITEMS, DIM = 40, 500, 8
 CPU_ONLY = pytest.mark.skipif(DEVICE.type != "cpu", reason="the in-place softmax is the CPU's")

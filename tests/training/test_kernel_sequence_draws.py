@@ -9,7 +9,7 @@ import torch
 
 from tests.training.frequency import chi2_pvalue
 from training.config_loading import load_config
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.sampler_settings import validate_sampler
 from training.samplers import SamplerContext, build_sampler
 

@@ -18,7 +18,7 @@ from training.evaluation.metrics import popularity_baseline
 from training.evaluation.ranking import evaluate_loader, rank_loader
 from training.loop.datamodule import SequenceDataModule, item_counts
 from training.loop.lit_module import RetrievalModule
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.losses import get_loss
 from training.sampler_settings import SETTINGS, TracksTheTable
 from training.samplers import SAMPLERS, SamplerContext, build_sampler

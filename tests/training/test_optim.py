@@ -12,8 +12,8 @@ from model.build import build_model
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
 from training.loop.datamodule import SequenceDataModule, item_counts
+from training.loop.module_build import build_module
 from training.loop.optim import lr_factor, make_optimizers
-from training.loop.trainer import build_module
 
 
 def test_warm_up_then_cosine_down_to_the_floor() -> None:

@@ -82,7 +82,7 @@ def test_train_exports_publishes_and_evaluate_reproduces(ws: Workspace, log_file
 def test_the_default_sampler_trains_midx_above_its_limit_and_the_bundle_says_so(
     ws: Workspace, log_file: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="training.loop.trainer"):
+    with caplog.at_level(logging.INFO, logger="training.loop.module_build"):
         result = _train(ws, str(log_file), "train.max_epochs=1", "sampler.full_up_to=100")
     assert (result.sampler, result.num_negatives) == ("midx", 64)  # its own defaults
     manifest = read_manifest(ws.models_dir / result.version)

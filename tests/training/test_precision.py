@@ -10,7 +10,8 @@ import torch
 from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config_loading import load_config
 from training.loop.datamodule import item_counts
-from training.loop.trainer import build_module, fit
+from training.loop.module_build import build_module
+from training.loop.trainer import fit
 from training.precision import matmul_precision, native_bf16, resolve_precision
 
 

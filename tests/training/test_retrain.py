@@ -30,7 +30,7 @@ from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.loop.checkpoints import BEST_CHECKPOINT, load_checkpoint
 from training.loop.datamodule import item_counts
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.workflows import journal
 from training.workflows.gate import COUNTS, gate_and_publish, gate_rows
 from training.workflows.pipeline import load_splits, train

@@ -7,7 +7,7 @@ import torch
 
 from data.errors import RecsysInputError
 from training.config_loading import load_config
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 
 TINY = ["model.dim=32", "model.max_len=20", "model.dropout=0.1", "train.batch_size=64"]
 N = 50  # items
@@ -20,7 +20,7 @@ def test_as_many_negatives_as_items_is_a_warning_that_names_the_full_softmax(
     for m, warned in ((N - 1, False), (N, True)):
         caplog.clear()
         cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={m}"])
-        with caplog.at_level("WARNING", logger="training.loop.trainer"):
+        with caplog.at_level("WARNING", logger="training.loop.module_build"):
             build_module(cfg, N, COUNTS)
         said = f"sampler.num_negatives={m} is not below the catalogue's {N} items" in caplog.text
         assert said == warned and ("--sampler full" in caplog.text) == warned
@@ -31,7 +31,7 @@ def test_the_ranks_a_launcher_starts_do_not_repeat_rank_zeros_warnings(
 ) -> None:
     cfg = load_config(overrides=[*TINY, "sampler.name=uniform", f"sampler.num_negatives={N}"])
     monkeypatch.setenv("LOCAL_RANK", "1")  # as Lightning starts its second process
-    with caplog.at_level("WARNING", logger="training.loop.trainer"):
+    with caplog.at_level("WARNING", logger="training.loop.module_build"):
         build_module(cfg, N, COUNTS)
     assert "is not below the catalogue's" not in caplog.text
 

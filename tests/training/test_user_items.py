@@ -11,7 +11,7 @@ import torch.nn.functional as F  # noqa: N812
 from training.config_loading import load_config
 from training.corrections import STEP_ORDER, Batch, correct, in_rows, query_windows
 from training.full_softmax import full_softmax_loss
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.losses import SAMPLED_LOSSES, get_loss
 from training.samplers import Negatives
 

@@ -14,7 +14,7 @@ from torch.nn.functional import cosine_similarity, normalize
 
 from model.bundle import Manifest
 from training.config_loading import load_config
-from training.loop.trainer import build_module
+from training.loop.module_build import build_module
 from training.workflows.warm_start import QUERY_TABLE, WarmStart, new_item_contexts
 
 CFG = load_config(overrides=["model.dim=8", "model.max_len=4", "model.num_layers=1"])

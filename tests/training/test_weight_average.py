@@ -13,7 +13,8 @@ from data.errors import RecsysInputError
 from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config_loading import load_config
 from training.loop import memory
-from training.loop.trainer import build_module, fit
+from training.loop.module_build import build_module
+from training.loop.trainer import fit
 from training.loop.weight_average import LIVE_KEY, WeightAverage
 from training.workflows.scoring import measure
 

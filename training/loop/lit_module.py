@@ -1,6 +1,6 @@
 """The LightningModule: one `_step` for sampled or full softmax, and the sampler's sync.
 
-Model, sampler and loss come from outside (`training.loop.trainer` builds them). Optimisation is
+Model, sampler and loss come from outside (`training.loop.module_build`). Optimisation is
 manual because sparse item tables need a second optimiser (`SparseAdam`) beside the dense one,
 and because the sampler must hear about the rows that changed right after each step. The
 full-ranking evaluation it inherits lives in `training.loop.ranking_eval`.

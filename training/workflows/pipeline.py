@@ -30,7 +30,8 @@ from training import distributed
 from training.config import RecsysConfig
 from training.loop.datamodule import item_counts
 from training.loop.lit_module import RetrievalModule
-from training.loop.trainer import Fitted, fit, resolve_sampler
+from training.loop.module_build import resolve_sampler
+from training.loop.trainer import Fitted, fit
 from training.precision import resolve_precision
 from training.sampler_settings import SampledSettings
 from training.workflows.gate_evidence import record_kept_round
