@@ -126,18 +126,27 @@ def test_cli_refuses_an_unwritable_result_file_before_the_work(
         assert result.returncode == 2 and option in result.stderr
 
 
+def _tiny_record(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, samplers: str, *sets: str
+) -> dict:
+    """The record of `bench train-step` at a tiny setting (B 4, L 5, d 8, m 8) with `--set`s."""
+    out_json = tmp_path / "steps.json"
+    set_args = [arg for key in sets for arg in ("--set", key)]
+    result = run_bench(
+        capsys, "train-step", "--items", "300", "--samplers", samplers, "--towers", "mean",
+        "--repeats", "1", "--batch", "4", "--num-negatives", "8", "--history", "5", "--dim", "8",
+        "--threads", "1", *set_args, "--out", str(out_json), "--plot", str(tmp_path / "steps.png"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(out_json.read_text())
+
+
 def test_cli_times_the_train_preset_under_set_overrides(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out_json = tmp_path / "steps.json"
-    result = run_bench(
-        capsys, "train-step", "--items", "300", "--samplers", "uniform,rff", "--towers", "mean",
-        "--repeats", "1", "--batch", "4", "--num-negatives", "8", "--history", "5", "--dim", "8",
-        "--threads", "1", "--set", "sampler.features=16", "--set", "sampler.leaf_size=8",
-        "--out", str(out_json), "--plot", str(tmp_path / "steps.png"),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads(out_json.read_text())
+    record = _tiny_record(
+        capsys, tmp_path, "uniform,rff", "sampler.features=16", "sampler.leaf_size=8"
+    )
     assert record["config"]["overrides"] == ["sampler.features=16", "sampler.leaf_size=8"]
     assert record["machine"]["precision"] == "fp32"  # the bench's own, no --set changing it
     uniform, rff = record["metrics"]["results"]
@@ -172,15 +181,8 @@ def test_cli_refuses_a_sampler_key_no_timed_sampler_has(
 def test_the_record_names_the_precision_and_optimiser_set_overrides_chose(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out_json = tmp_path / "steps.json"
-    result = run_bench(
-        capsys, "train-step", "--items", "300", "--samplers", "full,uniform", "--towers", "mean",
-        "--repeats", "1", "--batch", "4", "--history", "5", "--dim", "8", "--threads", "1",
-        "--num-negatives", "8", "--set", "train.precision=bf16",
-        "--set", "train.sparse_embeddings=false",
-        "--out", str(out_json), "--plot", str(tmp_path / "p.png"),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads(out_json.read_text())
+    record = _tiny_record(
+        capsys, tmp_path, "full,uniform", "train.precision=bf16", "train.sparse_embeddings=false"
+    )
     assert record["machine"]["precision"] == "bf16"
     assert [row["optimizer"] for row in record["metrics"]["results"]] == ["Adam (dense)"] * 2
