@@ -31,6 +31,10 @@ the chosen configuration in the product's frame:
   sampled softmax, whose test figures are set against its setting's full softmax's.
 - `published-author-plateau` again at other seeds (`SEEDS`, `seed_spec`): the chosen
   configuration's like-for-like figure from three seeds, the one reported chosen on validation.
+- `published-author-plateau-ema`, `published-author-plateau-lr1e-3` (`CANDIDATES`): the
+  chosen configuration with its weights averaged (`train.ema_decay=0.999`: validation ranks,
+  and the run keeps, the moving average), and at the published settings' lr (1e-3) before the
+  decay; `bsarec` only, amazon-beauty first (the dataset short of its published figure).
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -68,6 +72,14 @@ SETTINGS["published-author"] = (
     "train.lr=0.0005", "train.patience=10", "model.init_std=0.02",
 )  # fmt: skip
 SETTINGS["published-author-plateau"] = (*SETTINGS["published-author"], "train.lr_schedule=plateau")
+SETTINGS["published-author-plateau-ema"] = (
+    *SETTINGS["published-author-plateau"], "train.ema_decay=0.999",
+)  # fmt: skip
+SETTINGS["published-author-plateau-lr1e-3"] = (
+    *(key for key in SETTINGS["published-author-plateau"] if not key.startswith("train.lr=")),
+    "train.lr=0.001",
+)  # fmt: skip
+CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author-plateau"  # the like-for-like setting chosen on validation
@@ -90,7 +102,7 @@ SEEDS = (43, 44)  # the chosen configuration's other seeds (the sweeps' own is 4
 
 def towers_of(setting: str) -> tuple[str, ...]:
     """The towers a like-for-like setting trains: every one, but at the prefix settings."""
-    if setting in ("published-whole", "published-author", "published-author-plateau"):
+    if setting == "published-whole" or setting.startswith("published-author"):
         return ("bsarec",)  # the one tower with a whole-window form; the author log's tower
     return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
 
@@ -107,7 +119,8 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     The prefix setting's towers come next, each on both datasets in turn (two runs at a time
     make a pair), then the chosen configuration in the product's frame, then bsarec's whole
     window, then the chosen configuration with the default sampler, then the author log's
-    settings, then the rest of `SAMPLED_RUNS`, then the chosen configuration's other seeds.
+    settings, then the rest of `SAMPLED_RUNS`, then the chosen configuration's other seeds,
+    then the `CANDIDATES`, amazon-beauty's first.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -125,6 +138,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [_spec(dataset, "bsarec", "published-author-plateau") for dataset in DATASETS]
     specs += [sampled_spec(dataset, *run) for run in SAMPLED_RUNS[1:] for dataset in DATASETS]
     specs += [seed_spec(dataset, seed) for seed in SEEDS for dataset in DATASETS]
+    specs += [_spec(dataset, "bsarec", setting) for dataset in DATASETS for setting in CANDIDATES]
     return specs, len(specs)
 
 
