@@ -18,7 +18,7 @@ SWEEPS_SEED = 42  # `train.seed`'s default, which the study's other runs keep
 def _runs(dataset: str) -> dict[int, str]:
     """Seed -> the chosen configuration's test record at that seed (those recorded)."""
     names = {SWEEPS_SEED: f"{CHOSEN_TOWER}-{CHOSEN_SETTING}"}
-    names |= {seed: seed_spec(dataset, seed).name for seed in SEEDS}
+    names |= {seed: seed_spec(dataset, seed, CHOSEN_SETTING).name for seed in SEEDS}
     runs = {seed: f"{TESTED}/{dataset}/{name}" for seed, name in names.items()}
     return {seed: run for seed, run in runs.items() if recorded(run)}
 

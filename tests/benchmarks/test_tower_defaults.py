@@ -1,4 +1,4 @@
-"""The defaults are the query-tower study's chosen configuration bar its lr decay, as trained."""
+"""The defaults are the tower study's `published-author-plateau` bar its lr decay, as trained."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from pathlib import Path
 
 from benchmarks.sweeps.final_grid import SAMPLED_DEFAULT, defaults
 from benchmarks.sweeps.sweep_grid import BEAUTY
-from benchmarks.sweeps.tower_grid import CHOSEN_SETTING, CHOSEN_TOWER, DEFAULT_SETTING, SETTINGS
+from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DEFAULT_SETTING, PLATEAU_SETTING, SETTINGS
 from training.config_loading import build_run_config, load_config
 
 
-def test_the_defaults_are_the_chosen_configuration_without_its_lr_decay() -> None:
+def test_the_defaults_are_the_plateau_setting_without_its_lr_decay() -> None:
     studied = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[DEFAULT_SETTING]])
     assert studied == load_config()
-    decayed = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[CHOSEN_SETTING]])
+    decayed = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[PLATEAU_SETTING]])
     assert decayed == load_config(overrides=["train.lr_schedule=plateau"])
 
 
