@@ -30,12 +30,13 @@ the chosen configuration in the product's frame:
   `midx` and with `exact` at m = 256 (`SAMPLED_RUNS`, `sampled_spec`): like for like with a
   sampled softmax, whose test figures are set against its setting's full softmax's.
 - `published-author-plateau` again at other seeds (`SEEDS`, `seed_spec`): that
-  configuration's like-for-like figure from three seeds, the one reported chosen on validation.
+  configuration's test figures at three seeds, set beside the chosen configuration's.
 - `published-author-plateau-ema`, `published-author-plateau-lr1e-3` (`CANDIDATES`):
   `published-author-plateau` with its weights averaged (`train.ema_decay=0.999`: validation
   ranks, and the run keeps, the moving average), and at the published settings' lr (1e-3)
   before the decay; `bsarec` only, amazon-beauty first (the dataset short of its published
-  figure). The second led on both datasets: the chosen configuration, then at `SEEDS` too.
+  figure). The second led on both datasets: the chosen configuration, then at `SEEDS` too;
+  its like-for-like figure is the seed with the best validation figure.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
