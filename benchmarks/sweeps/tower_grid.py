@@ -69,18 +69,22 @@ SETTINGS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 SETTINGS["published-prefix"] = (*SETTINGS["published"], "train.targets=last")
 SETTINGS["published-whole"] = (*SETTINGS["published-prefix"], "model.tower.window=whole")
+
+
+def _at_lr(setting: str, lr: str) -> tuple[str, ...]:
+    """`setting`'s keys with its `train.lr` replaced by `lr` (put last)."""
+    kept = (key for key in SETTINGS[setting] if not key.startswith("train.lr="))
+    return (*kept, f"train.lr={lr}")
+
+
 SETTINGS["published-author"] = (
-    *(key for key in SETTINGS["published-prefix"] if not key.startswith("train.lr=")),
-    "train.lr=0.0005", "train.patience=10", "model.init_std=0.02",
+    *_at_lr("published-prefix", "0.0005"), "train.patience=10", "model.init_std=0.02",
 )  # fmt: skip
 SETTINGS["published-author-plateau"] = (*SETTINGS["published-author"], "train.lr_schedule=plateau")
 SETTINGS["published-author-plateau-ema"] = (
     *SETTINGS["published-author-plateau"], "train.ema_decay=0.999",
 )  # fmt: skip
-SETTINGS["published-author-plateau-lr1e-3"] = (
-    *(key for key in SETTINGS["published-author-plateau"] if not key.startswith("train.lr=")),
-    "train.lr=0.001",
-)  # fmt: skip
+SETTINGS["published-author-plateau-lr1e-3"] = _at_lr("published-author-plateau", "0.001")
 CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
