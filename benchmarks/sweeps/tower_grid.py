@@ -37,9 +37,10 @@ the chosen configuration in the product's frame:
   before the decay; `bsarec` only, amazon-beauty first (the dataset short of its published
   figure). The second led on both datasets: the chosen configuration, then at `SEEDS` too;
   its like-for-like figure is the seed with the best validation figure.
-- `published-author-plateau-lr1e-3-cosine`, `-d128` (`CANDIDATES` too): the chosen
-  configuration with cosine logits at temperature 0.1 (the recipe study's choice for `sasrec`),
-  and at d = 128; a lead over it on both datasets' validation would make the new choice.
+- `BEAUTY_FIRST`: the chosen configuration with cosine logits at temperature 0.1 (the recipe
+  study's choice for `sasrec`), at d = 128, at batch 128, and with `lru` (the published
+  settings' leader) for `bsarec`; each on amazon-beauty first, on amazon-toys only once it led
+  on amazon-beauty (`LED_ON_BEAUTY`): a lead on both datasets would make the new choice.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -97,10 +98,18 @@ SETTINGS["published-author-plateau-lr1e-3-cosine"] = _replacing(
 SETTINGS["published-author-plateau-lr1e-3-d128"] = _replacing(
     "published-author-plateau-lr1e-3", "model.dim=128"
 )
-CANDIDATES = (
-    "published-author-plateau-ema", "published-author-plateau-lr1e-3",
-    "published-author-plateau-lr1e-3-cosine", "published-author-plateau-lr1e-3-d128",
+SETTINGS["published-author-plateau-lr1e-3-batch128"] = _replacing(
+    "published-author-plateau-lr1e-3", "train.batch_size=128"
+)
+CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
+# Later candidates on the chosen configuration, each run on amazon-beauty first (the dataset
+# short of its published figure): one that does not lead there cannot lead on both datasets,
+# so it has an amazon-toys run only once it is in `LED_ON_BEAUTY`.
+BEAUTY_FIRST = (
+    "bsarec-published-author-plateau-lr1e-3-cosine", "bsarec-published-author-plateau-lr1e-3-d128",
+    "lru-published-author-plateau-lr1e-3", "bsarec-published-author-plateau-lr1e-3-batch128",
 )  # fmt: skip
+LED_ON_BEAUTY: tuple[str, ...] = ()
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author-plateau-lr1e-3"  # the like-for-like setting chosen on val
@@ -124,9 +133,20 @@ SEEDS = (43, 44)  # a chosen configuration's other seeds (the sweeps' own is 42)
 
 def towers_of(setting: str) -> tuple[str, ...]:
     """The towers a like-for-like setting trains: every one, but at the prefix settings."""
+    if setting == "published-author-plateau-lr1e-3":
+        return ("bsarec", "lru")  # the chosen configuration's, and the published settings' leader
     if setting == "published-whole" or setting.startswith("published-author"):
         return ("bsarec",)  # the one tower with a whole-window form; the author log's tower
     return PREFIX_TOWERS if setting == "published-prefix" else TOWERS
+
+
+def planned(dataset: str, setting: str) -> tuple[str, ...]:
+    """The towers `setting` trains on `dataset`: a `BEAUTY_FIRST` run on amazon-toys once it led."""
+    towers = towers_of(setting)
+    if dataset == BEAUTY:
+        return towers
+    waiting = set(BEAUTY_FIRST) - set(LED_ON_BEAUTY)
+    return tuple(tower for tower in towers if f"{tower}-{setting}" not in waiting)
 
 
 def _spec(dataset: str, tower: str, setting: str) -> RunSpec:
@@ -142,7 +162,8 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     make a pair), then the chosen configuration in the product's frame, then bsarec's whole
     window, then the chosen configuration with the default sampler, then the author log's
     settings, then the rest of `SAMPLED_RUNS`, then `PLATEAU_SETTING`'s other seeds, then the
-    `CANDIDATES`, amazon-beauty's first, then the chosen configuration's other seeds.
+    `CANDIDATES`, amazon-beauty's first, then the chosen configuration's other seeds, then the
+    `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` on amazon-toys.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -162,7 +183,14 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [seed_spec(dataset, seed, PLATEAU_SETTING) for seed in SEEDS for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", setting) for dataset in DATASETS for setting in CANDIDATES]
     specs += [seed_spec(dataset, seed, CHOSEN_SETTING) for seed in SEEDS for dataset in DATASETS]
+    specs += [_later_spec(BEAUTY, run) for run in BEAUTY_FIRST]
+    specs += [_later_spec(TOYS, run) for run in LED_ON_BEAUTY]
     return specs, len(specs)
+
+
+def _later_spec(dataset: str, run: str) -> RunSpec:
+    tower, setting = run.split("-", 1)
+    return _spec(dataset, tower, setting)
 
 
 def seed_spec(dataset: str, seed: int, setting: str) -> RunSpec:
