@@ -25,6 +25,7 @@ from benchmarks.docs_pages import (
     serving_guide,
     serving_scale,
     steps,
+    tower_tune,
     towers,
 )
 from benchmarks.paths import REPO, RESULTS
@@ -74,7 +75,7 @@ PAGES: dict[str, dict[str, Block]] = {
     },
     "docs/benchmarks/query-towers.md": {
         "towers": towers.tower_runs, "tower-decision": towers.decision,
-        "tower-test": towers.tested, "tower-seeds": seeds.seeds, "tower-tune": towers.tuned,
+        "tower-test": towers.tested, "tower-seeds": seeds.seeds, "tower-tune": tower_tune.tuned,
         "tower-product-default": towers.product_default,
         "tower-product-frame": towers.product_frame, "tower-sampled": towers.sampled,
         "tower-refit": refit.refit_curve,
