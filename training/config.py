@@ -84,6 +84,10 @@ class TrainConfig(Section):
         description="all: a target at every position of a window (SASRec); last: one window "
         "per transition, its preceding L items predicting it (about L times the steps).",
     )
+    item_mask: float = Field(
+        0.0, ge=0.0, lt=1.0, description="With targets=last: drop each input item of a training "
+        "window but its newest (made padding) with this probability, drawn anew each epoch.",
+    )  # fmt: skip
     weight_decay: float = Field(
         0.0, ge=0.0, description="Weight decay of the dense optimiser (L2, or decoupled below)."
     )
@@ -164,6 +168,15 @@ class TrainConfig(Section):
         True,
         description="Batch training windows of similar length and trim their common padding.",
     )
+
+    @model_validator(mode="after")
+    def _item_mask_needs_last_targets(self) -> TrainConfig:
+        if self.item_mask and self.targets != "last":
+            raise ValueError(
+                "train.item_mask needs train.targets=last: with a target at every position, "
+                "a dropped item's own target would have no query"
+            )
+        return self
 
 
 class EvalConfig(Section):

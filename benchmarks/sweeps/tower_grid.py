@@ -38,9 +38,10 @@ the chosen configuration in the product's frame:
   figure). The second led on both datasets: the chosen configuration, then at `SEEDS` too;
   its like-for-like figure is the seed with the best validation figure.
 - `BEAUTY_FIRST`: the chosen configuration with cosine logits at temperature 0.1 (the recipe
-  study's choice for `sasrec`), at d = 128, at batch 128, and with `lru` (the published
-  settings' leader) for `bsarec`; each on amazon-beauty first, on amazon-toys only once it led
-  on amazon-beauty (`LED_ON_BEAUTY`): a lead on both datasets would make the new choice.
+  study's choice for `sasrec`), at d = 128, at batch 128, with `lru` (the published settings'
+  leader) for `bsarec`, and with 10% and 30% of each training window's input items dropped
+  (`train.item_mask`, never the newest); each on amazon-beauty first, on amazon-toys only
+  once it led on amazon-beauty (`LED_ON_BEAUTY`): a lead on both would make the new choice.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -101,6 +102,10 @@ SETTINGS["published-author-plateau-lr1e-3-d128"] = _replacing(
 SETTINGS["published-author-plateau-lr1e-3-batch128"] = _replacing(
     "published-author-plateau-lr1e-3", "train.batch_size=128"
 )
+for _share in ("0.1", "0.3"):  # input items dropped from each training window (not its newest)
+    SETTINGS[f"published-author-plateau-lr1e-3-mask{_share}"] = _replacing(
+        "published-author-plateau-lr1e-3", f"train.item_mask={_share}"
+    )
 CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
 # Later candidates on the chosen configuration, each run on amazon-beauty first (the dataset
 # short of its published figure): one that does not lead there cannot lead on both datasets,
@@ -108,6 +113,8 @@ CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
 BEAUTY_FIRST = (
     "bsarec-published-author-plateau-lr1e-3-cosine", "bsarec-published-author-plateau-lr1e-3-d128",
     "lru-published-author-plateau-lr1e-3", "bsarec-published-author-plateau-lr1e-3-batch128",
+    "bsarec-published-author-plateau-lr1e-3-mask0.1",
+    "bsarec-published-author-plateau-lr1e-3-mask0.3",
 )  # fmt: skip
 LED_ON_BEAUTY: tuple[str, ...] = ()
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model

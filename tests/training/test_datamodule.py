@@ -9,6 +9,7 @@ import pytest
 import pytorch_lightning as pl_lightning
 import torch
 
+from data.errors import RecsysInputError
 from data.split import Splits
 from tests.training.tiny import TINY, tiny_home
 from training.config_loading import load_config
@@ -238,3 +239,27 @@ def test_a_fit_resumed_inside_an_epoch_trains_each_window_of_that_epoch_once(
     fit(cfg, splits, run, resumable=True)
     assert len(given) == per_epoch - len(trained)  # the rest of epoch 1, then the fit ends
     assert sorted(row for batch in trained + given for row in batch) == list(range(windows))
+
+
+def test_item_mask_drops_earlier_input_items_never_the_newest_nor_a_target() -> None:
+    seqs = _lists([list(range(1, 41))])
+    windows = make_windows(seqs, max_len=30, every_prefix=True)
+    rows = list(range(len(windows)))
+    plain_inputs, plain_targets = TrainWindows(windows, last_only=True)[rows]
+    torch.manual_seed(0)
+    inputs, targets = TrainWindows(windows, last_only=True, mask=0.5)[rows]
+    assert torch.equal(targets, plain_targets)
+    assert torch.equal(inputs[:, -1], plain_inputs[:, -1])
+    dropped = (inputs == 0) & (plain_inputs != 0)
+    share = dropped.sum() / (plain_inputs[:, :-1] != 0).sum()
+    assert 0.45 < float(share) < 0.55  # 1,170 earlier items, each dropped with chance 0.5
+    assert ((inputs == plain_inputs) | dropped).all()  # an item is kept or made padding
+    torch.manual_seed(1)
+    again, _ = TrainWindows(windows, last_only=True, mask=0.5)[rows]
+    assert not torch.equal(again, inputs)  # drawn anew each time the windows are read
+
+
+def test_item_mask_needs_one_target_per_window() -> None:
+    with pytest.raises(RecsysInputError, match="item_mask needs train.targets=last"):
+        load_config(overrides=["train.item_mask=0.2", "train.targets=all"])
+    assert load_config(overrides=["train.item_mask=0.2"]).train.item_mask == 0.2

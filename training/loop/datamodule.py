@@ -146,6 +146,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         seed: int = 0,
         val_users: int | None = None,
         targets: str = "all",
+        item_mask: float = 0.0,
     ) -> None:
         super().__init__()
         self.bucket_by_length = bucket_by_length
@@ -157,7 +158,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         self.num_workers = num_workers
         last = targets == "last"
         windows = make_windows(splits.train["items"], max_len, every_prefix=last)
-        self.train_set = TrainWindows(windows, trim=bucket_by_length, last_only=last)
+        self.train_set = TrainWindows(windows, bucket_by_length, last, item_mask)
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
         shards = splits.shard[1]  # a shard samples its part of the validation users
@@ -174,7 +175,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         """
         return cls(
             splits, max_len, train.batch_size, train.eval_batch_size, train.num_workers,
-            train.bucket_by_length, train.seed, val_users, train.targets,
+            train.bucket_by_length, train.seed, val_users, train.targets, train.item_mask,
         )  # fmt: skip
 
     @property

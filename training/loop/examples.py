@@ -77,13 +77,28 @@ def trim_left(*seqs: Tensor) -> tuple[Tensor, ...]:
     return tuple(s[:, first:] for s in seqs)
 
 
+def masked(inputs: Tensor, share: float) -> Tensor:
+    """`inputs [B, L]`, each item but the newest (last column) made padding with chance `share`.
+
+    A fresh draw of torch's generator each call; `share` 0 returns `inputs` itself.
+    """
+    if share == 0.0:
+        return inputs
+    dropped = torch.rand(inputs.shape) < share
+    dropped[:, -1] = False
+    return inputs.masked_fill(dropped, 0)
+
+
 class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
     """Training windows; indexing with a list of rows returns a whole batch at once."""
 
-    def __init__(self, windows: np.ndarray, trim: bool = False, last_only: bool = False) -> None:
+    def __init__(
+        self, windows: np.ndarray, trim: bool = False, last_only: bool = False, mask: float = 0.0
+    ) -> None:
         self.windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
         self.trim = trim
         self.last_only = last_only  # only the window's last position has a target
+        self.mask = mask  # `train.item_mask`: the share of earlier input items dropped
 
     @property
     def lengths(self) -> np.ndarray:
@@ -104,6 +119,7 @@ class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
         targets = batch[:, 1:] * (inputs != 0)
         if self.last_only:
             targets[:, :-1] = 0
+            inputs = masked(inputs, self.mask)
         if self.trim:
             inputs, targets = trim_left(inputs, targets)
         return inputs, targets
