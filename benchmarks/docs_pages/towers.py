@@ -103,10 +103,13 @@ def _per_setting(found: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
                 lines.append(f"- {setting} settings, {dataset}: {done} of {len(runs)} runs done.")
                 continue
             best[dataset] = max(runs, key=lambda t: runs[t]["val"]["ndcg@10"])  # type: ignore[index]
-        if len(best) == len(DATASETS) and len(planned(DATASETS[-1], setting)) == 1:
+        first, then = DATASETS
+        waiting = sorted(set(planned(first, setting)) - set(planned(then, setting)))
+        if len(best) == len(DATASETS) and waiting:
+            others = ", ".join(f"`{tower}`" for tower in waiting)
             lines.append(
-                f"- {setting} settings: `{best[DATASETS[0]]}` leads on {DATASETS[0]}, "
-                f"where the others ran first: they did not run on {DATASETS[-1]}."
+                f"- {setting} settings: `{best[first]}` leads on {first}, where {others} ran "
+                f"first; not leading there, {others} did not run on {then}."
             )
         elif len(best) == len(DATASETS):
             leaders = set(best.values())
