@@ -6,11 +6,11 @@ from typing import Any
 
 from benchmarks import records
 from benchmarks.docs_pages.tables import load
+from benchmarks.docs_pages.towers import STUDY
 from benchmarks.paths import RESULTS
 from benchmarks.sweeps.tower_grid import DATASETS
 from model.tower_settings import tower_settings
 
-STUDY = RESULTS / "tower_study"
 TUNED = RESULTS / "tower_tune"  # `benchmarks/studies/tower_tune.py`: the search over the keys
 
 
