@@ -5,7 +5,9 @@ Yue et al. 2024, "Linear Recurrent Units for Sequential Recommendation", after O
 channels, `lambda = exp(-nu + i theta)` with |lambda| drawn in [r_min, r_max] and theta in
 [0, 2 pi), `gamma = sqrt(1 - |lambda|^2)`; the output `Re(C h_t)` joins the input (dropout,
 LayerNorm), then a feed-forward layer (4 d wide). The recurrence over a window is the causal
-convolution with taps `lambda^j` (`model/towers/filters.py`). B and C act on the real and
+convolution with taps `lambda^j` (`model/towers/filters.py`); at the window's last position
+alone (`last`: the query, and the training step when that is the only target) it is one
+weighted sum of the window. B and C act on the real and
 imaginary parts as real matrices (the same family of maps as complex ones).
 """
 
@@ -55,9 +57,22 @@ class Recurrence(nn.Module):
 
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         """`x [B, L, d]` (zero at padding), `pad [B, L]` -> `[B, L, d]`."""
+        h = causal_conv(self._drive(x, pad), self.taps())
+        return self._output(x, h)
+
+    def last(self, x: Tensor, pad: Tensor) -> Tensor:
+        """The last position alone, `[B, d]`: its state is one weighted sum over the window."""
+        lags = self.taps()[: x.shape[1]].flip(0)  # position t is L - 1 - t steps back
+        h = (self._drive(x, pad) * lags).sum(dim=1)
+        return self._output(x[:, -1], h)
+
+    def _drive(self, x: Tensor, pad: Tensor) -> Tensor:
+        """`B x_t` as `[B, L, state]` complex, zero at padding."""
         drive = self.into(x).float() * (~pad).unsqueeze(-1)
-        drive = torch.complex(drive[..., : self.state], drive[..., self.state :])
-        h = causal_conv(drive, self.taps())
+        return torch.complex(drive[..., : self.state], drive[..., self.state :])
+
+    def _output(self, x: Tensor, h: Tensor) -> Tensor:
+        """`Re(C h)` joined to the input `x [*, d]`: dropout, residual, LayerNorm."""
         y = self.out(torch.cat([h.real, h.imag], dim=-1).to(x.dtype))
         return self.norm(x + self.drop(y))
 
@@ -74,6 +89,10 @@ class RecurrentBlock(SequenceBlock):
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         """`x [B, L, d]`, `pad [B, L]` -> `[B, L, d]`."""
         return self.ffn(self.recurrence(x, pad))
+
+    def last(self, x: Tensor, pad: Tensor) -> Tensor:
+        """The last position alone: one step of the recurrence's sum, one feed-forward row."""
+        return self.ffn(self.recurrence.last(x, pad))
 
 
 class _Inputs(nn.Module):
