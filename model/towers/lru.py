@@ -7,8 +7,8 @@ channels, `lambda = exp(-nu + i theta)` with |lambda| drawn in [r_min, r_max] an
 LayerNorm), then a feed-forward layer (4 d wide). The recurrence over a window is the causal
 convolution with taps `lambda^j` (`model/towers/filters.py`); at the window's last position
 alone (`last`: the query, and the training step when that is the only target) it is one
-weighted sum of the window. B and C act on the real and
-imaginary parts as real matrices (the same family of maps as complex ones).
+weighted sum of the window. B and C act on the real and imaginary parts as real matrices (the
+same family of maps as complex ones).
 """
 
 from __future__ import annotations
