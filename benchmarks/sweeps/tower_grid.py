@@ -109,14 +109,16 @@ for _share in ("0.1", "0.3"):  # input items dropped from each training window (
 CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
 # Later candidates on the chosen configuration, each run on amazon-beauty first (the dataset
 # short of its published figure): one that does not lead there cannot lead on both datasets,
-# so it has an amazon-toys run only once it is in `LED_ON_BEAUTY`.
+# so it has an amazon-toys run only once it is in `LED_ON_BEAUTY`. (tower, setting) pairs.
 BEAUTY_FIRST = (
-    "bsarec-published-author-plateau-lr1e-3-cosine", "bsarec-published-author-plateau-lr1e-3-d128",
-    "lru-published-author-plateau-lr1e-3", "bsarec-published-author-plateau-lr1e-3-batch128",
-    "bsarec-published-author-plateau-lr1e-3-mask0.1",
-    "bsarec-published-author-plateau-lr1e-3-mask0.3",
-)  # fmt: skip
-LED_ON_BEAUTY: tuple[str, ...] = ()
+    ("bsarec", "published-author-plateau-lr1e-3-cosine"),
+    ("bsarec", "published-author-plateau-lr1e-3-d128"),
+    ("lru", "published-author-plateau-lr1e-3"),
+    ("bsarec", "published-author-plateau-lr1e-3-batch128"),
+    ("bsarec", "published-author-plateau-lr1e-3-mask0.1"),
+    ("bsarec", "published-author-plateau-lr1e-3-mask0.3"),
+)
+LED_ON_BEAUTY: tuple[tuple[str, str], ...] = ()
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author-plateau-lr1e-3"  # the like-for-like setting chosen on val
@@ -153,7 +155,7 @@ def planned(dataset: str, setting: str) -> tuple[str, ...]:
     if dataset == BEAUTY:
         return towers
     waiting = set(BEAUTY_FIRST) - set(LED_ON_BEAUTY)
-    return tuple(tower for tower in towers if f"{tower}-{setting}" not in waiting)
+    return tuple(tower for tower in towers if (tower, setting) not in waiting)
 
 
 def _spec(dataset: str, tower: str, setting: str) -> RunSpec:
@@ -190,14 +192,9 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [seed_spec(dataset, seed, PLATEAU_SETTING) for seed in SEEDS for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", setting) for dataset in DATASETS for setting in CANDIDATES]
     specs += [seed_spec(dataset, seed, CHOSEN_SETTING) for seed in SEEDS for dataset in DATASETS]
-    specs += [_later_spec(BEAUTY, run) for run in BEAUTY_FIRST]
-    specs += [_later_spec(TOYS, run) for run in LED_ON_BEAUTY]
+    specs += [_spec(BEAUTY, tower, setting) for tower, setting in BEAUTY_FIRST]
+    specs += [_spec(TOYS, tower, setting) for tower, setting in LED_ON_BEAUTY]
     return specs, len(specs)
-
-
-def _later_spec(dataset: str, run: str) -> RunSpec:
-    tower, setting = run.split("-", 1)
-    return _spec(dataset, tower, setting)
 
 
 def seed_spec(dataset: str, seed: int, setting: str) -> RunSpec:

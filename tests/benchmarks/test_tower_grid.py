@@ -25,14 +25,15 @@ def test_a_beauty_first_run_reaches_amazon_toys_only_once_it_led(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     first = tower_grid.BEAUTY_FIRST[0]
+    labels = {f"{tower}-{setting}" for tower, setting in tower_grid.BEAUTY_FIRST}
     monkeypatch.setattr(tower_grid, "LED_ON_BEAUTY", ())
-    assert set(tower_grid.BEAUTY_FIRST) <= _names(BEAUTY)
-    assert not set(tower_grid.BEAUTY_FIRST) & _names(TOYS)
-    tower, setting = first.split("-", 1)
+    assert labels <= _names(BEAUTY)
+    assert not labels & _names(TOYS)
+    tower, setting = first
     assert tower not in tower_grid.planned(TOYS, setting)
 
     monkeypatch.setattr(tower_grid, "LED_ON_BEAUTY", (first,))
-    assert first in _names(TOYS)
+    assert f"{tower}-{setting}" in _names(TOYS)
     assert tower in tower_grid.planned(TOYS, setting)
 
 
