@@ -158,7 +158,9 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         self.num_workers = num_workers
         last = targets == "last"
         windows = make_windows(splits.train["items"], max_len, every_prefix=last)
-        self.train_set = TrainWindows(windows, bucket_by_length, last, item_mask)
+        self.train_set = TrainWindows(
+            windows, trim=bucket_by_length, last_only=last, mask=item_mask
+        )
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
         shards = splits.shard[1]  # a shard samples its part of the validation users
