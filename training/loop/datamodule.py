@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from training import distributed
-from training.config import TrainConfig
+from training.config import RecsysConfig
 from training.loop.batching import (
     EqualCount,
     LengthBucketBatches,
@@ -147,6 +147,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         val_users: int | None = None,
         targets: str = "all",
         item_mask: float = 0.0,
+        partners: bool = False,
     ) -> None:
         super().__init__()
         self.bucket_by_length = bucket_by_length
@@ -159,7 +160,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         last = targets == "last"
         windows = make_windows(splits.train["items"], max_len, every_prefix=last)
         self.train_set = TrainWindows(
-            windows, trim=bucket_by_length, last_only=last, mask=item_mask
+            windows, trim=bucket_by_length, last_only=last, mask=item_mask, partners=partners
         )
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
@@ -169,15 +170,18 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
 
     @classmethod
     def of(
-        cls, splits: SplitsLike, train: TrainConfig, max_len: int, val_users: int | None = None
+        cls, splits: SplitsLike, cfg: RecsysConfig, val_users: int | None = None
     ) -> SequenceDataModule:
-        """The data module a run's `train` settings and history length `max_len` describe.
+        """The data module a run's config describes.
 
-        `val_users`: the rounds' sample of validation users (a fit: `train.val_users`).
+        Its `train` settings, `model.max_len`, and partner windows when
+        `loss.contrastive_weight` asks for them. `val_users`: the rounds' sample of validation
+        users (a fit: `train.val_users`).
         """
+        train, partners = cfg.train, cfg.loss.contrastive_weight > 0
         return cls(
-            splits, max_len, train.batch_size, train.eval_batch_size, train.num_workers,
-            train.bucket_by_length, train.seed, val_users, train.targets, train.item_mask,
+            splits, cfg.model.max_len, train.batch_size, train.eval_batch_size, train.num_workers,
+            train.bucket_by_length, train.seed, val_users, train.targets, train.item_mask, partners,
         )  # fmt: skip
 
     @property
