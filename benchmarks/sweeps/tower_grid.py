@@ -106,6 +106,15 @@ for _share in ("0.1", "0.3"):  # input items dropped from each training window (
     SETTINGS[f"published-author-plateau-lr1e-3-mask{_share}"] = _replacing(
         "published-author-plateau-lr1e-3", f"train.item_mask={_share}"
     )
+SETTINGS["published-author-plateau-lr1e-3-whole"] = _replacing(
+    "published-author-plateau-lr1e-3", "model.tower.window=whole"
+)
+SETTINGS["published-author-plateau-lr1e-3-duorec"] = _replacing(  # DuoRec's lambda and tau
+    "published-author-plateau-lr1e-3", "loss.contrastive_weight=0.1"
+)
+SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
+    "published-author-plateau", "train.lr=0.002"
+)
 CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
 # Later candidates on the chosen configuration, each run on amazon-beauty first (the dataset
 # short of its published figure): one that does not lead there cannot lead on both datasets,
@@ -117,6 +126,9 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-batch128"),
     ("bsarec", "published-author-plateau-lr1e-3-mask0.1"),
     ("bsarec", "published-author-plateau-lr1e-3-mask0.3"),
+    ("bsarec", "published-author-plateau-lr1e-3-whole"),
+    ("bsarec", "published-author-plateau-lr1e-3-duorec"),
+    ("bsarec", "published-author-plateau-lr2e-3"),
 )
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = ()
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
