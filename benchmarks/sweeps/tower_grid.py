@@ -127,7 +127,6 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-mask0.1"),
     ("bsarec", "published-author-plateau-lr1e-3-mask0.3"),
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
-    ("bsarec", "published-author-plateau-lr1e-3-duorec"),
     ("bsarec", "published-author-plateau-lr2e-3"),
 )
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = ()
