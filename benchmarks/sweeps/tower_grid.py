@@ -40,7 +40,9 @@ the chosen configuration in the product's frame:
 - `BEAUTY_FIRST`: the chosen configuration with cosine logits at temperature 0.1 (the recipe
   study's choice for `sasrec`), at d = 128, at batch 128, with `lru` (the published settings'
   leader) for `bsarec`, and with 10% and 30% of each training window's input items dropped
-  (`train.item_mask`, never the newest); each on amazon-beauty first, on amazon-toys only
+  (`train.item_mask`, never the newest), with the low-pass over the whole window (as
+  BSARec's code filters), with its weights averaged (`train.ema_decay=0.999`), at batch 512,
+  and at lr 2e-3; each on amazon-beauty first, on amazon-toys only
   once it led on amazon-beauty (`LED_ON_BEAUTY`): a lead on both would make the new choice.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
@@ -112,6 +114,12 @@ SETTINGS["published-author-plateau-lr1e-3-whole"] = _replacing(
 SETTINGS["published-author-plateau-lr1e-3-duorec"] = _replacing(  # DuoRec's lambda and tau
     "published-author-plateau-lr1e-3", "loss.contrastive_weight=0.1"
 )
+SETTINGS["published-author-plateau-lr1e-3-ema"] = (
+    *SETTINGS["published-author-plateau-lr1e-3"], "train.ema_decay=0.999",
+)  # fmt: skip
+SETTINGS["published-author-plateau-lr1e-3-batch512"] = _replacing(
+    "published-author-plateau-lr1e-3", "train.batch_size=512"
+)
 SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
     "published-author-plateau", "train.lr=0.002"
 )
@@ -128,6 +136,8 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-mask0.3"),
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
     ("bsarec", "published-author-plateau-lr2e-3"),
+    ("bsarec", "published-author-plateau-lr1e-3-ema"),
+    ("bsarec", "published-author-plateau-lr1e-3-batch512"),
 )
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = ()
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model

@@ -12,7 +12,7 @@ from data.split import Splits, build_splits
 from data.synth import generate_events
 from data.workspace import Workspace
 from training.config_loading import load_config
-from training.contrastive import info_nce
+from training.contrastive import encode_by_length, info_nce
 from training.evaluation.metrics import popularity_baseline
 from training.evaluation.ranking import evaluate_loader
 from training.loop.datamodule import SequenceDataModule, item_counts
@@ -55,6 +55,18 @@ def test_info_nce_is_lower_for_partners_that_match_their_queries() -> None:
     assert info_nce(queries, matched, 1.0) < info_nce(queries, matched[torch.randperm(32)], 1.0)
     with pytest.raises(ValueError, match="partners"):
         info_nce(queries, matched[:31], 1.0)
+
+
+@pytest.mark.parametrize("tower", ["bsarec", "sasrec", "lru"])
+def test_encoding_by_length_is_encoding_the_batch(splits: Splits, tower: str) -> None:
+    cfg = load_config(overrides=[*TINY, f"model.tower={tower}"])
+    query_tower = build_module(cfg, splits.num_items, item_counts(splits)).model.query_tower.eval()
+    windows = torch.from_numpy(
+        make_windows(splits.train["items"], 20, every_prefix=True)[:100, :-1]
+    )
+    with torch.no_grad():
+        chunked = encode_by_length(query_tower, windows, chunk=8)
+        assert torch.allclose(chunked, query_tower.encode(windows), atol=1e-5)
 
 
 def test_a_partner_has_the_same_target_and_is_another_window_where_one_exists() -> None:
