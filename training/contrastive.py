@@ -7,8 +7,7 @@ positive is its pair, and the other 2N - 2 views of the batch are its negatives,
 products over a temperature, as InfoNCE. The training loss becomes the recommendation loss plus
 `loss.contrastive_weight` times this term. The partners are drawn by
 `training.loop.examples.SameTarget`; their windows, of any length, are encoded a few at a time
-in order of length (`encode_by_length`), so a short window costs what it would in a batch of
-short windows.
+in order of length (`encode_by_length`), so a short window is not padded to the batch's longest.
 """
 
 from __future__ import annotations

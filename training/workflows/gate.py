@@ -34,7 +34,8 @@ import polars as pl
 
 from data.workspace import Workspace
 from model import bundle
-from training.config import EvalConfig, RetrainConfig
+from training.config import EvalConfig
+from training.retrain_config import RetrainConfig
 from training.workflows.gate_evidence import (
     PairedComparison,
     compare,

@@ -40,8 +40,8 @@ from torch import Tensor
 
 from data.errors import RecsysInputError
 from model.bundle import ModelBundle
-from training.config import RetrainConfig
 from training.loop.lit_module import RetrievalModule
+from training.retrain_config import RetrainConfig
 
 log = logging.getLogger(__name__)
 
