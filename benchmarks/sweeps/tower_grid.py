@@ -139,7 +139,7 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-ema"),
     ("bsarec", "published-author-plateau-lr1e-3-batch512"),
 )
-LED_ON_BEAUTY: tuple[tuple[str, str], ...] = ()
+LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (("bsarec", "published-author-plateau-lr1e-3-whole"),)
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author-plateau-lr1e-3"  # the like-for-like setting chosen on val
