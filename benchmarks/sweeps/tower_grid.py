@@ -35,15 +35,16 @@ the chosen configuration in the product's frame:
   `published-author-plateau` with its weights averaged (`train.ema_decay=0.999`: validation
   ranks, and the run keeps, the moving average), and at the published settings' lr (1e-3)
   before the decay; `bsarec` only, amazon-beauty first (the dataset short of its published
-  figure). The second led on both datasets: the chosen configuration, then at `SEEDS` too;
-  its like-for-like figure is the seed with the best validation figure.
-- `BEAUTY_FIRST`: the chosen configuration with cosine logits at temperature 0.1 (the recipe
-  study's choice for `sasrec`), at d = 128, at batch 128, with `lru` (the published settings'
-  leader) for `bsarec`, and with 10% and 30% of each training window's input items dropped
-  (`train.item_mask`, never the newest), with the low-pass over the whole window (as
-  BSARec's code filters), with its weights averaged (`train.ema_decay=0.999`), at batch 512,
-  and at lr 2e-3; each on amazon-beauty first, on amazon-toys only
-  once it led on amazon-beauty (`LED_ON_BEAUTY`): a lead on both would make the new choice.
+  figure). The second led on both datasets: chosen then, and trained at `SEEDS` too.
+- `BEAUTY_FIRST`: `published-author-plateau-lr1e-3` with cosine logits at temperature 0.1 (the
+  recipe study's choice for `sasrec`), at d = 128, at batch 128, with `lru` (the published
+  settings' leader) for `bsarec`, with 10% and 30% of each training window's input items
+  dropped (`train.item_mask`, never the newest), with the low-pass over the whole window (as
+  BSARec's code filters), with its weights averaged (`train.ema_decay=0.999`), and at lr 2e-3;
+  each on amazon-beauty first, on amazon-toys only once it led on amazon-beauty
+  (`LED_ON_BEAUTY`): a lead on both makes the new choice. The whole-window low-pass led on
+  both: the chosen configuration (`CHOSEN_SETTING`), then trained at `SEEDS` too; its
+  like-for-like figure is the seed with the best validation figure.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -111,22 +112,17 @@ for _share in ("0.1", "0.3"):  # input items dropped from each training window (
 SETTINGS["published-author-plateau-lr1e-3-whole"] = _replacing(
     "published-author-plateau-lr1e-3", "model.tower.window=whole"
 )
-SETTINGS["published-author-plateau-lr1e-3-duorec"] = _replacing(  # DuoRec's lambda and tau
-    "published-author-plateau-lr1e-3", "loss.contrastive_weight=0.1"
-)
 SETTINGS["published-author-plateau-lr1e-3-ema"] = (
     *SETTINGS["published-author-plateau-lr1e-3"], "train.ema_decay=0.999",
 )  # fmt: skip
-SETTINGS["published-author-plateau-lr1e-3-batch512"] = _replacing(
-    "published-author-plateau-lr1e-3", "train.batch_size=512"
-)
 SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
     "published-author-plateau", "train.lr=0.002"
 )
 CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
-# Later candidates on the chosen configuration, each run on amazon-beauty first (the dataset
-# short of its published figure): one that does not lead there cannot lead on both datasets,
-# so it has an amazon-toys run only once it is in `LED_ON_BEAUTY`. (tower, setting) pairs.
+# Later candidates on `published-author-plateau-lr1e-3`, each run on amazon-beauty first (the
+# dataset short of its published figure): one that does not lead there cannot lead on both
+# datasets, so it has an amazon-toys run only once it is in `LED_ON_BEAUTY`. (tower, setting)
+# pairs.
 BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-cosine"),
     ("bsarec", "published-author-plateau-lr1e-3-d128"),
@@ -137,13 +133,15 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
     ("bsarec", "published-author-plateau-lr2e-3"),
     ("bsarec", "published-author-plateau-lr1e-3-ema"),
-    ("bsarec", "published-author-plateau-lr1e-3-batch512"),
 )
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (("bsarec", "published-author-plateau-lr1e-3-whole"),)
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
-CHOSEN_SETTING = "published-author-plateau-lr1e-3"  # the like-for-like setting chosen on val
-PLATEAU_SETTING = "published-author-plateau"  # the one chosen before `CANDIDATES`
+CHOSEN_SETTING = "published-author-plateau-lr1e-3-whole"  # the like-for-like setting chosen on val
+# The settings chosen before it, in turn (before `CANDIDATES`, then before `BEAUTY_FIRST`); each
+# trained at `SEEDS` too
+EARLIER_CHOICES = ("published-author-plateau", "published-author-plateau-lr1e-3")
+PLATEAU_SETTING = EARLIER_CHOICES[0]
 # The defaults' setting: `PLATEAU_SETTING` without its lr decay. With the lr decayed over it,
 # the refit ends lower (benchmarks/results/refit_decay/).
 DEFAULT_SETTING = "published-author"
@@ -192,8 +190,9 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     make a pair), then the chosen configuration in the product's frame, then bsarec's whole
     window, then the chosen configuration with the default sampler, then the author log's
     settings, then the rest of `SAMPLED_RUNS`, then `PLATEAU_SETTING`'s other seeds, then the
-    `CANDIDATES`, amazon-beauty's first, then the chosen configuration's other seeds, then the
-    `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` on amazon-toys.
+    `CANDIDATES`, amazon-beauty's first, then the other seeds of the one they chose, then the
+    `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` on amazon-toys,
+    then the chosen configuration's other seeds.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -212,9 +211,12 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [sampled_spec(dataset, *run) for run in SAMPLED_RUNS[1:] for dataset in DATASETS]
     specs += [seed_spec(dataset, seed, PLATEAU_SETTING) for seed in SEEDS for dataset in DATASETS]
     specs += [_spec(dataset, "bsarec", setting) for dataset in DATASETS for setting in CANDIDATES]
-    specs += [seed_spec(dataset, seed, CHOSEN_SETTING) for seed in SEEDS for dataset in DATASETS]
+    specs += [
+        seed_spec(dataset, seed, EARLIER_CHOICES[1]) for seed in SEEDS for dataset in DATASETS
+    ]
     specs += [_spec(BEAUTY, tower, setting) for tower, setting in BEAUTY_FIRST]
     specs += [_spec(TOYS, tower, setting) for tower, setting in LED_ON_BEAUTY]
+    specs += [seed_spec(dataset, seed, CHOSEN_SETTING) for seed in SEEDS for dataset in DATASETS]
     return specs, len(specs)
 
 
