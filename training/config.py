@@ -59,15 +59,6 @@ class LossConfig(Section):
         "whose logits are recomputed in the backward pass (exact; memory N x chunk instead of "
         "N x n, for one more matmul over the table).",
     )
-    contrastive_weight: float = Field(
-        0.0, ge=0.0, description="With train.targets=last: add this times DuoRec's supervised "
-        "contrastive term (Qiu et al. 2022): each training window's query and that of another "
-        "window with the same target are a positive pair, the batch's other queries of both "
-        "kinds its negatives (InfoNCE on dot products). 0: off.",
-    )  # fmt: skip
-    contrastive_temperature: float = Field(
-        1.0, gt=0.0, description="The contrastive term's temperature (its dot products / this)."
-    )
 
 
 class TrainConfig(Section):
@@ -241,15 +232,6 @@ class RecsysConfig(Section):
             raise ValueError(
                 f"model.tower {self.model.tower.name!r} sees later items of its window (not "
                 "causal): it needs train.targets=last, or a position would learn from its target"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _contrastive_pairs_need_last_targets(self) -> RecsysConfig:
-        if self.loss.contrastive_weight and self.train.targets != "last":
-            raise ValueError(
-                "loss.contrastive_weight needs train.targets=last: it pairs windows by their "
-                "one target"
             )
         return self
 

@@ -147,7 +147,6 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         val_users: int | None = None,
         targets: str = "all",
         item_mask: float = 0.0,
-        partners: bool = False,
     ) -> None:
         super().__init__()
         self.bucket_by_length = bucket_by_length
@@ -160,7 +159,7 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
         last = targets == "last"
         windows = make_windows(splits.train["items"], max_len, every_prefix=last)
         self.train_set = TrainWindows(
-            windows, trim=bucket_by_length, last_only=last, mask=item_mask, partners=partners
+            windows, trim=bucket_by_length, last_only=last, mask=item_mask
         )
         self.val_set = EvalExamples(splits.val, max_len)
         self.test_set = EvalExamples(splits.test, max_len)
@@ -172,16 +171,14 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
     def of(
         cls, splits: SplitsLike, cfg: RecsysConfig, val_users: int | None = None
     ) -> SequenceDataModule:
-        """The data module a run's config describes.
+        """The data module a run's config describes: its `train` settings and `model.max_len`.
 
-        Its `train` settings, `model.max_len`, and partner windows when
-        `loss.contrastive_weight` asks for them. `val_users`: the rounds' sample of validation
-        users (a fit: `train.val_users`).
+        `val_users`: the rounds' sample of validation users (a fit: `train.val_users`).
         """
-        train, partners = cfg.train, cfg.loss.contrastive_weight > 0
+        train = cfg.train
         return cls(
             splits, cfg.model.max_len, train.batch_size, train.eval_batch_size, train.num_workers,
-            train.bucket_by_length, train.seed, val_users, train.targets, train.item_mask, partners,
+            train.bucket_by_length, train.seed, val_users, train.targets, train.item_mask,
         )  # fmt: skip
 
     @property

@@ -3,8 +3,6 @@
 Training: every train sequence is cut, from its end, into windows of L + 1 items that overlap by
 one item, so each transition is predicted exactly once; the earliest (short) window is
 left-padded with 0. A window gives input `[L]` and targets `[L]` (0 = no target).
-With one target per window (`train.targets=last`) a window can also come with a partner: another
-window with the same target (`SameTarget`), the positive of the supervised contrastive term.
 Evaluation: history left-padded to `[L]` (most recent last), one target, and the full history
 (padded to the batch's longest) for excluding seen items.
 """
@@ -91,49 +89,16 @@ def masked(inputs: Tensor, share: float) -> Tensor:
     return inputs.masked_fill(dropped, 0)
 
 
-class SameTarget:
-    """For each training window, draws another window whose target is the same.
-
-    Built from the windows' targets `[W]`. A window whose target no other window has is its own
-    partner (its two encodings still differ by their dropout).
-    """
-
-    def __init__(self, targets: np.ndarray) -> None:
-        order = np.argsort(targets, kind="stable")
-        _, first, counts = np.unique(targets[order], return_index=True, return_counts=True)
-        group = np.repeat(np.arange(len(first)), counts)  # of each sorted position
-        place = np.empty_like(order)
-        place[order] = np.arange(len(order))  # each window's sorted position
-        self.order = torch.from_numpy(order)
-        self.place = torch.from_numpy(place)
-        self.start = torch.from_numpy(first[group][place])  # its group's first sorted position
-        self.size = torch.from_numpy(counts[group][place])  # its group's size
-
-    def draw(self, rows: Tensor) -> Tensor:
-        """One partner row per row of `rows [B]`, uniform over the others of its group."""
-        start, size = self.start[rows], self.size[rows]
-        step = 1 + (torch.rand(len(rows)) * (size - 1)).long()  # 1 .. size - 1; alone: 1
-        return self.order[start + (self.place[rows] - start + step) % size]
-
-
-class TrainWindows(Dataset[tuple[Tensor, ...]]):
+class TrainWindows(Dataset[tuple[Tensor, Tensor]]):
     """Training windows; indexing with a list of rows returns a whole batch at once."""
 
     def __init__(
-        self,
-        windows: np.ndarray,
-        trim: bool = False,
-        last_only: bool = False,
-        mask: float = 0.0,
-        partners: bool = False,
+        self, windows: np.ndarray, trim: bool = False, last_only: bool = False, mask: float = 0.0
     ) -> None:
         self.windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
         self.trim = trim
         self.last_only = last_only  # only the window's last position has a target
         self.mask = mask  # `train.item_mask`: the share of earlier input items dropped
-        if partners and not last_only:
-            raise ValueError("partners need one target per window (last_only)")
-        self.same_target = SameTarget(windows[:, -1]) if partners else None
 
     @property
     def lengths(self) -> np.ndarray:
@@ -143,22 +108,12 @@ class TrainWindows(Dataset[tuple[Tensor, ...]]):
     def __len__(self) -> int:
         return len(self.windows)
 
-    def __getitem__(self, rows: Any) -> tuple[Tensor, ...]:
-        """`rows [B]` -> inputs `[B, L]`, targets `[B, L]` (0 = no target)[, partners' inputs].
+    def __getitem__(self, rows: Any) -> tuple[Tensor, Tensor]:
+        """`rows [B]` -> (inputs `[B, L]`, targets `[B, L]`; 0 = no target).
 
-        A target is set exactly where the input is an item (not padding). With `partners`, a
-        third tensor: each row's partner's inputs `[B, L'']` (`SameTarget`, drawn anew each call).
+        A target is set exactly where the input is an item (not padding).
         """
-        rows = torch.as_tensor(rows)
-        inputs, targets = self._inputs_and_targets(rows)
-        if self.same_target is None:
-            return inputs, targets
-        partner_inputs, _ = self._inputs_and_targets(self.same_target.draw(rows))
-        return inputs, targets, partner_inputs
-
-    def _inputs_and_targets(self, rows: Tensor) -> tuple[Tensor, Tensor]:
-        """The windows `rows` as inputs and targets, masked and trimmed as set."""
-        batch = self.windows[rows]
+        batch = self.windows[torch.as_tensor(rows)]
         inputs = batch[:, :-1]
         # The first item of a sequence has no history to predict it from.
         targets = batch[:, 1:] * (inputs != 0)

@@ -21,7 +21,6 @@ from model.towers import TwoTowerModel
 from training import distributed
 from training.annealing import annealed_temperature
 from training.config import RecsysConfig
-from training.contrastive import encode_by_length, info_nce
 from training.corrections import query_windows
 from training.gathered_scores import gathered_scores
 from training.loop.clock import TrainingClock
@@ -88,39 +87,17 @@ class RetrievalModule(FullRankingEvaluation):
 
     # ---- training -------------------------------------------------------------------------
 
-    def _step(self, batch: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None]:
+    def _step(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor | None]:
         """Loss of one batch of windows and the item rows it touched.
 
         Args:
-            batch: inputs `[B, L]`, targets `[B, L]` (0 = no target), and with
-                `loss.contrastive_weight` each window's partner's inputs `[B, L']`.
+            batch: inputs `[B, L]`, targets `[B, L]` (0 = no target).
 
         Returns:
             (scalar loss, touched item_idx `[k]` or None for full softmax).
 
         """
-        loss, touched, queries = self._recommendation_step(batch[0], batch[1])
-        if len(batch) < 3:
-            return loss, touched
-        weight = distributed.share_weight(queries.shape[0], self.device)
-        loss = loss + weight * self.cfg.loss.contrastive_weight * self._contrast(queries, batch[2])
-        if touched is not None:
-            touched = torch.cat([touched, batch[2][batch[2] != 0]]).unique()
-        return loss, touched
-
-    def _contrast(self, queries: Tensor, partner_inputs: Tensor) -> Tensor:
-        """DuoRec's supervised contrastive term of `queries [B, d]` and their partners'."""
-        with (
-            record_function(PHASES["tower"]),
-            matmul_precision(self.cfg.train.precision, self.device),
-        ):
-            partners = undo_autocast(encode_by_length(self.model.query_tower, partner_inputs))
-        return info_nce(queries, partners, self.cfg.loss.contrastive_temperature)
-
-    def _recommendation_step(
-        self, inputs: Tensor, targets: Tensor
-    ) -> tuple[Tensor, Tensor | None, Tensor]:
-        """The recommendation loss, the touched rows (None: full softmax) and the queries."""
+        inputs, targets = batch
         keep, precision = targets != 0, self.cfg.train.precision
         with record_function(PHASES["tower"]), matmul_precision(precision, self.device):
             queries = undo_autocast(self._queries(inputs, keep))  # [N, d]
@@ -132,7 +109,7 @@ class RetrievalModule(FullRankingEvaluation):
             with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
                 items = self.model.item_tower.all_embeddings()  # [n + 1, d]
                 loss = self.full_loss(queries, items, positives, tau, user_items)  # type: ignore[misc]
-                return weight * loss, None, queries
+                return weight * loss, None
         with record_function(PHASES["sampler"]):
             neg = self._draw(queries.detach(), positives, keep)
         with record_function(PHASES["loss"]), matmul_precision(precision, self.device):
@@ -147,7 +124,7 @@ class RetrievalModule(FullRankingEvaluation):
                 pos_scores, neg_scores, neg, positives, tau, user_items
             )
         touched = torch.cat([positives, ids.reshape(-1), inputs[inputs != 0]]).unique()
-        return loss, touched, queries
+        return loss, touched
 
     def _queries(self, inputs: Tensor, keep: Tensor) -> Tensor:
         """The query tower's outputs at the kept positions `keep [B, L]`: `[N, d]`.
