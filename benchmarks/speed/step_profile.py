@@ -107,7 +107,7 @@ def profile_sampler(ws: Workspace, dataset: str, cfg: RecsysConfig, args: dict[s
     prepare_dataset(ws, dataset)
     splits = build_splits(ws, cfg.data.split, cfg.data.cutoff, cfg.data.kcore)
     dm = SequenceDataModule.of(
-        splits, cfg.model_copy(update={"train": cfg.train.model_copy(update={"num_workers": 0})})
+        splits, cfg.train.model_copy(update={"num_workers": 0}), cfg.model.max_len
     )
     pl_lightning.seed_everything(cfg.train.seed, verbose=False)
     module = build_module(cfg, splits.num_items, item_counts(splits))

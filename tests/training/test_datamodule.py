@@ -262,5 +262,5 @@ def test_item_mask_drops_earlier_input_items_never_the_newest_nor_a_target() -> 
 def test_item_mask_needs_one_target_per_window() -> None:
     with pytest.raises(RecsysInputError, match="item_mask needs train.targets=last"):
         load_config(overrides=["train.item_mask=0.2", "train.targets=all"])
-    cfg = load_config(overrides=["train.item_mask=0.2", "model.max_len=3"])
-    assert SequenceDataModule.of(_splits(), cfg).train_set.mask == 0.2
+    train = load_config(overrides=["train.item_mask=0.2"]).train
+    assert SequenceDataModule.of(_splits(), train, max_len=3).train_set.mask == 0.2

@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from training import distributed
-from training.config import RecsysConfig
+from training.config import TrainConfig
 from training.loop.batching import (
     EqualCount,
     LengthBucketBatches,
@@ -169,15 +169,14 @@ class SequenceDataModule(pl_lightning.LightningDataModule):
 
     @classmethod
     def of(
-        cls, splits: SplitsLike, cfg: RecsysConfig, val_users: int | None = None
+        cls, splits: SplitsLike, train: TrainConfig, max_len: int, val_users: int | None = None
     ) -> SequenceDataModule:
-        """The data module a run's config describes: its `train` settings and `model.max_len`.
+        """The data module a run's `train` settings and history length `max_len` describe.
 
         `val_users`: the rounds' sample of validation users (a fit: `train.val_users`).
         """
-        train = cfg.train
         return cls(
-            splits, cfg.model.max_len, train.batch_size, train.eval_batch_size, train.num_workers,
+            splits, max_len, train.batch_size, train.eval_batch_size, train.num_workers,
             train.bucket_by_length, train.seed, val_users, train.targets, train.item_mask,
         )  # fmt: skip
 

@@ -193,7 +193,7 @@ def fit(
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
     pl_lightning.seed_everything(cfg.train.seed, workers=True, verbose=False)
-    dm = SequenceDataModule.of(splits, cfg, cfg.train.val_users)
+    dm = SequenceDataModule.of(splits, cfg.train, cfg.model.max_len, cfg.train.val_users)
     if overrides.get("max_epochs", cfg.train.max_epochs) > 0:  # 0: a warm start kept untrained
         _require_windows(dm, cfg)
     module = build_module(cfg, splits.num_items, item_counts(splits))

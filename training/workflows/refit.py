@@ -91,7 +91,7 @@ def refit(
             "refit: %d epoch%s on the training events and %d users' validation events",
             epochs, "" if epochs == 1 else "s", splits.val.height,
         )  # fmt: skip
-    data = SequenceDataModule.of(refit_splits, cfg)
+    data = SequenceDataModule.of(refit_splits, cfg.train, cfg.model.max_len)
     left = _time_left(cfg, module)
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(
