@@ -112,9 +112,9 @@ for _share in ("0.1", "0.3"):  # input items dropped from each training window (
 SETTINGS["published-author-plateau-lr1e-3-whole"] = _replacing(
     "published-author-plateau-lr1e-3", "model.tower.window=whole"
 )
-SETTINGS["published-author-plateau-lr1e-3-ema"] = (
-    *SETTINGS["published-author-plateau-lr1e-3"], "train.ema_decay=0.999",
-)  # fmt: skip
+SETTINGS["published-author-plateau-lr1e-3-ema"] = _replacing(
+    "published-author-plateau-lr1e-3", "train.ema_decay=0.999"
+)
 SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
     "published-author-plateau", "train.lr=0.002"
 )
