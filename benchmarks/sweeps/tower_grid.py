@@ -115,6 +115,9 @@ SETTINGS["published-author-plateau-lr1e-3-whole"] = _replacing(
 SETTINGS["published-author-plateau-lr1e-3-ema"] = _replacing(
     "published-author-plateau-lr1e-3", "train.ema_decay=0.999"
 )
+SETTINGS["published-author-plateau-lr1e-3-whole-ema"] = _replacing(
+    "published-author-plateau-lr1e-3-whole", "train.ema_decay=0.999"
+)
 SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
     "published-author-plateau", "train.lr=0.002"
 )
@@ -133,6 +136,7 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
     ("bsarec", "published-author-plateau-lr2e-3"),
     ("bsarec", "published-author-plateau-lr1e-3-ema"),
+    ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
 )
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (("bsarec", "published-author-plateau-lr1e-3-whole"),)
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
