@@ -29,7 +29,7 @@ from serving.service import ModelService
 from training.config_loading import build_run_config
 
 if TYPE_CHECKING:
-    from training.workflows.pipeline import TrainResult
+    from training.workflows.result import TrainResult
 
 __all__ = ["Recommender", "Result", "ScoredItem", "load", "train"]
 

@@ -23,15 +23,14 @@ from training.loop.trainer import fit
 from training.workflows.pipeline import load_splits
 from training.workflows.tune import (
     SEARCH_SPACE,
-    PruneOnValidation,
     TuneRequest,
-    _Callbacks,
     best_settings,
     minutes_spent,
     open_study,
     trial_config,
     tune,
 )
+from training.workflows.tune_pruning import PruneOnValidation, TrialCallbacks
 from training.workflows.tune_study import MINUTES_RUN
 
 QUICK = ["--set", "train.max_epochs=2", "--set", "eval.ks=[10,20]", "--set", "model.max_len=10"]
@@ -298,9 +297,8 @@ def test_the_callback_stops_a_real_fit_when_the_pruner_says_so(ws: Workspace, lo
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(2.0))
     trial = study.ask()
     with pytest.raises(optuna.TrialPruned, match=r"at round 0 \(epoch 0\)"):
-        fit(
-            cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=_Callbacks(PruneOnValidation(trial))
-        )
+        start = TrialCallbacks(PruneOnValidation(trial))
+        fit(cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=start)
     assert list(study.trials[0].intermediate_values) == [0]
 
 
@@ -313,7 +311,8 @@ def test_rounds_every_n_steps_report_one_step_each(ws: Workspace, log_file: Path
     cfg = load_config([], sets)
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.NopPruner())
     trial = study.ask()
-    fit(cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=_Callbacks(PruneOnValidation(trial)))
+    start = TrialCallbacks(PruneOnValidation(trial))
+    fit(cfg, load_splits(ws, cfg), ws.runs_dir / "t", start=start)
     steps = list(study.trials[0].intermediate_values)
     assert len(steps) >= 2 and steps == list(range(len(steps)))  # all in epoch 0, none lost
     assert study.trials[0].user_attrs["minutes_run"] > 0  # kept at each report

@@ -10,15 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import torch
 
-from data import owner, vocab
+from data import owner
 from data.datasets import check_dataset, prepare_dataset
 from data.errors import RecsysInputError
 from data.ingest import DEFAULT_LAYOUT, LogLayout
@@ -28,43 +26,17 @@ from data.workspace import Workspace
 from model import bundle
 from training import distributed
 from training.config import RecsysConfig
-from training.loop.datamodule import item_counts
-from training.loop.lit_module import RetrievalModule
 from training.loop.module_build import resolve_sampler
 from training.loop.trainer import Fitted, fit
 from training.precision import resolve_precision
 from training.sampler_settings import SampledSettings
+from training.workflows.export import export_bundle
 from training.workflows.gate_evidence import record_kept_round
 from training.workflows.refit import refit
+from training.workflows.result import TrainResult
 from training.workflows.scoring import VAL_TEST, measure
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainResult:
-    """What `train()` did; `to_json()` is the `recsys train --json` payload."""
-
-    version: str
-    dataset: str
-    sampler: str
-    num_negatives: int | None
-    metrics: dict[str, dict[str, float]]
-    train_seconds: float
-    epochs: int
-    seconds_per_epoch: float
-    device: str
-    threads: int
-    precision: str  # the matmuls' precision used (`train.precision` "auto" resolved)
-    # epochs planned on the val events too (`training.workflows.refit`); a time cap may cut the last
-    refit_epochs: int = 0
-    bundle: str | None = None
-    run_dir: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """All fields as a JSON-ready dict."""
-        return asdict(self)
 
 
 def load_splits(
@@ -262,45 +234,4 @@ def _result(
         precision=resolve_precision(cfg.train.precision, fitted.module.device),
         refit_epochs=fitted.refit_epochs,
         run_dir=str(run_dir),
-    )
-
-
-def export_bundle(
-    ws: Workspace,
-    cfg: RecsysConfig,
-    module: RetrievalModule,
-    splits: Splits,
-    res: TrainResult,
-    retrain: bundle.RetrainOrigin | None,
-) -> Path:
-    """Write the module as bundle `res.version`; the manifest names the event parts it saw."""
-    log.info("writing model bundle %s", res.version)
-    model = module.model.cpu().eval()
-    emb = model.item_tower.all_embeddings().detach().numpy()
-    manifest = bundle.Manifest(
-        version=res.version, created_at=datetime.now(UTC).replace(microsecond=0),
-        dataset=res.dataset,
-        events=list(splits.parts), num_items=splits.num_items, model=cfg.model.model_copy(),
-        temperature=module.current_temperature(),
-        score=bundle.ABS_DOT if cfg.ranks_by_magnitude else bundle.DOT,
-        config=cfg.model_dump(exclude={"model"}), metrics=res.metrics,
-        train_seconds=res.train_seconds, epochs=res.epochs, refit_epochs=res.refit_epochs,
-        retrain=retrain,
-    )  # fmt: skip
-    return bundle.write_bundle(
-        ws.models_dir, manifest, query_tower=model.query_tower, item_embeddings=emb,
-        items=_items_frame(ws, splits),
-    )  # fmt: skip
-
-
-def _items_frame(ws: Workspace, splits: Splits) -> pl.DataFrame:
-    counts = item_counts(splits).to(torch.int64).numpy()
-    titles = vocab.load_item_titles(ws)
-    items = vocab.load_item_vocab(ws).select("item_idx", "item_id").sort("item_idx")
-    items = items.filter(pl.col("item_idx") <= splits.num_items)
-    return items.with_columns(
-        pl.Series("popularity", counts[items["item_idx"].to_numpy()], dtype=pl.Int64),
-        pl.col("item_id")
-        .replace_strict(titles, default=None, return_dtype=pl.String)
-        .alias("title"),
     )

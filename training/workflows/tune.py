@@ -3,9 +3,10 @@
 Optuna's TPE sampler proposes each trial's settings from `SEARCH_SPACE`; a trial is one
 `training.loop.trainer.fit` capped at its share of the budget, scored by the best val NDCG@10 of
 the fit (the test split is never evaluated). A Lightning callback reports every validation
-round to Optuna and stops a trial that the median pruner judges hopeless. The study lives in
-`OUT/study.db`, so the same command resumes (`training/workflows/tune_study.py`: killed trials, the
-budget spent, a sitting with other settings refused). Each trial's config and score go to
+round to Optuna and stops a trial that the median pruner judges hopeless
+(`training/workflows/tune_pruning.py`). The study lives in `OUT/study.db`, so the same command
+resumes (`training/workflows/tune_study.py`: killed trials, the budget spent, a sitting with
+other settings refused). Each trial's config and score go to
 `OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
 A sampler built on the model's starting temperature (its settings'
 `fixes_the_temperature`) leaves `model.learn_temperature` out of the search; plain dot-product
@@ -24,7 +25,6 @@ from typing import Any
 
 import optuna
 import yaml
-from pytorch_lightning.callbacks import Callback
 
 from data.split import Splits
 from data.store import atomic_write
@@ -32,9 +32,9 @@ from data.workspace import Workspace
 from model.tower_settings import FORMER_MODEL_KEYS
 from training import distributed
 from training.config import RecsysConfig
-from training.loop.checkpoints import MONITOR
 from training.loop.divergence import TrainingDivergedError
 from training.sampler_settings import validate_sampler
+from training.workflows.tune_pruning import PruneOnValidation, TrialCallbacks
 from training.workflows.tune_study import minutes_spent, record_minutes_run, trial_minutes
 from training.workflows.tune_study import open_study as open_study_at
 
@@ -91,42 +91,6 @@ def _suggestion(spec: tuple[Any, ...]) -> Callable[[optuna.Trial, str], Any]:
     if kind == "float":
         return lambda t, k: t.suggest_float(k, *args)
     return lambda t, k: t.suggest_categorical(k, args[0])
-
-
-class PruneOnValidation(Callback):
-    """Reports val NDCG@10 after each validation round; raises `optuna.TrialPruned` when told."""
-
-    def __init__(self, trial: optuna.Trial) -> None:
-        self.trial = trial
-        self.rounds = 0  # the step reported: rounds align trials (epochs do not, every N steps)
-
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        """Report the round's score at step = its round; stop the fit if the pruner says so."""
-        score = trainer.callback_metrics.get(MONITOR)
-        if score is None or trainer.sanity_checking:
-            return
-        self.trial.report(float(score), step=self.rounds)
-        record_minutes_run(self.trial)
-        self.rounds += 1
-        if self.trial.should_prune():
-            raise optuna.TrialPruned(
-                f"val ndcg@10 {float(score):.4f} at round {self.rounds - 1} "
-                f"(epoch {trainer.current_epoch})"
-            )
-
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        """Keep the minutes run (a kill between validation rounds counts them)."""
-        record_minutes_run(self.trial)
-
-
-class _Callbacks:
-    """A `fit` start hook that only adds callbacks (no warm start)."""
-
-    def __init__(self, *callbacks: Callback) -> None:
-        self.callbacks = list(callbacks)
-
-    def apply(self, module: Any) -> list[Callback]:
-        return self.callbacks
 
 
 def trial_config(base: RecsysConfig, params: dict[str, Any], minutes: float) -> RecsysConfig:
@@ -222,7 +186,7 @@ class _Objective:
                 cfg,
                 self.splits,
                 run_dir,
-                start=_Callbacks(PruneOnValidation(trial)),
+                start=TrialCallbacks(PruneOnValidation(trial)),
                 refit_epochs=0,
             )
             trial.set_user_attr("epochs", len(fitted.epoch_seconds))
