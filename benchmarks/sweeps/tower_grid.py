@@ -138,7 +138,10 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-ema"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
 )
-LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (("bsarec", "published-author-plateau-lr1e-3-whole"),)
+LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (
+    ("bsarec", "published-author-plateau-lr1e-3-whole"),
+    ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
+)
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 CHOSEN_SETTING = "published-author-plateau-lr1e-3-whole"  # the like-for-like setting chosen on val
