@@ -40,11 +40,12 @@ the chosen configuration in the product's frame:
   recipe study's choice for `sasrec`), at d = 128, at batch 128, with `lru` (the published
   settings' leader) for `bsarec`, with 10% and 30% of each training window's input items
   dropped (`train.item_mask`, never the newest), with the low-pass over the whole window (as
-  BSARec's code filters), with its weights averaged (`train.ema_decay=0.999`), and at lr 2e-3;
-  each on amazon-beauty first, on amazon-toys only once it led on amazon-beauty
-  (`LED_ON_BEAUTY`): a lead on both makes the new choice. The whole-window low-pass led on
-  both: the chosen configuration (`CHOSEN_SETTING`), then trained at `SEEDS` too; its
-  like-for-like figure is the seed with the best validation figure.
+  BSARec's code filters), with its weights averaged (`train.ema_decay=0.999`), at lr 2e-3, and
+  the whole-window form with its weights averaged (`-whole-ema`); each on amazon-beauty first,
+  on amazon-toys only once it led on amazon-beauty (`LED_ON_BEAUTY`): a lead on both makes the
+  new choice. The whole-window low-pass led on both: the chosen configuration
+  (`CHOSEN_SETTING`), then trained at `SEEDS` too; its like-for-like figure is the seed with
+  the best validation figure.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -122,10 +123,10 @@ SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
     "published-author-plateau", "train.lr=0.002"
 )
 CANDIDATES = ("published-author-plateau-ema", "published-author-plateau-lr1e-3")
-# Later candidates on `published-author-plateau-lr1e-3`, each run on amazon-beauty first (the
-# dataset short of its published figure): one that does not lead there cannot lead on both
-# datasets, so it has an amazon-toys run only once it is in `LED_ON_BEAUTY`. (tower, setting)
-# pairs.
+# Later candidates on `published-author-plateau-lr1e-3` (the last on its whole-window form,
+# chosen after it), each run on amazon-beauty first (the dataset short of its published
+# figure): one that does not lead there cannot lead on both datasets, so it has an amazon-toys
+# run only once it is in `LED_ON_BEAUTY`. (tower, setting) pairs.
 BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-cosine"),
     ("bsarec", "published-author-plateau-lr1e-3-d128"),
