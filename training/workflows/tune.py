@@ -6,11 +6,11 @@ the fit (the test split is never evaluated). A Lightning callback reports every 
 round to Optuna and stops a trial that the median pruner judges hopeless
 (`training/workflows/tune_pruning.py`). The study lives in `OUT/study.db`, so the same command
 resumes (`training/workflows/tune_study.py`: killed trials, the budget spent, a sitting with
-other settings refused). Each trial's config and score go to
-`OUT/trials.json`; the best trial's settings to `OUT/best.yaml`, for `recsys train --config`.
-A sampler built on the model's starting temperature (its settings'
-`fixes_the_temperature`) leaves `model.learn_temperature` out of the search; plain dot-product
-logits (`model.normalize=false`) leave the temperature out: the towers learn their own scale.
+other settings refused). Each trial's config and score go to `OUT/trials.json`; the best
+trial's settings to `OUT/best.yaml`, for `recsys train --config`. A sampler built on the
+model's starting temperature (its settings' `fixes_the_temperature`) leaves
+`model.learn_temperature` out of the search; plain dot-product logits (`model.normalize=false`)
+leave the temperature out: the towers learn their own scale.
 """
 
 from __future__ import annotations
