@@ -171,6 +171,14 @@ class BsarecSettings(AttentionSettings):
         "over the whole window, as BSARec's code (every position sees the window's later "
         "items: needs train.targets=last, where only the last position is trained).",
     )
+    padding: Literal["zero", "embedded"] = Field(
+        "zero",
+        description="zero: a padded position is zero and a window as wide as its batch's "
+        "longest history; embedded: as BSARec's code, every window max_len wide and a padded "
+        "position carries its position embedding through the blocks, its attention over the "
+        "whole window, into the low-pass (padded positions see later items: needs "
+        "train.targets=last).",
+    )
     ffn_factor: ClassVar[int] = 4
     search_space: ClassVar[dict[str, tuple[Any, ...]]] = {
         **AttentionSettings.search_space,
@@ -179,8 +187,8 @@ class BsarecSettings(AttentionSettings):
     }
 
     def sees_later_items(self) -> bool:
-        """The whole-window low-pass mixes later items into every earlier position."""
-        return self.window == "whole"
+        """Later items reach earlier positions: the whole-window low-pass, embedded padding."""
+        return self.window == "whole" or self.padding == "embedded"
 
 
 class LruSettings(BlockSettings):

@@ -6,8 +6,9 @@ outputs plain vectors, whose dot products are SASRec's logits (L2-normalised wit
 `model.normalize`: cosine logits); the logit of a (query, item) pair is `h . c / temperature`.
 
 Every tower is causal (the output at position t depends on the items at positions <= t only)
-unless its settings say `sees_later_items()` (bsarec's whole window, trained at the last
-position only), and padding in front changes nothing (padded positions are zero between blocks).
+unless its settings say `sees_later_items()` (bsarec's whole window or embedded padding,
+trained at the last position only), and padding in front changes nothing (padded positions are
+zero between blocks) unless the padding is embedded.
 """
 
 from __future__ import annotations
@@ -156,11 +157,13 @@ class PositionalInput(nn.Module):
     """Item plus learned position embeddings, layer-normalised, dropped out, zero at padding.
 
     The input layer of the frequency-domain towers (FMLP-Rec's and BSARec's embedding layer).
+    `zero_padding=False` keeps a padded position's row (its position embedding, normalised).
     """
 
-    def __init__(self, dim: int, max_len: int, dropout: float) -> None:
+    def __init__(self, dim: int, max_len: int, dropout: float, zero_padding: bool = True) -> None:
         super().__init__()
         self.max_len = max_len
+        self.zero_padding = zero_padding
         self.positions = nn.Embedding(max_len, dim)
         nn.init.normal_(self.positions.weight, std=dim**-0.5)
         self.norm = nn.LayerNorm(dim)
@@ -173,8 +176,8 @@ class PositionalInput(nn.Module):
         """
         length = seq.shape[1]
         where = torch.arange(self.max_len - length, self.max_len, device=seq.device)
-        x = self.drop(self.norm(items + self.positions(where)))
-        return x * kept(seq, x)
+        x = self.drop(self.norm(items * kept(seq, items) + self.positions(where)))
+        return x * kept(seq, x) if self.zero_padding else x
 
 
 class ResidualFeedForward(nn.Module):
@@ -228,7 +231,7 @@ class BlockTower(QueryTowerBase):
     def forward(self, seq: Tensor) -> Tensor:
         """`seq [B, L]` left-padded -> `[B, L, d]`; position t sees positions <= t only."""
         x, pad, keep = self._below(seq, self.blocks)
-        return unit_or_plain(x, self.normalize) * keep
+        return (unit_or_plain(x, self.normalize) * keep)[:, -seq.shape[1] :]  # `_below` may widen
 
     def encode(self, history: Tensor) -> Tensor:
         """`history [B, L]` -> `[B, d]`, `forward`'s last position, the last block on it alone."""

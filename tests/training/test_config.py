@@ -76,6 +76,7 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
         (["train.seed=4294967295"], None),
         (["model.tower.window=whole", "train.targets=all"], "needs train.targets=last"),
         (["model.tower=bsarec", "model.tower.window=whole", "train.targets=last"], None),
+        (["model.tower=bsarec", "model.tower.padding=embedded", "train.targets=all"], "needs"),
     ],
 )
 def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], message: str) -> None:

@@ -11,6 +11,7 @@ from model.towers.sasrec import SasrecSettings
 
 TOWERS = ["sasrec", "mean", "fmlp", "bsarec", "lru"]
 WHOLE_WINDOW = {"name": "bsarec", "window": "whole"}  # not causal: trained at the last position
+EMBEDDED = {**WHOLE_WINDOW, "padding": "embedded"}  # BSARec's code: padded rows carried along
 
 N_ITEMS, DIM, L = 30, 16, 8
 
@@ -26,7 +27,7 @@ def _seq(batch: int = 4, seed: int = 0) -> torch.Tensor:
 TWO_HEADS_ONE_BLOCK = {"name": "bsarec", "num_heads": 2, "num_layers": 1}  # last() alone
 
 
-@pytest.mark.parametrize("tower", [*TOWERS, WHOLE_WINDOW, TWO_HEADS_ONE_BLOCK])
+@pytest.mark.parametrize("tower", [*TOWERS, WHOLE_WINDOW, EMBEDDED, TWO_HEADS_ONE_BLOCK])
 def test_shapes_and_unit_norm(tower: str | dict[str, object]) -> None:
     model = build_query_tower(
         {"tower": tower, "dim": DIM, "max_len": L, "normalize": True}, N_ITEMS
@@ -94,7 +95,7 @@ def test_the_whole_window_low_pass_lets_earlier_positions_see_later_items() -> N
     assert not torch.allclose(model(seq)[0, :-1], model(changed)[0, :-1], atol=1e-3)
 
 
-@pytest.mark.parametrize("name", [*TOWERS, WHOLE_WINDOW])
+@pytest.mark.parametrize("name", [*TOWERS, WHOLE_WINDOW, EMBEDDED])
 def test_padding_is_ignored_whatever_the_pad_length(name: str | dict[str, str]) -> None:
     torch.manual_seed(0)
     tower = build_query_tower({"tower": name, "dim": DIM, "max_len": L}, N_ITEMS).eval()
@@ -107,8 +108,8 @@ def test_padding_is_ignored_whatever_the_pad_length(name: str | dict[str, str]) 
     assert torch.allclose(tower.encode(history), tower.encode(longer), atol=1e-6)
 
 
-@pytest.mark.parametrize("name", [*TOWERS, WHOLE_WINDOW])
-def test_padding_rows_do_not_affect_real_positions(name: str | dict[str, str]) -> None:
+@pytest.mark.parametrize("name", [*TOWERS, WHOLE_WINDOW, EMBEDDED])
+def test_padding_rows_of_the_id_table_do_not_affect_items(name: str | dict[str, str]) -> None:
     torch.manual_seed(0)
     tower = build_query_tower({"tower": name, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     seq = torch.tensor([[0, 0, 0, 0, 0, 3, 7, 9]])
