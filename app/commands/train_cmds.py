@@ -27,6 +27,17 @@ from app.cli_common import (
 )
 from app.commands.data_cmds import FormatOption, ItemColOption, TimeColOption, UserColOption
 from app.commands.retrain_cmd import retrain_command
+from app.commands.train_options import (
+    RETRAIN_ENV,
+    DatasetOption,
+    DevicesOption,
+    MaxEpochsOption,
+    NumNegativesOption,
+    NumNodesOption,
+    ReusePublishedOption,
+    StrategyOption,
+    VersionOption,
+)
 from data.datasets import check_dataset
 from data.ingest import LogLayout
 from data.workspace import Workspace
@@ -34,75 +45,25 @@ from training.config_loading import build_run_config
 
 log = logging.getLogger("recsys.train")
 
-RETRAIN_ENV = "RECSYS_RETRAIN"
-Strategy = Literal["auto", "ddp"]  # train.strategy's values (a test holds them equal)
-
 
 def train_command(
     home: HomeOption = None,
-    dataset: Annotated[
-        str | None,
-        typer.Option(
-            metavar="<path|name>",
-            help="Log file or folder, or a dataset name, to ingest first (once per home), or "
-            "'synthetic' for a generated demo log in a home of its own.",
-            show_default="the home's events; none is an error",
-        ),
-    ] = None,
+    dataset: DatasetOption = None,
     fmt: FormatOption = None,
     user_col: UserColOption = "user_id",
     item_col: ItemColOption = "item_id",
     time_col: TimeColOption = "timestamp",
     sampler: SamplerOption = None,
-    num_negatives: Annotated[
-        int | None,
-        typer.Option(
-            help="m negatives: shared by the batch, or per query with sampler.per_query; a "
-            "sampler that draws must be named (--sampler), auto has none.",
-            show_default="sampler.num_negatives",
-        ),
-    ] = None,
-    max_epochs: Annotated[
-        int | None,
-        typer.Option(help="Upper bound on epochs.", show_default="train.max_epochs"),
-    ] = None,
+    num_negatives: NumNegativesOption = None,
+    max_epochs: MaxEpochsOption = None,
     max_minutes: MaxMinutesOption = None,
     config: ConfigOption = None,
     set_: SetOption = None,
-    version: Annotated[
-        str | None,
-        typer.Option(
-            metavar="<name>",
-            help="Name of the published model version.",
-            show_default="a timestamp",
-        ),
-    ] = None,
-    devices: Annotated[
-        int | None,
-        typer.Option(
-            help="Processes on this machine: above 1, Lightning starts one per device and "
-            "trains data-parallel (gloo on CPU, nccl on GPU).",
-            show_default="train.devices",
-        ),
-    ] = None,
-    num_nodes: Annotated[
-        int | None,
-        typer.Option(
-            help="Machines, each running --devices processes.", show_default="train.num_nodes"
-        ),
-    ] = None,
-    strategy: Annotated[
-        Strategy | None,
-        typer.Option(help="Lightning's strategy.", show_default="train.strategy"),
-    ] = None,
-    reuse_published: Annotated[
-        bool,
-        typer.Option(
-            "--reuse-published",
-            help=f"Keep a published model and exit 0 instead of training ({RETRAIN_ENV}=1 in "
-            "the environment trains anyway); what `make up` and the compose trainer run.",
-        ),
-    ] = False,
+    version: VersionOption = None,
+    devices: DevicesOption = None,
+    num_nodes: NumNodesOption = None,
+    strategy: StrategyOption = None,
+    reuse_published: ReusePublishedOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Train a model, evaluate it on val and test, export and publish the bundle."""

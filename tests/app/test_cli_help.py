@@ -91,7 +91,7 @@ def test_choice_options_hold_the_products_values() -> None:
     from app.api.settings import Settings
     from app.commands.data_cmds import LogFormat
     from app.commands.serve_cmds import IndexKind
-    from app.commands.train_cmds import Strategy
+    from app.commands.train_options import Strategy
     from data.formats import FORMATS
     from serving.index import INDEX_KINDS
     from training.config import TrainConfig
