@@ -159,6 +159,7 @@ BEAUTY_FIRST = (
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
+    ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16"),
 )
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
