@@ -172,6 +172,9 @@ EARLIER_CHOICES = (
     "published-author-plateau-lr1e-3",
     "published-author-plateau-lr1e-3-whole",
 )
+# The settings trained at `SEEDS`: the last two choices, and the candidate that led on
+# amazon-beauty while its amazon-toys run decides (seeded meanwhile, in the slot beside it)
+SEEDED = (EARLIER_CHOICES[2], CHOSEN_SETTING, "published-author-plateau-lr1e-3-whole-ema-bf16")
 PLATEAU_SETTING = EARLIER_CHOICES[0]
 # The defaults' setting: `PLATEAU_SETTING` without its lr decay. With the lr decayed over it,
 # the refit ends lower (benchmarks/results/refit_decay/).
@@ -223,7 +226,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     settings, then the rest of `SAMPLED_RUNS`, then `PLATEAU_SETTING`'s other seeds, then the
     `CANDIDATES`, amazon-beauty's first, then the other seeds of the one they chose, then the
     `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` on amazon-toys,
-    then the other seeds of the whole-window configuration and of the chosen one.
+    then the other seeds of the `SEEDED` settings.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -249,7 +252,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     specs += [_spec(TOYS, tower, setting) for tower, setting in LED_ON_BEAUTY]
     specs += [
         seed_spec(dataset, seed, setting)
-        for setting in (EARLIER_CHOICES[2], CHOSEN_SETTING)
+        for setting in SEEDED
         for seed in SEEDS
         for dataset in DATASETS
     ]
