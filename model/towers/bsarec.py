@@ -44,8 +44,7 @@ class MixedBlock(SequenceBlock):
         self.num_heads = settings.num_heads
         self.embedded = settings.padding == "embedded"
         self.low_pass: Tensor
-        whole = settings.sees_later_items()
-        low_pass = low_pass_operator(shape.max_len, settings.cutoff, whole)
+        low_pass = low_pass_operator(shape.max_len, settings.cutoff, settings.window == "whole")
         self.register_buffer("low_pass", low_pass, persistent=False)
         self.sqrt_beta = nn.Parameter(torch.randn(dim))
         self.attn = nn.MultiheadAttention(dim, settings.num_heads, dropout, batch_first=True)

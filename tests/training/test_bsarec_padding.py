@@ -71,3 +71,10 @@ def test_a_padded_position_sees_the_later_items() -> None:
         body = [tower.blocks[0]]
         before, after = tower._below(seq, body)[0], tower._below(changed, body)[0]
     assert not torch.allclose(before[0, :6], after[0, :6], atol=1e-4)  # padded rows changed
+
+
+def test_embedded_padding_keeps_the_causal_low_pass_it_is_given() -> None:
+    cfg = {"tower": {"name": "bsarec", "padding": "embedded"}, "dim": DIM, "max_len": L}
+    block = build_query_tower(cfg, N_ITEMS).blocks[0]
+    assert torch.equal(block.low_pass, block.low_pass.tril())  # no later position's tap
+    assert not torch.equal(_tower("embedded").blocks[0].low_pass.triu(1), torch.zeros(L, L))
