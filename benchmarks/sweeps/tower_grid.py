@@ -50,7 +50,7 @@ the chosen configuration in the product's frame:
   product's precision on this CPU: more epochs in the 30 minutes), and on that BSARec's padded
   rows (`-bf16-embedded`: `model.tower.padding=embedded`, three times the work of a step, which
   bf16 makes affordable; every window max_len wide, so its batches are shuffled as BSARec's,
-  not bucketed by length).
+  not bucketed by length). The first led on amazon-beauty only, the second on neither.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
