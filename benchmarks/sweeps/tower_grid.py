@@ -50,7 +50,9 @@ the chosen configuration in the product's frame:
   product's precision on this CPU: more epochs in the 30 minutes), and on that BSARec's padded
   rows (`-bf16-embedded`: `model.tower.padding=embedded`, three times the work of a step, which
   bf16 makes affordable; every window max_len wide, so its batches are shuffled as BSARec's,
-  not bucketed by length). The first led on amazon-beauty only, the second on neither.
+  not bucketed by length). The first led on amazon-beauty only, the second on neither. Then
+  d = 128 in bf16 (`-bf16-d128`: d = 128 had been stopped by the cap while still rising),
+  which ran on both datasets at once, the two slots being free.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -134,6 +136,9 @@ SETTINGS["published-author-plateau-lr1e-3-whole-ema-bf16-embedded"] = _replacing
     "model.tower.padding=embedded",
     "train.bucket_by_length=false",
 )
+SETTINGS["published-author-plateau-lr1e-3-whole-ema-bf16-d128"] = _replacing(
+    "published-author-plateau-lr1e-3-whole-ema-bf16", "model.dim=128"
+)
 SETTINGS["published-author-plateau-lr2e-3"] = _replacing(
     "published-author-plateau", "train.lr=0.002"
 )
@@ -155,12 +160,15 @@ BEAUTY_FIRST = (
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16-embedded"),
+    ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16-d128"),
 )
 LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16"),
 )
+# `BEAUTY_FIRST` runs whose amazon-toys run trained beside their amazon-beauty one (free slots)
+BOTH_AT_ONCE = (("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16-d128"),)
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 # the like-for-like setting chosen on val
@@ -205,7 +213,7 @@ def planned(dataset: str, setting: str) -> tuple[str, ...]:
     towers = towers_of(setting)
     if dataset == BEAUTY:
         return towers
-    waiting = set(BEAUTY_FIRST) - set(LED_ON_BEAUTY)
+    waiting = set(BEAUTY_FIRST) - set(LED_ON_BEAUTY) - set(BOTH_AT_ONCE)
     return tuple(tower for tower in towers if (tower, setting) not in waiting)
 
 
@@ -223,7 +231,8 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     window, then the chosen configuration with the default sampler, then the author log's
     settings, then the rest of `SAMPLED_RUNS`, then `PLATEAU_SETTING`'s other seeds, then the
     `CANDIDATES`, amazon-beauty's first, then the other seeds of the one they chose, then the
-    `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` on amazon-toys,
+    `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` or `BOTH_AT_ONCE`
+    on amazon-toys,
     then the other seeds of the `SEEDED` settings.
     """
     specs = [
@@ -247,7 +256,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
         seed_spec(dataset, seed, EARLIER_CHOICES[1]) for seed in SEEDS for dataset in DATASETS
     ]
     specs += [_spec(BEAUTY, tower, setting) for tower, setting in BEAUTY_FIRST]
-    specs += [_spec(TOYS, tower, setting) for tower, setting in LED_ON_BEAUTY]
+    specs += [_spec(TOYS, tower, setting) for tower, setting in (*LED_ON_BEAUTY, *BOTH_AT_ONCE)]
     specs += [
         seed_spec(dataset, seed, setting)
         for setting in SEEDED

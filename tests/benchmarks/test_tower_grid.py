@@ -27,6 +27,7 @@ def test_a_beauty_first_run_reaches_amazon_toys_only_once_it_led(
     first = tower_grid.BEAUTY_FIRST[0]
     labels = {f"{tower}-{setting}" for tower, setting in tower_grid.BEAUTY_FIRST}
     monkeypatch.setattr(tower_grid, "LED_ON_BEAUTY", ())
+    monkeypatch.setattr(tower_grid, "BOTH_AT_ONCE", ())
     assert labels <= _names(BEAUTY)
     assert not labels & _names(TOYS)
     tower, setting = first
@@ -35,6 +36,9 @@ def test_a_beauty_first_run_reaches_amazon_toys_only_once_it_led(
     monkeypatch.setattr(tower_grid, "LED_ON_BEAUTY", (first,))
     assert f"{tower}-{setting}" in _names(TOYS)
     assert tower in tower_grid.planned(TOYS, setting)
+    monkeypatch.setattr(tower_grid, "LED_ON_BEAUTY", ())
+    monkeypatch.setattr(tower_grid, "BOTH_AT_ONCE", (first,))  # run beside its beauty run
+    assert f"{tower}-{setting}" in _names(TOYS)
 
 
 def test_a_later_candidate_changes_only_what_it_names() -> None:
