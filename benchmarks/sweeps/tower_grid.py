@@ -232,8 +232,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     settings, then the rest of `SAMPLED_RUNS`, then `PLATEAU_SETTING`'s other seeds, then the
     `CANDIDATES`, amazon-beauty's first, then the other seeds of the one they chose, then the
     `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` or `BOTH_AT_ONCE`
-    on amazon-toys,
-    then the other seeds of the `SEEDED` settings.
+    on amazon-toys, then the other seeds of the `SEEDED` settings.
     """
     specs = [
         _spec(dataset, tower, setting)
