@@ -44,15 +44,16 @@ the chosen configuration in the product's frame:
   the whole-window form with its weights averaged (`-whole-ema`); each on amazon-beauty first,
   on amazon-toys only once it led on amazon-beauty (`LED_ON_BEAUTY`): a lead on both makes the
   new choice. The whole-window low-pass led on both: chosen then, and trained at `SEEDS` too.
-  Its weight average (`-whole-ema`) then led on both: the chosen configuration
-  (`CHOSEN_SETTING`), trained at `SEEDS` too; its like-for-like figure is the seed with the
-  best validation figure. Two changes to it close the list: bf16 autocast (`-bf16`, the
+  Its weight average (`-whole-ema`) then led on both: chosen then, and trained at `SEEDS` too;
+  a chosen configuration's like-for-like figure is its seed with the best validation figure.
+  Two changes to it close the list: bf16 autocast (`-bf16`, the
   product's precision on this CPU: more epochs in the 30 minutes), and on that BSARec's padded
   rows (`-bf16-embedded`: `model.tower.padding=embedded`, three times the work of a step, which
   bf16 makes affordable; every window max_len wide, so its batches are shuffled as BSARec's,
   not bucketed by length). The first led on amazon-beauty only, the second on neither. Then
   d = 128 in bf16 (`-bf16-d128`: d = 128 had been stopped by the cap while still rising),
-  which ran on both datasets at once, the two slots being free.
+  which ran on both datasets at once, the two slots being free, and led on both: the chosen
+  configuration (`CHOSEN_SETTING`), trained at `SEEDS` too.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
@@ -172,15 +173,16 @@ BOTH_AT_ONCE = (("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16-d128"
 PREFIX_TOWERS = ("sasrec", "bsarec")  # the control and the best published model
 CHOSEN_TOWER = "bsarec"
 # the like-for-like setting chosen on val
-CHOSEN_SETTING = "published-author-plateau-lr1e-3-whole-ema"
-# The settings chosen before it, in turn (before `CANDIDATES`, before `BEAUTY_FIRST`, then
-# before the weight average on the whole window); each trained at `SEEDS` too
+CHOSEN_SETTING = "published-author-plateau-lr1e-3-whole-ema-bf16-d128"
+# The settings chosen before it, in turn (before `CANDIDATES`, before `BEAUTY_FIRST`, before
+# the weight average on the whole window, then before d = 128 in bf16); each trained at `SEEDS`
 EARLIER_CHOICES = (
     "published-author-plateau",
     "published-author-plateau-lr1e-3",
     "published-author-plateau-lr1e-3-whole",
+    "published-author-plateau-lr1e-3-whole-ema",
 )
-SEEDED = (EARLIER_CHOICES[2], CHOSEN_SETTING)  # the settings trained at `SEEDS` last
+SEEDED = EARLIER_CHOICES[2:] + (CHOSEN_SETTING,)  # the settings trained at `SEEDS` last
 PLATEAU_SETTING = EARLIER_CHOICES[0]
 # The defaults' setting: `PLATEAU_SETTING` without its lr decay. With the lr decayed over it,
 # the refit ends lower (benchmarks/results/refit_decay/).
