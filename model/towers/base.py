@@ -176,7 +176,9 @@ class PositionalInput(nn.Module):
         """
         length = seq.shape[1]
         where = torch.arange(self.max_len - length, self.max_len, device=seq.device)
-        x = self.drop(self.norm(items * kept(seq, items) + self.positions(where)))
+        if not self.zero_padding:  # a kept padded row is its position alone, never an id's row
+            items = items * kept(seq, items)
+        x = self.drop(self.norm(items + self.positions(where)))
         return x * kept(seq, x) if self.zero_padding else x
 
 
