@@ -180,6 +180,7 @@ LED_ON_BEAUTY: tuple[tuple[str, str], ...] = (
     ("bsarec", "published-author-plateau-lr1e-3-whole"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema"),
     ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16"),
+    ("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16-d128-wd0.05"),
 )
 # `BEAUTY_FIRST` runs whose amazon-toys run trained beside their amazon-beauty one (free slots)
 BOTH_AT_ONCE = (("bsarec", "published-author-plateau-lr1e-3-whole-ema-bf16-d128"),)
@@ -195,7 +196,9 @@ EARLIER_CHOICES = (
     "published-author-plateau-lr1e-3-whole",
     "published-author-plateau-lr1e-3-whole-ema",
 )
-SEEDED = EARLIER_CHOICES[2:] + (CHOSEN_SETTING,)  # the settings trained at `SEEDS` last
+# the candidate that led on amazon-beauty, trained at `SEEDS` while its amazon-toys run decides
+LEADING = "published-author-plateau-lr1e-3-whole-ema-bf16-d128-wd0.05"
+SEEDED = EARLIER_CHOICES[2:] + (CHOSEN_SETTING, LEADING)  # the settings trained at `SEEDS` last
 PLATEAU_SETTING = EARLIER_CHOICES[0]
 # The defaults' setting: `PLATEAU_SETTING` without its lr decay. With the lr decayed over it,
 # the refit ends lower (benchmarks/results/refit_decay/).
