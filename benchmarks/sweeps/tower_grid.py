@@ -36,27 +36,19 @@ the chosen configuration in the product's frame:
   ranks, and the run keeps, the moving average), and at the published settings' lr (1e-3)
   before the decay; `bsarec` only, amazon-beauty first (the dataset short of its published
   figure). The second led on both datasets: chosen then, and trained at `SEEDS` too.
-- `BEAUTY_FIRST`: `published-author-plateau-lr1e-3` with cosine logits at temperature 0.1 (the
-  recipe study's choice for `sasrec`), at d = 128, at batch 128, with `lru` (the published
-  settings' leader) for `bsarec`, with 10% and 30% of each training window's input items
-  dropped (`train.item_mask`, never the newest), with the low-pass over the whole window (as
-  BSARec's code filters), with its weights averaged (`train.ema_decay=0.999`), at lr 2e-3, and
-  the whole-window form with its weights averaged (`-whole-ema`); each on amazon-beauty first,
-  on amazon-toys only once it led on amazon-beauty (`LED_ON_BEAUTY`): a lead on both makes the
-  new choice. The whole-window low-pass led on both: chosen then, and trained at `SEEDS` too.
-  Its weight average (`-whole-ema`) then led on both: chosen then, and trained at `SEEDS` too;
-  a chosen configuration's like-for-like figure is its seed with the best validation figure.
-  Two changes to it close the list: bf16 autocast (`-bf16`, the
-  product's precision on this CPU: more epochs in the 30 minutes), and on that BSARec's padded
-  rows (`-bf16-embedded`: `model.tower.padding=embedded`, three times the work of a step, which
-  bf16 makes affordable; every window max_len wide, so its batches are shuffled as BSARec's,
-  not bucketed by length). The first led on amazon-beauty only, the second on neither. Then
-  d = 128 in bf16 (`-bf16-d128`: d = 128 had been stopped by the cap while still rising),
-  which ran on both datasets at once, the two slots being free, and led on both: the chosen
-  configuration then, trained at `SEEDS` too. On it, dropout 0.6 and AdamW's decoupled weight
-  decay at 0.05 (`-d128-dropout0.6`, `-d128-wd0.05`; d = 128 peaks by epoch 18 and then falls
-  on both datasets). The second led on both: the chosen configuration (`CHOSEN_SETTING`),
-  trained at `SEEDS` too, and with `exact` at m = 256 (the last of `SAMPLED_RUNS`).
+- `BEAUTY_FIRST`: one change at a time to the configuration chosen last, each run on
+  amazon-beauty first and on amazon-toys only once it led there (`LED_ON_BEAUTY`; both at once
+  when two slots were free, `BOTH_AT_ONCE`); a lead on both makes the new choice, trained at
+  `SEEDS` too. On `-lr1e-3`: cosine logits at temperature 0.1, d = 128, batch 128, `lru`,
+  10% and 30% of each window's input items dropped (`train.item_mask`), the low-pass over the
+  whole window (`-whole`, chosen), the weights averaged, lr 2e-3. On `-whole`: the weights
+  averaged (`-whole-ema`, chosen). On that: bf16 autocast (`-bf16`, the product's precision on
+  this CPU), BSARec's padded rows in bf16 (`-bf16-embedded`: `model.tower.padding=embedded`,
+  every window max_len wide, batches shuffled as BSARec's, not bucketed by length), d = 128 in
+  bf16 (`-bf16-d128`, chosen). On that, which peaks by epoch 18 and then falls on both
+  datasets: dropout 0.6 and AdamW's decoupled weight decay at 0.05 (`-d128-wd0.05`, chosen:
+  `CHOSEN_SETTING`, also run with `exact` at m = 256, the last of `SAMPLED_RUNS`). A chosen
+  configuration's like-for-like figure is its seed with the best validation figure.
 - `published-prefix-product`: `bsarec` at `published-prefix` (the configuration chosen before
   `published-author`) as `recsys train` shipped a model then: the default sampler before `auto`
   (`midx`, m = 64), precision, early stopping and refit, 30 minutes (the final grid's
