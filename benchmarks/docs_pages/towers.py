@@ -30,6 +30,7 @@ from benchmarks.sweeps.tower_grid import (
 
 STUDY = RESULTS / "tower_study"
 TESTED = RESULTS / "tower_study_test"  # `bench quality-test`: test ranked once, at the end
+PRODUCT_GAIN = 0.08  # the default with its refit is aimed this far above the like-for-like figure
 
 
 def _cell(run: dict[str, Any]) -> str:
@@ -153,11 +154,12 @@ def product_default(page: str) -> str:
     The like-for-like figure is the chosen configuration's at the seed validation picks
     (`seeds.chosen`), its test ranked once after the study.
     """
-    rows = []
+    rows, short = [], []
     for dataset in DATASETS:
         alike = chosen(dataset)
         run = f"{DEFAULTS}/{dataset}/{DEFAULT_RUN}"
         base, ndcg = _test(alike), metrics(run)["test"]["ndcg@10"]
+        short += [dataset] if ndcg / base - 1 < PRODUCT_GAIN else []
         rows.append(
             [dataset, num(base), num(ndcg), gap(ndcg / base - 1), cite(alike, page),
              cite(run, page)]
@@ -165,7 +167,9 @@ def product_default(page: str) -> str:
     head = ["dataset", "like for like (no refit): test NDCG@10",
             "the default with its refit: test NDCG@10", "gain", "like-for-like record",
             "the default's record"]  # fmt: skip
-    return table(head, rows)
+    aim = f"The study aims the default at least {PRODUCT_GAIN:.0%} above the like-for-like figure"
+    verdict = f"short of it on {' and '.join(short)}" if short else "met on both datasets"
+    return table(head, rows) + f"\n{aim}: {verdict}.\n"
 
 
 def product_frame(page: str) -> str:

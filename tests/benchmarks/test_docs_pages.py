@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.docs_pages import blocks, pages, quality
+from benchmarks.docs_pages import blocks, pages, quality, towers
 from benchmarks.paths import REPO
 from training.config import RecsysConfig
 
@@ -47,6 +47,17 @@ def test_the_default_rows_are_what_the_default_sampler_picks() -> None:
     assert small.name == quality.DEFAULT_RUN
     sampled = default.for_catalogue(default.sampler.full_up_to + 1).sampler
     assert f"{sampled.name}_m{sampled.num_negatives}" == quality.SAMPLED_DEFAULT_RUN
+
+
+def test_the_product_default_verdict_names_each_dataset_short_of_the_aim() -> None:
+    block = towers.product_default("docs/benchmarks/query-towers.md")
+    rows = [line.split(" | ") for line in block.splitlines() if line.startswith("| amazon-")]
+    short = [
+        row[0].strip("| ") for row in rows if float(row[3].rstrip("%")) < 100 * towers.PRODUCT_GAIN
+    ]
+    verdict = block.strip().splitlines()[-1]
+    assert ("met on both datasets" in verdict) == (not short)
+    assert all(dataset in verdict for dataset in short)
 
 
 def test_every_page_is_linked_from_the_index_and_tells_no_history() -> None:
