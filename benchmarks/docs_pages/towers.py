@@ -159,10 +159,11 @@ def product_default(page: str) -> str:
         alike = chosen(dataset)
         run = f"{DEFAULTS}/{dataset}/{DEFAULT_RUN}"
         base, ndcg = _test(alike), metrics(run)["test"]["ndcg@10"]
-        short += [dataset] if ndcg / base - 1 < PRODUCT_GAIN else []
+        gain = ndcg / base - 1
+        if gain < PRODUCT_GAIN:
+            short.append(dataset)
         rows.append(
-            [dataset, num(base), num(ndcg), gap(ndcg / base - 1), cite(alike, page),
-             cite(run, page)]
+            [dataset, num(base), num(ndcg), gap(gain), cite(alike, page), cite(run, page)]
         )  # fmt: skip
     head = ["dataset", "like for like (no refit): test NDCG@10",
             "the default with its refit: test NDCG@10", "gain", "like-for-like record",
