@@ -244,7 +244,8 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
     settings, then the rest of `SAMPLED_RUNS`, then `PLATEAU_SETTING`'s other seeds, then the
     `CANDIDATES`, amazon-beauty's first, then the other seeds of the one they chose, then the
     `BEAUTY_FIRST` runs on amazon-beauty and those of them in `LED_ON_BEAUTY` or `BOTH_AT_ONCE`
-    on amazon-toys, then the other seeds of the `SEEDED` settings.
+    on amazon-toys, then the other seeds of the `SEEDED` settings, then the chosen configuration
+    as a candidate default.
     """
     specs = [
         _spec(dataset, tower, setting)
@@ -274,6 +275,7 @@ def towers(out: Path) -> tuple[list[RunSpec], int]:
         for seed in SEEDS
         for dataset in DATASETS
     ]
+    specs += [candidate_spec(dataset) for dataset in DATASETS]
     return specs, len(specs)
 
 
@@ -301,3 +303,17 @@ def product_spec(dataset: str) -> RunSpec:
     trained = ("model.init_std=null", FORMER_REFIT)  # as that setting was held
     shipped = (*user_settings(), one_thread, tower, *SETTINGS[PRODUCT_SETTING], *trained)
     return RunSpec(dataset, f"{CHOSEN_TOWER}-{PRODUCT}", *SAMPLED, sets=shipped)
+
+
+def candidate_spec(dataset: str) -> RunSpec:
+    """`CHOSEN_SETTING` as `recsys train` would ship it: `bsarec-candidate-default`.
+
+    The defaults' frame (`final_grid.defaults`' full softmax): early stopping and the refit, 30
+    minutes, one thread; the lr held (the refit-decay study's finding) and `precision` left at
+    `auto`, as the defaults have them.
+    """
+    product = ("train.lr_schedule", "train.precision")  # the defaults' values kept
+    keys = _spec(dataset, CHOSEN_TOWER, CHOSEN_SETTING).sets
+    chosen = tuple(key for key in keys if key.split("=", 1)[0] not in product)
+    sets = (*user_settings(), "train.threads=1", *chosen)
+    return RunSpec(dataset, f"{CHOSEN_TOWER}-candidate-default", "full", None, sets=sets)
