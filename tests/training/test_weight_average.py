@@ -10,12 +10,14 @@ import pytorch_lightning as pl
 import torch
 
 from data.errors import RecsysInputError
+from model.bundle import ModelBundle
 from tests.training.tiny import TINY, tiny_home, validation_rounds
 from training.config_loading import load_config
 from training.loop import memory
 from training.loop.module_build import build_module
 from training.loop.trainer import fit
 from training.loop.weight_average import LIVE_KEY, WeightAverage
+from training.workflows.pipeline import train_on
 from training.workflows.scoring import measure
 
 
@@ -122,6 +124,51 @@ def test_a_resumed_fit_goes_on_from_the_saved_average_and_live_weights(
     for name in shadow:
         assert torch.equal(shadow[name], saved["state_dict"][name])
         assert torch.equal(live[name], saved[LIVE_KEY][name])
+
+
+def _spy(
+    monkeypatch: pytest.MonkeyPatch, hook: str
+) -> list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int]]:
+    """Each call of the average's `hook`: its shadow, the module's weights and the step count.
+
+    Seen after `on_train_start` (which makes the shadow), before any other hook.
+    """
+    calls: list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int]] = []
+    original = getattr(WeightAverage, hook)
+
+    def spy(self: WeightAverage, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if hook == "on_train_start":
+            original(self, trainer, module)
+        assert self.shadow is not None
+        weights = {n: p.detach().clone() for n, p in module.named_parameters()}
+        calls.append(({n: t.clone() for n, t in self.shadow.items()}, weights, self.steps))
+        if hook != "on_train_start":
+            original(self, trainer, module)
+
+    monkeypatch.setattr(WeightAverage, hook, spy)
+    return calls
+
+
+def test_the_refit_goes_on_averaging_from_the_best_round_and_ships_the_average(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, splits = tiny_home(tmp_path)
+    sets = [*TINY, "train.ema_decay=0.9", "train.max_epochs=2", "train.refit_epochs=2"]
+    starts, ends = _spy(monkeypatch, "on_train_start"), _spy(monkeypatch, "on_train_end")
+    result = train_on(ws, load_config(overrides=sets), splits, "ema", "tiny")
+    assert result is not None and result.refit_epochs == 2
+    (_, (shadow, live, steps)), (_, (average, last_live, refit_steps)) = starts, ends
+    best = torch.load(ws.runs_dir / "ema" / "checkpoints" / "best.ckpt", weights_only=False)
+    assert steps == best["global_step"] > 0 and refit_steps > steps  # the warm-up goes on
+    for name in shadow:  # the refit starts from the best round's average and live weights
+        assert torch.equal(shadow[name], best["state_dict"][name])
+        assert torch.equal(live[name], best[LIVE_KEY][name])
+    refit = torch.load(ws.runs_dir / "ema" / "checkpoints" / "refit.ckpt", weights_only=False)
+    table = "model.query_tower.item_embedding.weight"  # the item tower's too
+    assert torch.equal(refit["state_dict"][table], average[table])  # it ships the average
+    assert not torch.equal(average[table], last_live[table])
+    shipped = torch.as_tensor(ModelBundle.load(ws.models_dir / "ema").item_embeddings)
+    assert torch.allclose(shipped[1:], average[table][1:].float(), atol=1e-6)
 
 
 def test_the_decay_lies_strictly_between_0_and_1() -> None:

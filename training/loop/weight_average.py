@@ -18,7 +18,9 @@ leaves the fit are the average:
   and a warm start continues from, with the live weights' Adam moments) and `live_state_dict`
   the weights training goes on from, so a resumed fit continues both; a checkpoint written
   without the average resumes with the average at its weights;
-- when training ends the live weights become the average.
+- when training ends the live weights become the average;
+- a refit goes on averaging from the best round's average, live weights and step count
+  (`continue_from`), and ships the average (`training.workflows.refit`).
 
 Lightning's own `EMAWeightAveraging` keeps a deep copy of the whole module instead, which here
 would copy the sampler's state (a kernel tree, a proposal table) along with the weights.
@@ -117,6 +119,16 @@ class WeightAverage(Callback):
         self.shadow = _copy_of(pl_module)
         if LIVE_KEY in checkpoint:
             pl_module.load_state_dict(checkpoint[LIVE_KEY])
+
+    def continue_from(self, module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """Go on from `checkpoint` outside a resumed fit (the refit), as a resumed fit does.
+
+        `module` holds the checkpoint's `state_dict` (the average) when called.
+        """
+        self.on_load_checkpoint(None, module, checkpoint)  # type: ignore[arg-type]
+        state = checkpoint.get("callbacks", {}).get(self.state_key)
+        if state is not None:
+            self.load_state_dict(state)
 
     def state_dict(self) -> dict[str, Any]:
         """The step count, for the warm-up of a resumed fit."""

@@ -6,9 +6,11 @@ ends with it. `train.refit_epochs` E > 0 trains the restored best round E more e
 training sequences with each user's validation event appended (`with_validation_events`),
 the optimiser's moments going on from the best checkpoint and the lr schedule (and a scheduled
 temperature, `model.temperature_final`) from where the fit stopped, no validation round in
-between (the validation rows are now training data). Under `lr_schedule: plateau` the fit
-stops at its plateau without decaying and the refit decays the lr over its own steps
-(`training.loop.plateau`): the decay ends the training, whichever part ends it.
+between (the validation rows are now training data). Under `train.ema_decay` the weight
+average goes on too, from the best round's, and the refit ships the average. Under
+`lr_schedule: plateau` the fit stops at its plateau without decaying and the refit decays the
+lr over its own steps (`training.loop.plateau`): the decay ends the training, whichever part
+ends it.
 A data-parallel fit refits on every rank, each with its part of every batch, as it fitted.
 The test event is never trained on. The run's val metrics are measured before the refit;
 its test metrics and its bundle are the refit model's. A time cap covers the refit too: the
@@ -42,6 +44,7 @@ from training.loop.interrupt import interruptible_fit
 from training.loop.plateau import DecayOverTheRefit
 from training.loop.progress import EpochProgress, EpochTimer, terminal_bar
 from training.loop.trainer import processes
+from training.loop.weight_average import WeightAverage
 from training.workflows.warm_start import optimizer_state_loader
 
 log = logging.getLogger(__name__)
@@ -92,6 +95,7 @@ def refit(
             epochs, "" if epochs == 1 else "s", splits.val.height,
         )  # fmt: skip
     data = SequenceDataModule.of(refit_splits, cfg.train, cfg.model.max_len)
+    best = _best_checkpoint(run_dir)
     left = _time_left(cfg, module)
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(
@@ -100,7 +104,10 @@ def refit(
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),
-        callbacks=[*_moments(run_dir), EpochTimer(), *_progress(epochs), *_decay(module)],
+        callbacks=[
+            *_moments(best), *_average(cfg, module, best), EpochTimer(), *_progress(epochs),
+            *_decay(module),
+        ],
         **{k: v for k, v in overrides.items() if k in SHARED_OVERRIDES},
     )  # fmt: skip
     began = time.perf_counter()
@@ -132,11 +139,27 @@ def _progress(epochs: int) -> list[pl_lightning.Callback]:
     return [EpochProgress(epochs, None, label="refit epoch"), *terminal_bar("Refit")]
 
 
-def _moments(run_dir: Path) -> list[pl_lightning.Callback]:
-    """The callback loading the best checkpoint's optimiser state (none if it is missing)."""
+def _best_checkpoint(run_dir: Path) -> dict[str, Any] | None:
+    """The fit's best checkpoint (its optimiser state, a weight average's), None if missing."""
     best = run_dir / "checkpoints" / BEST_CHECKPOINT
     if not best.is_file():
         log.warning("refit: %s is missing, the optimiser starts fresh", best)
+        return None
+    return dict(torch.load(best, map_location="cpu", weights_only=False))
+
+
+def _moments(best: dict[str, Any] | None) -> list[pl_lightning.Callback]:
+    """The callback loading the best checkpoint's optimiser state (none without one)."""
+    return optimizer_state_loader(best.get("optimizer_states")) if best else []
+
+
+def _average(
+    cfg: RecsysConfig, module: Any, best: dict[str, Any] | None
+) -> list[pl_lightning.Callback]:
+    """Under `train.ema_decay`, the weight average, going on from the best round's."""
+    if cfg.train.ema_decay is None:
         return []
-    checkpoint = torch.load(best, map_location="cpu", weights_only=False)
-    return optimizer_state_loader(checkpoint.get("optimizer_states"))
+    average = WeightAverage(cfg.train.ema_decay)
+    if best is not None:
+        average.continue_from(module, best)
+    return [average]
