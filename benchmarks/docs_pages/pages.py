@@ -78,6 +78,7 @@ PAGES: dict[str, dict[str, Block]] = {
         "tower-test": towers.tested, "tower-seeds": seeds.seeds, "tower-tune": tower_tune.tuned,
         "tower-product-default": towers.product_default,
         "tower-product-frame": towers.product_frame, "tower-sampled": towers.sampled,
+        "tower-candidate": towers.candidate,
         "tower-refit": refit.refit_curve,
         "tower-refit-length": refit.refit_length,
         "tower-refit-decay": refit.refit_decay,

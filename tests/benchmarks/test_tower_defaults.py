@@ -6,7 +6,8 @@ from pathlib import Path
 
 from benchmarks.sweeps.final_grid import SAMPLED_DEFAULT, defaults
 from benchmarks.sweeps.sweep_grid import BEAUTY
-from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DEFAULT_SETTING, PLATEAU_SETTING, SETTINGS
+from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DEFAULT_SETTING, PLATEAU_SETTING
+from benchmarks.sweeps.tower_settings import SETTINGS
 from training.config_loading import build_run_config, load_config
 
 
