@@ -23,11 +23,17 @@ __all__ = ["SAVED_WITHOUT", "ModelConfig", "Section", "as_saved"]
 SAVED_WITHOUT: dict[str, object] = {
     "tower": "sasrec", "normalize": True, "temperature": 0.1, "init_std": None,
 }  # fmt: skip
+# the same for a saved tower section, by tower (bsarec's low-pass was causal before `window`)
+TOWER_SAVED_WITHOUT: dict[str, dict[str, object]] = {"bsarec": {"window": "causal"}}
 
 
 def as_saved(model: dict[str, Any]) -> dict[str, Any]:
     """A saved model section with the values it was trained at for the keys it predates."""
-    return {**SAVED_WITHOUT, **model}
+    saved = {**SAVED_WITHOUT, **model}
+    tower = saved["tower"]
+    if isinstance(tower, dict):
+        saved["tower"] = {**TOWER_SAVED_WITHOUT.get(tower.get("name", ""), {}), **tower}
+    return saved
 
 
 def _tower(value: Any) -> TowerSettings:
@@ -38,7 +44,8 @@ class ModelConfig(Section):
     """The two towers.
 
     The defaults are the query-tower study's chosen configuration (docs/benchmarks/
-    query-towers.md): bsarec at the published models' sizes, with dot-product logits.
+    query-towers.md): bsarec at the published models' sizes but d = 128, its low-pass over the
+    whole window, with dot-product logits.
     """
 
     tower: Annotated[SerializeAsAny[TowerSettings], PlainValidator(_tower)] = Field(
@@ -46,7 +53,7 @@ class ModelConfig(Section):
         description="The query tower: its `name` (sasrec, mean, fmlp, bsarec, lru) picks its "
         "settings class (model/tower_settings.py); a bare name takes that tower's defaults.",
     )
-    dim: int = Field(64, ge=2, description="Embedding size d of both towers.")
+    dim: int = Field(128, ge=2, description="Embedding size d of both towers.")
     max_len: int = Field(50, ge=1, description="Query history length L.")
     dropout: float = Field(
         0.5,

@@ -166,7 +166,7 @@ class BsarecSettings(AttentionSettings):
         5, ge=1, description="c: the low band is the window's lowest c // 2 + 1 frequencies."
     )
     window: Literal["causal", "whole"] = Field(
-        "causal",
+        "whole",
         description="causal: position t is low-passed over the L items ending at t; whole: "
         "over the whole window, as BSARec's code (every position sees the window's later "
         "items: needs train.targets=last, where only the last position is trained).",

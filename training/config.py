@@ -65,7 +65,7 @@ class TrainConfig(Section):
     """The optimisation loop."""
 
     batch_size: int = Field(256, ge=1, description="Training windows per batch.")
-    lr: float = Field(5e-4, gt=0.0, description="Adam learning rate (SparseAdam: sparse tables).")
+    lr: float = Field(1e-3, gt=0.0, description="Adam learning rate (SparseAdam: sparse tables).")
     lr_schedule: Literal["constant", "cosine", "wsd", "plateau"] = Field(
         "constant",
         description="cosine: from lr down to lr * min_lr_ratio over the training budget "
@@ -90,16 +90,16 @@ class TrainConfig(Section):
         "window but its newest (made padding) with this probability, drawn anew each epoch.",
     )  # fmt: skip
     weight_decay: float = Field(
-        0.0, ge=0.0, description="Weight decay of the dense optimiser (L2, or decoupled below)."
+        0.05, ge=0.0, description="Weight decay of the dense optimiser (L2, or decoupled below)."
     )
     decoupled_weight_decay: bool = Field(
-        False,
+        True,
         description="Decay the weights apart from Adam's gradient scaling (AdamW, Loshchilov & "
         "Hutter 2019) instead of adding weight_decay * w to the gradient (L2). Either form "
         "decays every parameter the Adam optimiser holds.",
     )
     ema_decay: float | None = Field(
-        None, gt=0.0, lt=1.0, description="Validate, keep and ship a moving average of the "
+        0.999, gt=0.0, lt=1.0, description="Validate, keep and ship a moving average of the "
         "weights with this decay (training/loop/weight_average.py: a copy of every parameter, "
         "all of it updated each step, a sparse item table too); null: the weights themselves.",
     )  # fmt: skip
@@ -231,7 +231,9 @@ class RecsysConfig(Section):
         if self.model.tower.sees_later_items() and self.train.targets != "last":
             raise ValueError(
                 f"model.tower {self.model.tower.name!r} sees later items of its window (not "
-                "causal): it needs train.targets=last, or a position would learn from its target"
+                "causal): it needs train.targets=last, or a position would learn from its "
+                "target; for a target at every position set model.tower.window=causal (and "
+                "model.tower.padding=zero)"
             )
         return self
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from data.errors import RecsysInputError
 from model.config import SAVED_WITHOUT as MODEL_SAVED_WITHOUT
+from model.config import as_saved as model_as_saved
 from training.combinations import refuse_clashes, refuse_missing_accelerator
 from training.config import RecsysConfig, register_samplers
 from training.sampler_settings import AnySampler, settings_class
@@ -26,7 +27,11 @@ from training.sampler_settings import AnySampler, settings_class
 Layer = dict[str, Any]  # a config, or part of one: section -> key -> value
 # keys added after run configs were first saved whose default has changed since: a saved
 # section without one was run at this value
-SAVED_WITHOUT: dict[str, Layer] = {"model": MODEL_SAVED_WITHOUT, "train": {"targets": "all"}}
+# (the weight average and AdamW's form came after saved configs, off then)
+SAVED_WITHOUT: dict[str, Layer] = {
+    "model": MODEL_SAVED_WITHOUT,
+    "train": {"targets": "all", "ema_decay": None, "decoupled_weight_decay": False},
+}
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -267,9 +272,11 @@ def stored_config(config: Layer) -> Layer:
 
 def as_saved(config: Layer) -> Layer:
     """`config`'s sections with the values they were run at for the keys they predate."""
-    return {
-        section: {**SAVED_WITHOUT[section], **values}
-        if section in SAVED_WITHOUT and isinstance(values, dict)
-        else values
-        for section, values in config.items()
-    }
+    return {section: saved_section(section, values) for section, values in config.items()}
+
+
+def saved_section(section: str, values: Any) -> Any:
+    """A saved section with the values it was run at for the keys it predates (a tower's too)."""
+    if not isinstance(values, dict) or section not in SAVED_WITHOUT:
+        return values
+    return model_as_saved(values) if section == "model" else {**SAVED_WITHOUT[section], **values}

@@ -76,6 +76,7 @@ def step_config(
         f"train.sparse_embeddings={str(sampler != FULL).lower()}",
         "train.precision=fp32",  # the committed figures' precision, whatever the CPU
         "train.targets=all",  # and their queries and logits
+        *(["model.tower.window=causal"] if tower == "bsarec" else []),  # what targets=all needs
         "model.normalize=true",
     ]
     m = own_keys(sampler, {"num_negatives": args["num_negatives"]}).get("num_negatives")

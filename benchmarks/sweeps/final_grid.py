@@ -35,7 +35,15 @@ import numpy as np
 
 from benchmarks.harness.paired import mean_interval, paired_interval
 from benchmarks.sweeps.run_records import load_ndcg, read_row
-from benchmarks.sweeps.sweep_grid import BEAUTY, FORMER_MODEL, PROTOCOL, TOYS, Planner, RunSpec
+from benchmarks.sweeps.sweep_grid import (
+    BEAUTY,
+    FORMER_MODEL,
+    FORMER_TRAINING,
+    PROTOCOL,
+    TOYS,
+    Planner,
+    RunSpec,
+)
 
 # SASRec + sampled softmax, ../shared/datasets/README.md (the issue's targets)
 PUBLISHED = {
@@ -68,7 +76,7 @@ def user_settings() -> tuple[str, ...]:
 
 def final(out: Path) -> tuple[list[RunSpec], int]:
     """The full softmax and each of `SAMPLED`, with the recipe study's defaults, on both."""
-    sets = (*user_settings(), *RECIPE_MODEL, FORMER_REFIT)
+    sets = (*user_settings(), *RECIPE_MODEL, *FORMER_TRAINING, FORMER_REFIT)
     specs = [
         RunSpec(dataset, name, name, m, sets=sets)
         for dataset in PUBLISHED

@@ -33,9 +33,9 @@ def _as_recorded(stored: dict[str, Any], section: str) -> dict[str, Any]:
 
     A model section is read in today's layout (a former flat tower key moves into the tower).
     """
-    from training.config_loading import SAVED_WITHOUT
+    from training.config_loading import saved_section
 
-    saved = {**SAVED_WITHOUT.get(section, {}), **stored.get(section, {})}
+    saved = saved_section(section, stored.get(section, {}))
     recorded = {**_defaults(stored, section), **saved}
     return _in_todays_layout(recorded) if section == "model" else recorded
 

@@ -29,15 +29,22 @@ BIAS_MS = (16, 256)
 # window are the ones the comparison and the recipe study ran at (the defaults until the study
 # chose 0.1 and, in stage 7, 20; fp32 until `auto`; each round alone until the window), and
 # `FORMER_MODEL` the model they trained (the defaults until the query-tower study chose
-# bsarec at the published sizes), so their committed runs stay comparable and reused
+# bsarec at the published sizes), so their committed runs stay comparable and reused;
+# `FORMER_TRAINING` no weight decay and no weight average (the defaults until the query-tower
+# study's chosen configuration became them)
 FORMER_MODEL = (
     "model.tower=sasrec", "model.dim=256", "model.normalize=true", "model.init_std=null",
     "train.lr=0.003", "train.batch_size=128", "train.targets=all",
 )  # fmt: skip
+FORMER_TRAINING = (
+    "train.weight_decay=0",
+    "train.decoupled_weight_decay=false",
+    "train.ema_decay=null",
+)
 PROTOCOL = (
     "train.patience=5", "train.max_minutes=30", "train.threads=1", "model.temperature=0.05",
     "model.max_len=50", "train.precision=fp32", "train.patience_window=1", "train.refit_epochs=0",
-    *FORMER_MODEL,
+    *FORMER_MODEL, *FORMER_TRAINING,
 )  # fmt: skip
 
 

@@ -71,7 +71,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.sweeps.final_grid import FORMER_REFIT, user_settings
-from benchmarks.sweeps.sweep_grid import BEAUTY, TOYS, RunSpec
+from benchmarks.sweeps.sweep_grid import BEAUTY, FORMER_TRAINING, TOYS, RunSpec
 from benchmarks.sweeps.tower_settings import SETTINGS
 
 DATASETS = (BEAUTY, TOYS)
@@ -122,9 +122,10 @@ EARLIER_CHOICES = (
 )
 SEEDED = EARLIER_CHOICES[2:] + (CHOSEN_SETTING,)  # the settings trained at `SEEDS` last
 PLATEAU_SETTING = EARLIER_CHOICES[0]
-# The defaults' setting: `PLATEAU_SETTING` without its lr decay. With the lr decayed over it,
-# the refit ends lower (benchmarks/results/refit_decay/).
-DEFAULT_SETTING = "published-author"
+# The defaults' setting before `CHOSEN_SETTING` became them: `PLATEAU_SETTING` without its lr
+# decay. With the lr decayed over it, the refit ends lower (benchmarks/results/refit_decay/).
+FORMER_DEFAULT_SETTING = "published-author"
+SHIPPED_AS_THEY_ARE = ("train.lr_schedule", "train.precision")  # keys a default leaves alone
 PRODUCT_SETTING = "published-prefix"  # the setting that was held against the former default
 PRODUCT = f"{PRODUCT_SETTING}-product"  # that setting as recsys train ships it
 SAMPLED = ("midx", 64)  # the default's sampler above its full-softmax limit, like for like
@@ -132,7 +133,7 @@ WIDE = 256  # the largest sample the sampled runs are held to
 # (setting, sampler, negatives) of the sampled runs, each set against its setting's full softmax:
 # the default sampler, then it drawing `WIDE`, then the model's own softmax (`exact`) drawing it
 SAMPLED_RUNS = (
-    (DEFAULT_SETTING, *SAMPLED), (DEFAULT_SETTING, SAMPLED[0], WIDE),
+    (FORMER_DEFAULT_SETTING, *SAMPLED), (FORMER_DEFAULT_SETTING, SAMPLED[0], WIDE),
     (PLATEAU_SETTING, SAMPLED[0], WIDE), (PLATEAU_SETTING, "exact", WIDE),
     (CHOSEN_SETTING, "exact", WIDE),
 )  # fmt: skip
@@ -160,8 +161,13 @@ def planned(dataset: str, setting: str) -> tuple[str, ...]:
 
 def _spec(dataset: str, tower: str, setting: str) -> RunSpec:
     heads = (ONE_HEAD,) if setting.startswith("published") and tower == "sasrec" else ()
-    sets = (f"model.tower={tower}", *heads, *SETTINGS[setting])
+    sets = (f"model.tower={tower}", *heads, *_causal(tower), *SETTINGS[setting])
     return RunSpec(dataset, f"{tower}-{setting}", "full", None, sets=sets)
+
+
+def _causal(tower: str) -> tuple[str, ...]:
+    """Bsarec's causal low-pass, the default when the study ran (a setting may set `whole`)."""
+    return ("model.tower.window=causal",) if tower == "bsarec" else ()
 
 
 def towers(out: Path) -> tuple[list[RunSpec], int]:
@@ -228,21 +234,26 @@ def sampled_spec(dataset: str, setting: str, sampler: str, negatives: int) -> Ru
 def product_spec(dataset: str) -> RunSpec:
     """`PRODUCT_SETTING` as `recsys train` ships it: the final grid's settings, midx."""
     one_thread = "train.threads=1"  # as the default's final-grid runs had (two at a time)
-    tower = f"model.tower={CHOSEN_TOWER}"
-    trained = ("model.init_std=null", FORMER_REFIT)  # as that setting was held
-    shipped = (*user_settings(), one_thread, tower, *SETTINGS[PRODUCT_SETTING], *trained)
+    tower = (f"model.tower={CHOSEN_TOWER}", *_causal(CHOSEN_TOWER))
+    trained = ("model.init_std=null", *FORMER_TRAINING, FORMER_REFIT)  # as that setting was held
+    shipped = (*user_settings(), one_thread, *tower, *SETTINGS[PRODUCT_SETTING], *trained)
     return RunSpec(dataset, f"{CHOSEN_TOWER}-{PRODUCT}", *SAMPLED, sets=shipped)
+
+
+def as_shipped(setting: str) -> tuple[str, ...]:
+    """`setting`'s keys (its tower's too) as a default sets them.
+
+    The lr is held (the refit-decay study's finding) and `precision` left at `auto`.
+    """
+    keys = _spec(BEAUTY, CHOSEN_TOWER, setting).sets
+    return tuple(key for key in keys if key.split("=", 1)[0] not in SHIPPED_AS_THEY_ARE)
 
 
 def candidate_spec(dataset: str) -> RunSpec:
     """`CHOSEN_SETTING` as `recsys train` would ship it: `bsarec-candidate-default`.
 
     The defaults' frame (`final_grid.defaults`' full softmax): early stopping and the refit, 30
-    minutes, one thread; the lr held (the refit-decay study's finding) and `precision` left at
-    `auto`, as the defaults have them.
+    minutes, one thread.
     """
-    product = ("train.lr_schedule", "train.precision")  # the defaults' values kept
-    keys = _spec(dataset, CHOSEN_TOWER, CHOSEN_SETTING).sets
-    chosen = tuple(key for key in keys if key.split("=", 1)[0] not in product)
-    sets = (*user_settings(), "train.threads=1", *chosen)
+    sets = (*user_settings(), "train.threads=1", *as_shipped(CHOSEN_SETTING))
     return RunSpec(dataset, f"{CHOSEN_TOWER}-candidate-default", "full", None, sets=sets)

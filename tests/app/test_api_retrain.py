@@ -14,6 +14,7 @@ from data.workspace import Workspace
 from tests.app.test_api_reload import wait_for
 from tests.serving.server import running_server
 from tests.training.retraining import write_logs
+from tests.training.tiny import EVERY_POSITION
 from training.config_loading import load_config
 from training.workflows.pipeline import train
 from training.workflows.retrain import RetrainRequest, retrain, served_config
@@ -21,7 +22,7 @@ from training.workflows.retrain import RetrainRequest, retrain, served_config
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "train.max_epochs=2", "eval.ks=[10,20]",
-    "train.targets=all",  # a target at every position: a few steps an epoch
+    *EVERY_POSITION,  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 
 

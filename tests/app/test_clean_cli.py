@@ -13,11 +13,11 @@ from pathlib import Path
 
 from data import owner
 from data.synth import generate_events
-from tests.training.tiny import flags
+from tests.training.tiny import EVERY_POSITION, flags
 
 REPO = Path(__file__).resolve().parents[2]
 # a target at every position: a few steps an epoch
-TINY = flags(["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.targets=all"])
+TINY = flags(["model.dim=16", "model.max_len=10", "model.num_layers=1", *EVERY_POSITION])
 
 
 def _recsys(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from data import store
 from data.lock import LOCK_FILE
 from data.synth import generate_events
 from data.workspace import Workspace
+from tests.training.tiny import EVERY_POSITION, flags
 from training.config_loading import load_config
 from training.workflows.pipeline import train
 
@@ -26,7 +27,7 @@ RECSYS = str(Path(sys.executable).parent / "recsys")
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
     "--set", "train.batch_size=64", "--set", "eval.ks=[10,20]",
-    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
+    *flags(EVERY_POSITION),  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 PAYLOAD = {
     "version", "previous_version", "published", "reason", "metrics", "new_items", "new_users",

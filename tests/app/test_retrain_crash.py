@@ -32,6 +32,7 @@ from data.workspace import Workspace
 from model.bundle import ModelBundle, current_version, read_manifest
 from tests.app.test_api_reload import wait_for
 from tests.serving.server import running_server
+from tests.training.tiny import EVERY_POSITION
 
 RECSYS = str(Path(sys.executable).parent / "recsys")
 REFIT = 3  # `train.refit_epochs` and `retrain.refit_epochs`
@@ -40,7 +41,7 @@ TINY = [
     "sampler.name=midx", "sampler.num_negatives=32",  # a sampler's state through the kill
     "eval.ks=[10,20]", "train.threads=1",
     f"train.refit_epochs={REFIT}", f"retrain.refit_epochs={REFIT}",
-    "train.targets=all",  # a target at every position: a few steps an epoch
+    *EVERY_POSITION,  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 EPOCHS = 6
 USER = "u0"  # a user of the first log, known to every model

@@ -12,6 +12,7 @@ import yaml
 
 from data.synth import generate_events
 from model.bundle import read_manifest
+from tests.training.tiny import EVERY_POSITION, flags
 from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.sampler_settings import SETTINGS
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
     "--set", "train.batch_size=64",
-    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
+    *flags(EVERY_POSITION),  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 
 

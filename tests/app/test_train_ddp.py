@@ -24,6 +24,7 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from model.bundle import ModelBundle
 from tests.serving.server import running_server
+from tests.training.tiny import EVERY_POSITION, flags
 from training.evaluation.metrics import popularity_baseline
 from training.loop.datamodule import SequenceDataModule, item_counts
 
@@ -35,7 +36,7 @@ TINY = [
     # fp32: under bf16 each process rounds its own products, so the equalities below are fp32's
     "--set", "train.precision=fp32",
     "--set", "train.refit_epochs=0",
-    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
+    *flags(EVERY_POSITION),  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 REL = 1e-5
 

@@ -19,12 +19,12 @@ import pytest
 import torch
 
 from data.synth import generate_events
-from tests.training.tiny import DEFAULT_REFIT, flags
+from tests.training.tiny import DEFAULT_REFIT, EVERY_POSITION, flags
 from training.precision import resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
 # a target at every position: a few steps an epoch
-TINY = flags(["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.targets=all"])
+TINY = flags(["model.dim=16", "model.max_len=10", "model.num_layers=1", *EVERY_POSITION])
 
 
 def test_one_progress_line_per_epoch_on_stderr_without_a_terminal(tmp_path: Path) -> None:

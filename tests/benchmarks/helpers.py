@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from tests.in_process import run_main
+from tests.training.tiny import EVERY_POSITION
 
 # a tiny model for the sweeps' runs, a target at every position: a few steps an epoch
 SWEEP_TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
-              "train.targets=all"]  # fmt: skip
+              *EVERY_POSITION]  # fmt: skip
 
 
 def run_bench(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:

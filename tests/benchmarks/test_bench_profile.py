@@ -7,11 +7,11 @@ import pytest
 
 from data.synth import generate_events
 from tests.benchmarks.helpers import run_bench
-from tests.training.tiny import flags
+from tests.training.tiny import EVERY_POSITION, flags
 from training.loop.lit_module import PHASES
 
 # a target at every position: a few steps an epoch
-TINY = flags(["model.dim=16", "model.max_len=10", "train.batch_size=16", "train.targets=all"])
+TINY = flags(["model.dim=16", "model.max_len=10", "train.batch_size=16", *EVERY_POSITION])
 TINY += ["--num-negatives", "16"]  # the full softmax draws none
 
 

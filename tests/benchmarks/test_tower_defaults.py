@@ -1,4 +1,4 @@
-"""The defaults are the tower study's `published-author-plateau` bar its lr decay, as trained."""
+"""The defaults are the tower study's chosen configuration as `recsys train` ships it."""
 
 from __future__ import annotations
 
@@ -6,16 +6,24 @@ from pathlib import Path
 
 from benchmarks.sweeps.final_grid import SAMPLED_DEFAULT, defaults
 from benchmarks.sweeps.sweep_grid import BEAUTY
-from benchmarks.sweeps.tower_grid import CHOSEN_TOWER, DEFAULT_SETTING, PLATEAU_SETTING
+from benchmarks.sweeps.tower_grid import CHOSEN_SETTING, CHOSEN_TOWER, as_shipped, candidate_spec
 from benchmarks.sweeps.tower_settings import SETTINGS
 from training.config_loading import build_run_config, load_config
 
 
-def test_the_defaults_are_the_plateau_setting_without_its_lr_decay() -> None:
-    studied = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[DEFAULT_SETTING]])
-    assert studied == load_config()
-    decayed = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[PLATEAU_SETTING]])
-    assert decayed == load_config(overrides=["train.lr_schedule=plateau"])
+def test_the_defaults_are_the_chosen_configuration_with_a_held_lr_and_auto_precision() -> None:
+    assert load_config(overrides=list(as_shipped(CHOSEN_SETTING))) == load_config()
+    studied = load_config(overrides=[f"model.tower={CHOSEN_TOWER}", *SETTINGS[CHOSEN_SETTING]])
+    assert studied == load_config(overrides=["train.lr_schedule=plateau", "train.precision=bf16"])
+
+
+def test_the_candidate_run_trains_the_defaults_as_the_default_runs_do() -> None:
+    specs, _ = defaults(Path("unused"))
+    full = next(s for s in specs if s.dataset == BEAUTY and s.sampler == "full")
+    candidate = candidate_spec(BEAUTY)
+    assert (candidate.sampler, candidate.m) == (full.sampler, full.m)
+    trained = [load_config(overrides=list(spec.sets)) for spec in (candidate, full)]
+    assert trained[0] == trained[1]
 
 
 def test_the_default_runs_on_the_test_split_train_the_defaults() -> None:

@@ -10,13 +10,14 @@ import pytest
 
 import recsys
 from data.errors import RecsysInputError
+from tests.training.tiny import EVERY_POSITION
 
 TINY = [
     "model.dim=16",
     "model.max_len=10",
     "model.num_layers=1",
     "train.refit_epochs=0",
-    "train.targets=all",
+    *EVERY_POSITION,
 ]
 
 

@@ -6,6 +6,7 @@ import polars as pl
 
 from data.synth import generate_events
 from data.workspace import Workspace
+from tests.training.tiny import EVERY_POSITION
 from training.config_loading import load_config
 from training.workflows.gate import RetrainResult
 from training.workflows.pipeline import train
@@ -15,7 +16,7 @@ TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "sampler.name=midx", "sampler.num_negatives=32", "train.max_epochs=3", "eval.ks=[10,20]",
     "model.normalize=true", "model.temperature=0.1",  # unit rows: the tests compare norms,
-    "train.targets=all",  # a target at every position: a few steps an epoch
+    *EVERY_POSITION,  # a target at every position: a few steps an epoch
     "train.refit_epochs=2", "retrain.refit_epochs=2",  # short refits: tests of one set theirs
 ]  # fmt: skip
 

@@ -74,7 +74,8 @@ def test_a_padded_position_sees_the_later_items() -> None:
 
 
 def test_embedded_padding_keeps_the_causal_low_pass_it_is_given() -> None:
-    cfg = {"tower": {"name": "bsarec", "padding": "embedded"}, "dim": DIM, "max_len": L}
+    tower = {"name": "bsarec", "padding": "embedded", "window": "causal"}
+    cfg = {"tower": tower, "dim": DIM, "max_len": L}
     block = build_query_tower(cfg, N_ITEMS).blocks[0]
     assert torch.equal(block.low_pass, block.low_pass.tril())  # no later position's tap
     assert not torch.equal(_tower("embedded").blocks[0].low_pass.triu(1), torch.zeros(L, L))

@@ -293,7 +293,8 @@ def test_the_memory_budget_counts_the_logit_tensors_the_loss_holds() -> None:
     assert logit_bytes(N, rows, ITEMS, torch.device("cuda"), "fp32") == 2 * N * ITEMS * 4
     cfg = RecsysConfig.model_validate(
         {"sampler": {"name": "full"}, "model": {"dim": 16, "num_layers": 1, "num_heads": 1,
-         "max_len": 5}, "train": {"precision": "fp32", "batch_size": 4, "targets": "all"}}
+         "max_len": 5, "tower": {"name": "bsarec", "window": "causal"}},
+         "train": {"precision": "fp32", "batch_size": 4, "targets": "all"}}
     )  # fmt: skip
     module = build_module(cfg, ITEMS, torch.ones(ITEMS + 1))
     want = 4 * 5 * ITEMS * 4 / memory.MIB  # 4 windows of 5 targets against every item, fp32

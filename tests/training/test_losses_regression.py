@@ -29,10 +29,12 @@ from training.samplers import SamplerContext, build_sampler
 
 FIXTURE = Path(__file__).with_name("loss_regression.json")
 N_ITEMS, STEPS = 60, 3
-# the model, temperature, lr and precision the fixture was recorded at (the defaults then)
+# the model, temperature, lr, weight decay and precision the fixture was recorded at (the
+# defaults then)
 TINY = ["model.tower=sasrec", "model.dim=16", "model.max_len=8", "model.num_heads=2",
         "model.dropout=0.1", "model.normalize=true", "model.temperature=0.05", "train.lr=0.003",
-        "model.init_std=null", "train.precision=fp32"]  # fmt: skip
+        "model.init_std=null", "train.precision=fp32", "train.weight_decay=0",
+        "train.decoupled_weight_decay=false", "train.ema_decay=null"]  # fmt: skip
 CASES = [
     *((s, "sampled_softmax", False) for s in ("uniform", "popularity", "in-batch", "mixed")),
     ("exact", "sampled_softmax", False),

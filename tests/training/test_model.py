@@ -64,7 +64,8 @@ def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tow
 @pytest.mark.parametrize("tower", TOWERS)
 def test_causal_output_ignores_later_items(tower: str) -> None:
     torch.manual_seed(0)
-    model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
+    causal = {"name": tower, "window": "causal"} if tower == "bsarec" else tower
+    model = build_query_tower({"tower": causal, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     seq = _seq(seed=1)
     seq[0] = torch.arange(1, L + 1)
     changed = seq.clone()

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from data.errors import RecsysInputError
 from model.bundle import read_manifest
+from tests.training.tiny import EVERY_POSITION, flags
 from training.sampler_settings import SETTINGS, SampledSettings
 from training.samplers import SAMPLERS, Negatives, SamplerContext, register_sampler
 from training.samplers.base import Stateless
@@ -26,7 +27,7 @@ DRAWS: list[int] = []  # the number of negatives of each draw the plugin made
 TINY = [
     "--set", "model.dim=16", "--set", "model.max_len=10", "--set", "model.num_layers=1",
     "--set", "train.batch_size=256", "--set", "train.refit_epochs=0", "--set", "eval.ks=[10]",
-    "--set", "train.targets=all",  # a target at every position: a few steps an epoch
+    *flags(EVERY_POSITION),  # a target at every position: a few steps an epoch
 ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from data.errors import RecsysInputError
 from data.synth import generate_events
 from data.workspace import Workspace
 from model.bundle import current_version, read_manifest
+from tests.training.tiny import EVERY_POSITION
 from training.config import RecsysConfig
 from training.config_loading import load_config
 from training.loop.checkpoints import BEST_CHECKPOINT
@@ -22,7 +23,7 @@ from training.workflows.scoring import evaluate
 TINY = [
     "model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=64",
     "train.max_epochs=2", "eval.ks=[10,20]",
-    "train.targets=all",  # a target at every position: the steps an epoch that the tests count
+    *EVERY_POSITION,  # a target at every position: the steps an epoch that the tests count
 ]  # fmt: skip
 FEW = "sampler.num_negatives=32"  # what a named sampler draws here
 

@@ -10,6 +10,7 @@ import pytest
 
 from data.errors import RecsysInputError
 from model.bundle.layout import MANIFEST
+from model.bundle.manifest import read_manifest
 from tests.serving.bundles import make_bundle
 from training.config import RecsysConfig
 from training.config_loading import build_run_config, load_stored_config, stored_config
@@ -131,7 +132,8 @@ def test_what_cannot_train_is_refused_once_with_one_line(
 
 def test_a_former_flat_sampler_section_reads_as_the_samplers_own_keys() -> None:
     config = stored_config({"sampler": FLAT_RFF, "train": {"lr": 0.01}})
-    assert config["train"] == {"lr": 0.01, "targets": "all"}  # the key it predates, as run
+    predated = {"targets": "all", "ema_decay": None, "decoupled_weight_decay": False}
+    assert config["train"] == {"lr": 0.01, **predated}  # the keys it predates, as run
     assert config["sampler"] == {
         "name": "rff", "num_negatives": 64, "per_query": True, "features": 1024, "nu": 4.0,
         "orthogonal": True, "leaf_size": 64, "refresh_every": 100, "score_floor": 0.001,
@@ -174,6 +176,19 @@ def test_a_model_published_before_keeps_retraining_with_its_settings(tmp_path: P
     stored = load_stored_config(hparams)
     assert stored.sampler == cfg.sampler
     assert (stored.model.tower.name, stored.model.normalize) == ("sasrec", True)
+
+
+def test_a_bsarec_model_saved_before_the_whole_window_default_reads_causal(tmp_path: Path) -> None:
+    path = make_bundle(tmp_path / "models", "v1")
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["model"]["tower"] = {"name": "bsarec", "num_layers": 1, "num_heads": 1}  # no window
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    assert read_manifest(path).model.tower.window == "causal"  # as it was trained
+    saved = {"model": {"tower": {"name": "bsarec"}}, "train": {"lr": 0.01}}
+    cfg = RecsysConfig.model_validate(stored_config(saved))
+    assert cfg.model.tower.window == "causal" and cfg.train.ema_decay is None
+    fresh = build_run_config(overrides=["model.tower=bsarec", "train.lr=0.01"])
+    assert fresh.model.tower.window == "whole" and fresh.train.ema_decay == 0.999  # the defaults
 
 
 def test_the_kernel_sampler_flag_brings_cosine_logits_but_not_over_a_served_model() -> None:
