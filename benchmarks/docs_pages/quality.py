@@ -86,7 +86,8 @@ def _test_runs(study: str, names: tuple[str, ...], page: str) -> str:
             if not recorded(run):
                 continue
             facts, train = metrics(run), record(run)["config"]["train"]
-            epochs = f"{facts['epochs']} + {train['refit_epochs']} refit, {facts['stopped_by']}"
+            refit = facts.get("refit_epochs", train["refit_epochs"])  # the cap's cut, if recorded
+            epochs = f"{facts['epochs']} + {refit} refit, {facts['stopped_by']}"
             cells = _final_cells(study, dataset, name)
             val = num(facts["val"]["ndcg@10"])
             rows.append([dataset, cells[0], val, *cells[1:], epochs, machine(run), cite(run, page)])
