@@ -55,7 +55,8 @@ the chosen configuration in the product's frame:
   settings), one thread; its val NDCG@10 is set against the product default's in the final
   grid (a default is chosen in the frame it ships in).
 - `candidate-default`: `CHOSEN_SETTING` as `recsys train` would ship it (`candidate_spec`),
-  set against the default's run in the defaults grid on validation.
+  set against the former default's run in the defaults grid on validation (its records:
+  `defaults_published_author`); it led on both datasets and so is the default.
 A study on validation drops the refit, and with it the refit's share of the cap: the page
 reads a product-frame run's curve at the limit that share would have set. Each setting's keys:
 `benchmarks.sweeps.tower_settings`. Runs are ordered so that the published settings on
@@ -241,9 +242,10 @@ def product_spec(dataset: str) -> RunSpec:
 
 
 def as_shipped(setting: str) -> tuple[str, ...]:
-    """`setting`'s keys (its tower's too) as a default sets them.
+    """`setting`'s keys (its tower's too) as the defaults set them.
 
-    The lr is held (the refit-decay study's finding) and `precision` left at `auto`.
+    The lr schedule and the precision are the defaults' own: `constant` (the refit-decay study's
+    finding) and `auto`.
     """
     keys = _spec(BEAUTY, CHOSEN_TOWER, setting).sets
     return tuple(key for key in keys if key.split("=", 1)[0] not in SHIPPED_AS_THEY_ARE)
