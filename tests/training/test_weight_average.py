@@ -166,6 +166,7 @@ def test_the_refit_goes_on_averaging_from_the_best_round_and_ships_the_average(
     refit = torch.load(ws.runs_dir / "ema" / "checkpoints" / "refit.ckpt", weights_only=False)
     table = "model.query_tower.item_embedding.weight"  # the item tower's too
     assert torch.equal(refit["state_dict"][table], average[table])  # it ships the average
+    assert LIVE_KEY not in refit  # alone: the live weights ended with the refit
     assert not torch.equal(average[table], last_live[table])
     shipped = torch.as_tensor(ModelBundle.load(ws.models_dir / "ema").item_embeddings)
     assert torch.allclose(shipped[1:], average[table][1:].float(), atol=1e-6)

@@ -18,7 +18,8 @@ leaves the fit are the average:
   and a warm start continues from, with the live weights' Adam moments) and `live_state_dict`
   the weights training goes on from, so a resumed fit continues both; a checkpoint written
   without the average resumes with the average at its weights;
-- when training ends the live weights become the average;
+- when training ends the live weights become the average (a checkpoint saved after that, as
+  the refit's is, holds the average without live weights);
 - a refit goes on averaging from the best round's average, live weights and step count
   (`continue_from`), and ships the average (`training.workflows.refit`).
 
@@ -95,10 +96,11 @@ class WeightAverage(Callback):
 
     @torch.no_grad()
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """The fit's model is the average."""
+        """The fit's model is the average; a checkpoint saved after it holds the average alone."""
         if self.shadow is not None:
             for name, param in pl_module.named_parameters():
                 param.copy_(self.shadow[name])
+            self.shadow = None  # the live weights are gone: nothing to keep beside the average
 
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
@@ -121,10 +123,8 @@ class WeightAverage(Callback):
             pl_module.load_state_dict(checkpoint[LIVE_KEY])
 
     def continue_from(self, module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        """Go on from `checkpoint` outside a resumed fit (the refit), as a resumed fit does.
-
-        `module` holds the checkpoint's `state_dict` (the average) when called.
-        """
+        """Go on from `checkpoint` outside a resumed fit (the refit), as a resumed fit does."""
+        module.load_state_dict(checkpoint["state_dict"])  # the average, as Lightning loads it
         self.on_load_checkpoint(None, module, checkpoint)  # type: ignore[arg-type]
         state = checkpoint.get("callbacks", {}).get(self.state_key)
         if state is not None:

@@ -95,7 +95,7 @@ def refit(
             epochs, "" if epochs == 1 else "s", splits.val.height,
         )  # fmt: skip
     data = SequenceDataModule.of(refit_splits, cfg.train, cfg.model.max_len)
-    best = _best_checkpoint(run_dir)
+    resumed = _from_the_best_round(cfg, module, run_dir)
     left = _time_left(cfg, module)
     module.clock.resumed_seconds = module.clock.seconds()  # the schedule goes on from the fit
     trainer = pl_lightning.Trainer(
@@ -104,10 +104,7 @@ def refit(
         num_sanity_val_steps=0, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=sys.stderr.isatty(),
-        callbacks=[
-            *_moments(best), *_average(cfg, module, best), EpochTimer(), *_progress(epochs),
-            *_decay(module),
-        ],
+        callbacks=[*resumed, EpochTimer(), *_progress(epochs), *_decay(module)],
         **{k: v for k, v in overrides.items() if k in SHARED_OVERRIDES},
     )  # fmt: skip
     began = time.perf_counter()
@@ -139,27 +136,22 @@ def _progress(epochs: int) -> list[pl_lightning.Callback]:
     return [EpochProgress(epochs, None, label="refit epoch"), *terminal_bar("Refit")]
 
 
-def _best_checkpoint(run_dir: Path) -> dict[str, Any] | None:
-    """The fit's best checkpoint (its optimiser state, a weight average's), None if missing."""
-    best = run_dir / "checkpoints" / BEST_CHECKPOINT
-    if not best.is_file():
-        log.warning("refit: %s is missing, the optimiser starts fresh", best)
-        return None
-    return dict(torch.load(best, map_location="cpu", weights_only=False))
-
-
-def _moments(best: dict[str, Any] | None) -> list[pl_lightning.Callback]:
-    """The callback loading the best checkpoint's optimiser state (none without one)."""
-    return optimizer_state_loader(best.get("optimizer_states")) if best else []
-
-
-def _average(
-    cfg: RecsysConfig, module: Any, best: dict[str, Any] | None
+def _from_the_best_round(
+    cfg: RecsysConfig, module: Any, run_dir: Path
 ) -> list[pl_lightning.Callback]:
-    """Under `train.ema_decay`, the weight average, going on from the best round's."""
-    if cfg.train.ema_decay is None:
-        return []
-    average = WeightAverage(cfg.train.ema_decay)
-    if best is not None:
-        average.continue_from(module, best)
-    return [average]
+    """The callbacks going on from the best checkpoint's optimiser state and weight average.
+
+    The average only under `train.ema_decay`; the checkpoint is read once and not kept.
+    Without it the optimiser and the average start fresh.
+    """
+    path = run_dir / "checkpoints" / BEST_CHECKPOINT
+    if not path.is_file():
+        log.warning("refit: %s is missing, the optimiser and any average start fresh", path)
+    best = torch.load(path, map_location="cpu", weights_only=False) if path.is_file() else {}
+    callbacks = optimizer_state_loader(best.get("optimizer_states"))
+    if cfg.train.ema_decay is not None:
+        average = WeightAverage(cfg.train.ema_decay)
+        if best:
+            average.continue_from(module, best)
+        callbacks.append(average)
+    return callbacks
