@@ -76,7 +76,10 @@ def test_directory_as_config_file(tmp_path: Path) -> None:
         (["train.seed=4294967295"], None),
         (["model.tower.window=whole", "train.targets=all"], "needs train.targets=last"),
         (["model.tower=bsarec", "model.tower.window=whole", "train.targets=last"], None),
-        (["model.tower=bsarec", "model.tower.padding=embedded", "train.targets=all"], "needs"),
+        (
+            ["model.tower.window=causal", "model.tower.padding=embedded", "train.targets=all"],
+            "needs",
+        ),
     ],
 )
 def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], message: str) -> None:
@@ -88,8 +91,8 @@ def test_invariants_the_trainer_assumes_are_checked(overrides: list[str], messag
 
 
 def test_a_tower_key_set_before_the_tower_is_named_is_kept() -> None:
-    cfg = load_config(overrides=["model.tower.window=whole", "model.tower=bsarec"])
-    assert cfg.model.tower.window == "whole"
+    cfg = load_config(overrides=["model.tower.window=causal", "model.tower=bsarec"])
+    assert cfg.model.tower.window == "causal"  # not the default
     with pytest.raises(RecsysInputError, match="alpha: not a key of the sasrec tower"):
         load_config(overrides=["model.tower.alpha=0.5", "model.tower=sasrec"])  # kept: refused
     named = ["model.tower.alpha=0.5", "model.tower=bsarec"]

@@ -9,7 +9,8 @@ from model.towers import FastDropout, MeanPoolTower, SasrecTower, TowerShape
 from model.towers.base import BlockTower, PositionalInput
 from model.towers.sasrec import SasrecSettings
 
-TOWERS = ["sasrec", "mean", "fmlp", "bsarec", "lru"]
+CAUSAL_BSAREC = {"name": "bsarec", "window": "causal"}  # its default filters the whole window
+TOWERS: list[str | dict[str, str]] = ["sasrec", "mean", "fmlp", CAUSAL_BSAREC, "lru"]
 WHOLE_WINDOW = {"name": "bsarec", "window": "whole"}  # not causal: trained at the last position
 EMBEDDED = {**WHOLE_WINDOW, "padding": "embedded"}  # BSARec's code: padded rows carried along
 
@@ -43,7 +44,9 @@ def test_shapes_and_unit_norm(tower: str | dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize("tower", TOWERS)
-def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tower: str) -> None:
+def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(
+    tower: str | dict[str, str],
+) -> None:
     cfg = {"tower": tower, "dim": DIM, "max_len": L, "normalize": True}
     torch.manual_seed(0)
     unit = build_model(cfg, N_ITEMS).eval()
@@ -62,10 +65,9 @@ def test_plain_dot_product_towers_are_the_normalised_ones_before_normalising(tow
 
 
 @pytest.mark.parametrize("tower", TOWERS)
-def test_causal_output_ignores_later_items(tower: str) -> None:
+def test_causal_output_ignores_later_items(tower: str | dict[str, str]) -> None:
     torch.manual_seed(0)
-    causal = {"name": tower, "window": "causal"} if tower == "bsarec" else tower
-    model = build_query_tower({"tower": causal, "dim": DIM, "max_len": L}, N_ITEMS).eval()
+    model = build_query_tower({"tower": tower, "dim": DIM, "max_len": L}, N_ITEMS).eval()
     seq = _seq(seed=1)
     seq[0] = torch.arange(1, L + 1)
     changed = seq.clone()

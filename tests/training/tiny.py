@@ -9,12 +9,12 @@ from data.synth import generate_events
 from data.workspace import Workspace
 from training.config import TrainConfig
 
-# a target at every position: a few steps an epoch, which the tests count; a short refit (the
-# tests of the default's length read `DEFAULT_REFIT`); midx, whose state the fits carry (the
-# default, auto, would train the full softmax on 40 items)
 # a target at every position (a few steps an epoch): the default tower, bsarec, with its low-pass
 # causal (over the whole window it needs one target a window); a tower named later starts afresh
 EVERY_POSITION = ["train.targets=all", "model.tower=bsarec", "model.tower.window=causal"]
+# a target at every position: a few steps an epoch, which the tests count; a short refit (the
+# tests of the default's length read `DEFAULT_REFIT`); midx, whose state the fits carry (the
+# default, auto, would train the full softmax on 40 items)
 TINY = ["model.dim=16", "model.max_len=10", "model.num_layers=1", "train.batch_size=32",
         *EVERY_POSITION, "train.refit_epochs=2", "sampler.name=midx"]  # fmt: skip
 DEFAULT_REFIT = TrainConfig().refit_epochs  # the refit's epochs where a run sets none
