@@ -1,12 +1,14 @@
 """Step timing behind `bench train-step`: milliseconds per whole training step.
 
-A step is exactly what training runs per batch (`RetrievalModule.optimisation_step`): query
-tower forward over B histories, the loss (sampled softmax over the sampler's negatives, or the
-full softmax over all n items), backward, every optimiser, and the sampler's update with the
-rows that changed. Each sampler runs with its preset as `recsys train --sampler NAME` applies
-it (per-query draws where that is its default), then the `--set` overrides. Every position of
-the B histories is a query, N = B L (`train.targets=all`, the committed records' targets, with
-their cosine logits; `--set train.targets=last` times one query a history).
+A step is what training runs per batch (`RetrievalModule.optimisation_step`): query tower
+forward over B histories, the loss (sampled softmax over the sampler's negatives, or the full
+softmax over all n items), backward, every optimiser, and the sampler's update with the rows
+that changed; not the Lightning callbacks around it (the weight average's pass over the
+parameters, `train.ema_decay`). Each sampler runs with its preset as `recsys train --sampler
+NAME` applies it (per-query draws where that is its default), then the `--set` overrides.
+Every position of the B histories is a query, N = B L (`train.targets=all`, the committed
+records' targets, with their cosine logits and bsarec's causal low-pass; `--set
+train.targets=last` times one query a history).
 Sampled runs use sparse id tables (`SparseAdam`, only touched rows move); the full softmax
 needs dense Adam, since every row gets a gradient. The item table is random and the histories
 are drawn from a Zipf-like popularity, so timings do not depend on data. Each row also says

@@ -7,7 +7,10 @@ The refit trains on each user's validation event, so validation cannot judge it.
 moves every split back by one event and never reads the test split: each user's last
 training event becomes the validation target (early stopping), and the real validation event
 becomes the "test" target. Per dataset (the record `DIR/<dataset>.json`, skipped when it exists):
-1. fit the full softmax with the defaults on the shifted splits, `--minutes` cap;
+1. fit the full softmax on the shifted splits, `--minutes` cap, with the default model its
+   committed records trained (`RECORDED`: d = 64, the causal low-pass, lr 5e-4, no weight
+   decay or weight average; the arms train the kept round's weights, which a weight average
+   would not ship);
 2. `with_val`: from that best round (weights and Adam moments of `best.ckpt`), K epochs on the
    shifted training sequences plus the shifted validation events, the shifted "test" (the real
    validation rows) ranked after each epoch;
@@ -33,6 +36,7 @@ from pytorch_lightning.callbacks import Callback
 
 from benchmarks import records
 from benchmarks.paths import RESULTS, TEMP, datasets_root
+from benchmarks.sweeps.sweep_grid import FORMER_TRAINING
 from data.datasets import prepare_dataset
 from data.split import Splits
 from data.workspace import Workspace
@@ -108,6 +112,8 @@ ARMS = {
     "with_val_decay": (True, "cosine"),  # the curve of `plateau`'s refit: lr to its floor
 }
 DEFAULT_ARMS = ("with_val", "train_only")
+# the default model when the committed records ran (before the query-tower study's chosen one)
+RECORDED = ("model.dim=64", "model.tower.window=causal", "train.lr=0.0005", *FORMER_TRAINING)
 
 
 def study(
@@ -116,7 +122,7 @@ def study(
     """The base fit, then each of `arms` from its best round (see the module docstring)."""
     ws = Workspace(home)
     prepare_dataset(ws, str(data_root / dataset / "interactions.csv"))
-    cfg = load_config(overrides=["sampler.name=full", f"train.max_minutes={minutes}"])
+    cfg = load_config(overrides=[*RECORDED, "sampler.name=full", f"train.max_minutes={minutes}"])
     splits = shifted(load_splits(ws, cfg))
     base = fit(cfg, splits, home / "runs" / "base")
     record: dict[str, Any] = {
@@ -128,7 +134,7 @@ def study(
     for arm in arms:
         with_val, schedule = ARMS[arm]
         free = load_config(overrides=[
-            "sampler.name=full", "train.refit_epochs=0", f"train.lr_schedule={schedule}",
+            *RECORDED, "sampler.name=full", "train.refit_epochs=0", f"train.lr_schedule={schedule}",
             "train.max_minutes=null",  # a cosine over the arm's epochs, not over a time cap
         ])  # fmt: skip
         trained = with_validation_events(splits) if with_val else splits

@@ -242,10 +242,10 @@ def product_spec(dataset: str) -> RunSpec:
 
 
 def as_shipped(setting: str) -> tuple[str, ...]:
-    """`setting`'s keys (its tower's too) as the defaults set them.
+    """`setting`'s keys (its tower's too) without `SHIPPED_AS_THEY_ARE`.
 
-    The lr schedule and the precision are the defaults' own: `constant` (the refit-decay study's
-    finding) and `auto`.
+    Those two stay at the defaults' values: the lr schedule `constant` (the refit-decay study's
+    finding) and the precision `auto`. (The keys are the same on either dataset.)
     """
     keys = _spec(BEAUTY, CHOSEN_TOWER, setting).sets
     return tuple(key for key in keys if key.split("=", 1)[0] not in SHIPPED_AS_THEY_ARE)
