@@ -26,7 +26,7 @@ from benchmarks.docs_pages.tables import (
     table,
 )
 from benchmarks.paths import REPO, RESULTS
-from benchmarks.sweeps.final_grid import PUBLISHED
+from benchmarks.sweeps.final_grid import PUBLISHED, planned_refit
 from benchmarks.sweeps.run_records import row
 from benchmarks.sweeps.sweep_report import markdown
 
@@ -87,7 +87,7 @@ def _test_runs(study: str, names: tuple[str, ...], page: str) -> str:
             if not recorded(run):
                 continue
             facts, train = metrics(run), record(run)["config"]["train"]
-            refit = facts.get("refit_epochs", train["refit_epochs"])  # the cap's cut, if recorded
+            refit = planned_refit(facts, train)
             epochs = f"{facts['epochs']} + {refit} refit, {facts['stopped_by']}"
             cells = _final_cells(study, dataset, name)
             val = num(facts["val"]["ndcg@10"])

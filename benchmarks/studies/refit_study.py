@@ -37,6 +37,7 @@ from pytorch_lightning.callbacks import Callback
 from benchmarks import records
 from benchmarks.paths import RESULTS, TEMP, datasets_root
 from benchmarks.sweeps.sweep_grid import FORMER_TRAINING
+from benchmarks.sweeps.tower_grid import FORMER_DEFAULT_SETTING, as_shipped
 from data.datasets import prepare_dataset
 from data.split import Splits
 from data.workspace import Workspace
@@ -113,7 +114,7 @@ ARMS = {
 }
 DEFAULT_ARMS = ("with_val", "train_only")
 # the default model when the committed records ran (before the query-tower study's chosen one)
-RECORDED = ("model.dim=64", "model.tower.window=causal", "train.lr=0.0005", *FORMER_TRAINING)
+RECORDED = (*as_shipped(FORMER_DEFAULT_SETTING), *FORMER_TRAINING)
 
 
 def study(

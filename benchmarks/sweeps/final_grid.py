@@ -136,10 +136,14 @@ def _rows(out: Path, dataset: str, runs: dict[str, dict[str, Any]], resamples: i
 
 
 def _refit(run: dict[str, Any]) -> str:
-    """` + E refit`: the refit's planned epochs (recorded since; else its config's), or ''."""
-    train = (run["config"] or {}).get("train", {})
-    epochs = run.get("refit_epochs", train.get("refit_epochs", 0))
+    """` + E refit`: the refit's planned epochs (`planned_refit`), or ''."""
+    epochs = planned_refit(run, (run["config"] or {}).get("train", {}))
     return f" + {epochs} refit" if epochs else ""
+
+
+def planned_refit(metrics: dict[str, Any], train: dict[str, Any]) -> int:
+    """A run's refit epochs as the time cap left them (recorded since), else its config's."""
+    return int(metrics.get("refit_epochs", train.get("refit_epochs", 0)))
 
 
 def final_report(out: Path, resamples: int = 2000, doc: Path | None = None) -> str:
